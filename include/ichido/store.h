@@ -1,0 +1,120 @@
+// Store: where ichido's state lives. One interface, several implementations (embedded SQLite, an
+// in-memory reference store, and later PostgreSQL); one conformance suite
+// (src/store/testing/conformance_test.cc) runs every rule against each of them.
+//
+// Contract shared by every method:
+//   - Asynchronous: the method returns at once; `done` is called exactly once, on a store-owned
+//     thread. `done` must not block; hand work back to your own executor.
+//   - Mutations (create_counter, next, void_number, set_last_value) call `done` with success only
+//     after the effect is durable: on the embedded store, after the commit that contains it was
+//     fsync'd (SQLite WAL, synchronous=FULL). An answered change survives kill -9 and power loss.
+//   - On any error, nothing was changed. errc::store_unavailable means the store could not apply
+//     or persist the change (disk full, I/O error, closed): the same command is safe to retry.
+//   - Every command is validated by the core rulebook inside the store's transaction, so two stores
+//     given the same commands in the same order give the same answers.
+//   - Reads see every mutation whose `done` has been called.
+// Thread-safety: all methods may be called concurrently from any thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/counter.h"
+#include "ichido/result.h"
+
+namespace ichido {
+
+template <class T>
+using Callback = std::function<void(Result<T>)>;
+
+// --- counters --------------------------------------------------------------------------------
+
+struct CounterRef {
+  std::string ns;
+  std::string name;
+};
+
+struct CreateCounterCmd {
+  CounterRef ref;
+  core::CounterConfig config;
+};
+struct CreateCounterReply {
+  bool created = false;  // false: it already existed with this exact config
+  core::CounterInfo info;
+};
+
+struct NextCmd {
+  CounterRef ref;
+  core::NextCommand next;
+};
+struct NextReply {
+  core::IssuedNumber record;
+  bool replayed = false;
+};
+
+struct VoidCmd {
+  CounterRef ref;
+  std::int64_t value = 0;
+  std::optional<std::string> period;  // default: the current period
+  std::string reason;
+};
+
+struct SetCmd {
+  CounterRef ref;
+  std::int64_t expected_last_value = 0;
+  std::int64_t last_value = 0;
+};
+
+struct IssuedQuery {
+  CounterRef ref;
+  std::optional<std::string> key;     // when set: the record of this key (0 or 1 items)
+  std::optional<std::string> period;  // default: the current period
+  std::int64_t after = 0;             // values strictly greater than this
+  int limit = 100;                    // 1..1000
+};
+struct IssuedPage {
+  std::vector<core::IssuedNumber> items;
+  std::optional<std::int64_t> next_after;  // set when more items may follow
+};
+
+// Counters of the store's own work, for /metrics and the benchmarks.
+struct StoreStats {
+  std::uint64_t commits = 0;           // write transactions committed
+  std::uint64_t committed_commands = 0;  // commands in them (commands / commits = batch size)
+  std::uint64_t failed_commits = 0;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // PUT a counter: created, or already existing with an identical config (created=false).
+  // Errors: invalid_request (field), counter_exists.
+  virtual void create_counter(CreateCounterCmd cmd, Callback<CreateCounterReply> done) = 0;
+  // Issue the next number, or replay the number already issued to cmd.next.key.
+  // Errors: counter_not_found, key_required, counter_exhausted.
+  virtual void next(NextCmd cmd, Callback<NextReply> done) = 0;
+  // Mark an issued number as voided (idempotent). Errors: counter_not_found, value_not_issued,
+  // invalid_request (field period).
+  virtual void void_number(VoidCmd cmd, Callback<core::IssuedNumber> done) = 0;
+  // Compare-and-set of the current period's last value. Errors: counter_not_found,
+  // value_mismatch, value_below_issued, invalid_request (field last_value).
+  virtual void set_last_value(SetCmd cmd, Callback<core::CounterInfo> done) = 0;
+
+  virtual void get_counter(CounterRef ref, Callback<core::CounterInfo> done) = 0;
+  virtual void list_counters(std::string ns, Callback<std::vector<core::CounterInfo>> done) = 0;
+  // Errors: counter_not_found, invalid_request (field period).
+  virtual void list_issued(IssuedQuery q, Callback<IssuedPage> done) = 0;
+
+  // Synchronous and cheap: can the store read and write right now? (/readyz)
+  virtual Result<void> check_ready() = 0;
+  virtual StoreStats stats() const = 0;
+  // Stops accepting commands, finishes those already queued (their callbacks run), releases
+  // files and connections. Later calls fail with store_unavailable. Idempotent; blocks.
+  virtual void close() = 0;
+};
+
+}  // namespace ichido

@@ -1,0 +1,277 @@
+#include "core/counter.h"
+
+#include <chrono>
+#include <cstdio>
+#include <stdexcept>
+
+#include <date/date.h>
+#include <date/tz.h>
+
+namespace ichido::core {
+
+std::string_view to_string(Period p) {
+  switch (p) {
+    case Period::none: return "none";
+    case Period::year: return "year";
+    case Period::month: return "month";
+    case Period::day: return "day";
+  }
+  return "none";
+}
+
+Result<Period> parse_period(std::string_view s) {
+  if (s == "none") return Period::none;
+  if (s == "year") return Period::year;
+  if (s == "month") return Period::month;
+  if (s == "day") return Period::day;
+  return invalid_field("period", "The period must be one of none, year, month or day.");
+}
+
+Result<std::vector<FormatPiece>> parse_format(std::string_view f) {
+  using K = FormatPiece::Kind;
+  if (f.size() > kMaxFormatBytes) {
+    return invalid_field("format", "The format must be at most 256 bytes.");
+  }
+  std::vector<FormatPiece> out;
+  std::string literal;
+  bool has_seq = false;
+  auto flush = [&] {
+    if (!literal.empty()) out.push_back({K::literal, std::move(literal), 0});
+    literal.clear();
+  };
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    const char c = f[i];
+    if (c == '}') {
+      if (i + 1 < f.size() && f[i + 1] == '}') {
+        literal += '}';
+        ++i;
+        continue;
+      }
+      return invalid_field("format", "A '}' in the format must be written '}}'.");
+    }
+    if (c != '{') {
+      literal += c;
+      continue;
+    }
+    if (i + 1 < f.size() && f[i + 1] == '{') {
+      literal += '{';
+      ++i;
+      continue;
+    }
+    const auto close = f.find('}', i);
+    if (close == std::string_view::npos) {
+      return invalid_field("format", "A '{' in the format is not closed; write '{{' for a literal brace.");
+    }
+    const std::string_view tag = f.substr(i + 1, close - i - 1);
+    FormatPiece piece;
+    if (tag == "seq") {
+      piece.kind = K::seq;
+    } else if (tag.size() > 4 && tag.substr(0, 4) == "seq:") {
+      const auto digits = tag.substr(4);
+      int w = 0;
+      bool ok = !digits.empty() && digits.size() <= 2;
+      for (char d : digits) {
+        if (d < '0' || d > '9') ok = false;
+        else w = w * 10 + (d - '0');
+      }
+      if (!ok || w < 1 || w > kMaxSeqWidth) {
+        return invalid_field("format", "In {seq:N}, N must be a whole number from 1 to 18.");
+      }
+      piece.kind = K::seq;
+      piece.width = w;
+    } else if (tag == "yyyy") {
+      piece.kind = K::yyyy;
+    } else if (tag == "yy") {
+      piece.kind = K::yy;
+    } else if (tag == "mm") {
+      piece.kind = K::mm;
+    } else if (tag == "dd") {
+      piece.kind = K::dd;
+    } else {
+      return invalid_field("format", "Unknown placeholder {" + std::string(tag) +
+                                         "}; use {seq}, {seq:N}, {yyyy}, {yy}, {mm} or {dd}.");
+    }
+    has_seq = has_seq || piece.kind == K::seq;
+    flush();
+    out.push_back(std::move(piece));
+    i = close;
+  }
+  flush();
+  if (!has_seq) {
+    return invalid_field("format", "The format must contain {seq} or {seq:N}.");
+  }
+  return out;
+}
+
+Result<LocalDate> local_date(std::string_view tz, TimeMs now) {
+  using namespace std::chrono;
+  const date::time_zone* zone = nullptr;
+  if (tz.empty() || tz.size() > 64) {
+    return invalid_field("timezone", "The timezone must be an IANA name such as UTC or Asia/Tokyo.");
+  }
+  try {
+    zone = date::locate_zone(tz);
+  } catch (const std::exception&) {
+    return invalid_field("timezone", "Unknown timezone '" + std::string(tz) +
+                                         "'; use an IANA name such as UTC or Asia/Tokyo.");
+  }
+  const sys_time<milliseconds> tp{milliseconds{now}};
+  const auto local = zone->to_local(tp);
+  const date::year_month_day ymd{date::floor<date::days>(local)};
+  return LocalDate{int(ymd.year()), unsigned(ymd.month()), unsigned(ymd.day())};
+}
+
+std::string period_label(Period p, const LocalDate& d) {
+  char buf[32];
+  switch (p) {
+    case Period::none: return "";
+    case Period::year: std::snprintf(buf, sizeof buf, "%04d", d.year); return buf;
+    case Period::month: std::snprintf(buf, sizeof buf, "%04d-%02u", d.year, d.month); return buf;
+    case Period::day:
+      std::snprintf(buf, sizeof buf, "%04d-%02u-%02u", d.year, d.month, d.day);
+      return buf;
+  }
+  return "";
+}
+
+bool is_period_label(Period p, std::string_view s) {
+  auto digits = [&](std::size_t from, std::size_t n) {
+    for (std::size_t i = from; i < from + n; ++i)
+      if (s[i] < '0' || s[i] > '9') return false;
+    return true;
+  };
+  switch (p) {
+    case Period::none: return s.empty();
+    case Period::year: return s.size() == 4 && digits(0, 4);
+    case Period::month: return s.size() == 7 && digits(0, 4) && s[4] == '-' && digits(5, 2);
+    case Period::day:
+      return s.size() == 10 && digits(0, 4) && s[4] == '-' && digits(5, 2) && s[7] == '-' &&
+             digits(8, 2);
+  }
+  return false;
+}
+
+std::string render(const std::vector<FormatPiece>& pieces, std::int64_t value, const LocalDate& d) {
+  using K = FormatPiece::Kind;
+  std::string out;
+  char buf[32];
+  for (const auto& p : pieces) {
+    switch (p.kind) {
+      case K::literal: out += p.text; break;
+      case K::seq:
+        std::snprintf(buf, sizeof buf, "%0*lld", p.width, static_cast<long long>(value));
+        out += buf;
+        break;
+      case K::yyyy: std::snprintf(buf, sizeof buf, "%04d", d.year); out += buf; break;
+      case K::yy: std::snprintf(buf, sizeof buf, "%02d", d.year % 100); out += buf; break;
+      case K::mm: std::snprintf(buf, sizeof buf, "%02u", d.month); out += buf; break;
+      case K::dd: std::snprintf(buf, sizeof buf, "%02u", d.day); out += buf; break;
+    }
+  }
+  return out;
+}
+
+Result<void> validate_config(const CounterConfig& c) {
+  if (c.start < 0 || c.start > kMaxJsonInteger) {
+    return invalid_field("start", "The start must be a whole number from 0 to 2^53.");
+  }
+  if (c.max <= c.start || c.max > kMaxJsonInteger) {
+    return invalid_field("max", "The max must be greater than start and at most 2^53.");
+  }
+  ICHIDO_TRY(parse_format(c.format));
+  ICHIDO_TRY(local_date(c.timezone, 0));
+  return {};
+}
+
+Result<Today> today(const CounterConfig& c, TimeMs now) {
+  auto d = local_date(c.timezone, now);
+  if (!d.ok()) return std::move(d).error();
+  return Today{*d, period_label(c.period, *d)};
+}
+
+Result<CreateOutcome> decide_create(const std::optional<CounterConfig>& existing,
+                                    const CounterConfig& wanted) {
+  ICHIDO_TRY(validate_config(wanted));
+  if (!existing) return CreateOutcome::created;
+  if (*existing == wanted) return CreateOutcome::already_exists;
+  return Error(errc::counter_exists,
+               "A counter with this name already exists with a different configuration; "
+               "choose another name or use the existing configuration.");
+}
+
+Result<NextDecision> decide_next(const CounterConfig& c, const Today& today,
+                                 std::int64_t last_value,
+                                 const std::optional<IssuedNumber>& existing,
+                                 const NextCommand& cmd, TimeMs now) {
+  if (existing) return NextDecision{*existing, true};
+  if (c.require_key && !cmd.key) {
+    return Error(errc::key_required,
+                 "This counter requires an idempotency key: send \"key\" with a value unique to "
+                 "the item you are numbering.",
+                 "key");
+  }
+  if (last_value >= c.max) {
+    return Error(errc::counter_exhausted,
+                 "The counter has issued its last allowed number (max); create a new counter or "
+                 "raise the limit with a new counter.")
+        .with("max", c.max);
+  }
+  auto pieces = parse_format(c.format);
+  if (!pieces.ok()) return std::move(pieces).error();  // unreachable for a validated config
+  IssuedNumber rec;
+  rec.value = last_value + 1;
+  rec.formatted = render(*pieces, rec.value, today.date);
+  rec.period = today.period;
+  rec.key = cmd.key;
+  rec.note = cmd.note;
+  rec.issued_at = now;
+  return NextDecision{std::move(rec), false};
+}
+
+Result<IssuedNumber> decide_void(const CounterConfig& c, const Today& today,
+                                 std::optional<std::int64_t> last_value,
+                                 const std::optional<IssuedNumber>& existing, std::int64_t value,
+                                 const std::string& period, const std::string& reason, TimeMs now) {
+  if (existing && existing->voided_at) return *existing;  // idempotent
+  if (!last_value || value <= c.start || value > *last_value) {
+    return Error(errc::value_not_issued,
+                 "That number has not been issued in this period, so it cannot be voided.")
+        .with("value", value);
+  }
+  IssuedNumber rec;
+  if (existing) {
+    rec = *existing;
+  } else {
+    // A value skipped by `set`: record it as voided so the trail shows why it is missing.
+    auto pieces = parse_format(c.format);
+    if (!pieces.ok()) return std::move(pieces).error();
+    rec.value = value;
+    rec.formatted = render(*pieces, value, today.date);
+    rec.period = period;
+    rec.issued_at = now;
+  }
+  rec.voided_at = now;
+  rec.void_reason = reason;
+  return rec;
+}
+
+Result<std::int64_t> decide_set(const CounterConfig& c, std::int64_t last_value,
+                                std::optional<std::int64_t> highest_used, std::int64_t expected,
+                                std::int64_t new_value) {
+  if (expected != last_value) {
+    return Error(errc::value_mismatch,
+                 "The counter's last value is not the expected one; read it again and retry.")
+        .with("last_value", last_value);
+  }
+  if (new_value < c.start || new_value > c.max) {
+    return invalid_field("last_value", "The last_value must be between the counter's start and max.");
+  }
+  if (highest_used && new_value < *highest_used) {
+    return Error(errc::value_below_issued,
+                 "The new last value is below a number already issued in this period.")
+        .with("highest_issued", *highest_used);
+  }
+  return new_value;
+}
+
+}  // namespace ichido::core

@@ -1,0 +1,29 @@
+// ServeConfig: everything `ichido serve` can be told. Filled by the CLI (src/cli), consumed by
+// run_server (src/server/server.cc).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace ichido::server {
+
+struct ServeConfig {
+  std::string listen = "127.0.0.1:7878";  // HOST:PORT; port 0 picks a free port
+  std::string data_dir = "./ichido-data";
+  bool no_auth = false;         // authentication arrives later; until then only loopback is allowed
+  int threads = 0;              // I/O threads; 0 = number of cores
+  std::size_t max_body_bytes = 64 * 1024;
+  std::size_t max_header_bytes = 16 * 1024;
+  std::uint32_t read_timeout_ms = 30000;   // a request must arrive whole within this
+  std::uint32_t idle_timeout_ms = 60000;   // keep-alive connections idle longer are closed
+  std::uint32_t drain_timeout_ms = 10000;  // on SIGTERM, in-flight requests get this long
+  std::size_t max_connections = 10000;
+};
+
+// Runs the server until SIGTERM or SIGINT, then drains and closes the store. Prints
+// "ichido listening on HOST:PORT" on stdout once it accepts connections. Returns the process
+// exit code (0 after a clean shutdown).
+int run_server(const ServeConfig& config);
+
+}  // namespace ichido::server

@@ -1,0 +1,137 @@
+#include "store/memory/memory_store.h"
+
+namespace ichido::store::memory {
+namespace {
+
+class MemoryTables final : public Tables {
+ public:
+  explicit MemoryTables(MemoryStore::State& s) : s_(s) {}
+
+  Result<std::optional<CounterRow>> find_counter(const std::string& ns,
+                                                 const std::string& name) override {
+    auto it = s_.counters.find({ns, name});
+    if (it == s_.counters.end()) return std::optional<CounterRow>();
+    return std::optional<CounterRow>(it->second);
+  }
+  Result<std::int64_t> insert_counter(const CounterRow& row) override {
+    CounterRow r = row;
+    r.id = s_.next_counter_id++;
+    s_.counters[{r.ns, r.name}] = r;
+    return r.id;
+  }
+  Result<std::vector<CounterRow>> list_counters(const std::string& ns) override {
+    std::vector<CounterRow> out;
+    for (auto it = s_.counters.lower_bound({ns, ""}); it != s_.counters.end() && it->first.first == ns;
+         ++it) {
+      out.push_back(it->second);
+    }
+    return out;
+  }
+  Result<std::optional<PeriodRow>> find_period(std::int64_t id, const std::string& period) override {
+    auto it = s_.periods.find({id, period});
+    if (it == s_.periods.end()) return std::optional<PeriodRow>();
+    return std::optional<PeriodRow>(it->second);
+  }
+  Result<void> save_period(std::int64_t id, const std::string& period, const PeriodRow& row) override {
+    s_.periods[{id, period}] = row;
+    return {};
+  }
+  Result<std::optional<core::IssuedNumber>> find_issued_by_key(std::int64_t id,
+                                                               const std::string& key) override {
+    auto it = s_.issued_by_key.find({id, key});
+    if (it == s_.issued_by_key.end()) return std::optional<core::IssuedNumber>();
+    return std::optional<core::IssuedNumber>(s_.issued.at(it->second));
+  }
+  Result<std::optional<core::IssuedNumber>> find_issued(std::int64_t id, const std::string& period,
+                                                        std::int64_t value) override {
+    auto it = s_.issued.find({id, period, value});
+    if (it == s_.issued.end()) return std::optional<core::IssuedNumber>();
+    return std::optional<core::IssuedNumber>(it->second);
+  }
+  Result<std::optional<std::int64_t>> highest_issued(std::int64_t id,
+                                                     const std::string& period) override {
+    std::optional<std::int64_t> best;
+    for (auto it = s_.issued.lower_bound({id, period, INT64_MIN});
+         it != s_.issued.end() && std::get<0>(it->first) == id && std::get<1>(it->first) == period;
+         ++it) {
+      best = std::get<2>(it->first);
+    }
+    return best;
+  }
+  Result<void> save_issued(std::int64_t id, const core::IssuedNumber& rec) override {
+    auto k = std::make_tuple(id, rec.period, rec.value);
+    s_.issued[k] = rec;
+    if (rec.key) s_.issued_by_key[{id, *rec.key}] = k;
+    return {};
+  }
+  Result<std::vector<core::IssuedNumber>> list_issued(std::int64_t id, const std::string& period,
+                                                      std::int64_t after, int limit) override {
+    std::vector<core::IssuedNumber> out;
+    for (auto it = s_.issued.upper_bound({id, period, after});
+         it != s_.issued.end() && std::get<0>(it->first) == id &&
+         std::get<1>(it->first) == period && static_cast<int>(out.size()) < limit;
+         ++it) {
+      out.push_back(it->second);
+    }
+    return out;
+  }
+
+ private:
+  MemoryStore::State& s_;
+};
+
+const Error& closed_error() {
+  static const Error e(errc::store_unavailable,
+                       "The store is closed; nothing was changed, retry against a running server.");
+  return e;
+}
+
+}  // namespace
+
+void MemoryStore::submit_write(Job job) {
+  std::unique_lock lk(mu_);
+  if (closed_) {
+    lk.unlock();
+    job.finish(&closed_error());
+    return;
+  }
+  State copy = state_;
+  MemoryTables tables(copy);
+  if (job.apply(tables, clock_->now_ms())) state_ = std::move(copy);
+  stats_.commits += 1;
+  stats_.committed_commands += 1;
+  lk.unlock();
+  job.finish(nullptr);
+}
+
+void MemoryStore::submit_read(Job job) {
+  std::unique_lock lk(mu_);
+  if (closed_) {
+    lk.unlock();
+    job.finish(&closed_error());
+    return;
+  }
+  State& s = state_;
+  MemoryTables tables(s);
+  (void)job.apply(tables, clock_->now_ms());
+  lk.unlock();
+  job.finish(nullptr);
+}
+
+Result<void> MemoryStore::check_ready() {
+  std::lock_guard lk(mu_);
+  if (closed_) return closed_error();
+  return {};
+}
+
+StoreStats MemoryStore::stats() const {
+  std::lock_guard lk(mu_);
+  return stats_;
+}
+
+void MemoryStore::close() {
+  std::lock_guard lk(mu_);
+  closed_ = true;
+}
+
+}  // namespace ichido::store::memory

@@ -1,0 +1,116 @@
+#include "store/sqlite/db.h"
+
+namespace ichido::store::sqlite {
+
+Query::~Query() {
+  if (!stmt_) return;
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+}
+
+Query& Query::bind(int i, std::int64_t v) {
+  sqlite3_bind_int64(stmt_, i, v);
+  return *this;
+}
+
+Query& Query::bind(int i, std::string_view v) {
+  sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  return *this;
+}
+
+Query& Query::bind(int i, const std::optional<std::string>& v) {
+  return v ? bind(i, std::string_view(*v)) : bind_null(i);
+}
+
+Query& Query::bind(int i, const std::optional<std::int64_t>& v) {
+  return v ? bind(i, *v) : bind_null(i);
+}
+
+Query& Query::bind_null(int i) {
+  sqlite3_bind_null(stmt_, i);
+  return *this;
+}
+
+int Query::step() { return sqlite3_step(stmt_); }
+
+Result<void> Query::run(const char* what) {
+  const int rc = step();
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) return db_.error(what);
+  return {};
+}
+
+std::string Query::text(int col) const {
+  const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
+  const int n = sqlite3_column_bytes(stmt_, col);
+  return p ? std::string(p, static_cast<std::size_t>(n)) : std::string();
+}
+
+std::optional<std::string> Query::opt_text(int col) const {
+  if (is_null(col)) return std::nullopt;
+  return text(col);
+}
+
+std::optional<std::int64_t> Query::opt_int64(int col) const {
+  if (is_null(col)) return std::nullopt;
+  return int64(col);
+}
+
+Db::~Db() { close(); }
+
+void Db::close() {
+  for (auto& [sql, stmt] : cache_) sqlite3_finalize(stmt);
+  cache_.clear();
+  if (db_) sqlite3_close_v2(db_);
+  db_ = nullptr;
+}
+
+Result<void> Db::open(const std::string& path, bool create) {
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
+  if (create) flags |= SQLITE_OPEN_CREATE;
+  if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
+    Error e = error("open the database");
+    close();
+    return e;
+  }
+  sqlite3_extended_result_codes(db_, 1);
+  sqlite3_busy_timeout(db_, 5000);
+  // WAL: readers never block the writer. synchronous=FULL: every commit fsyncs the WAL before
+  // COMMIT returns, so an answered change survives power loss, not only a process crash.
+  return exec(
+      "PRAGMA journal_mode=WAL;"
+      "PRAGMA synchronous=FULL;"
+      "PRAGMA foreign_keys=ON;"
+      "PRAGMA temp_store=MEMORY;"
+      "PRAGMA cache_size=-65536;",
+      "configure the database");
+}
+
+Result<Query> Db::query(const char* sql) {
+  auto it = cache_.find(sql);
+  if (it == cache_.end()) {
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) != SQLITE_OK) {
+      return error("prepare a statement");
+    }
+    it = cache_.emplace(sql, stmt).first;
+  }
+  return Query(*this, it->second);
+}
+
+Result<void> Db::exec(const char* sql, const char* what) {
+  char* msg = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &msg) != SQLITE_OK) {
+    sqlite3_free(msg);
+    return error(what);
+  }
+  return {};
+}
+
+Error Db::error(const char* what) const {
+  std::string detail = db_ ? sqlite3_errmsg(db_) : "no connection";
+  return Error(errc::store_unavailable,
+               std::string("The store could not ") + what + " (" + detail +
+                   "); nothing was changed, retry the same request later.");
+}
+
+}  // namespace ichido::store::sqlite

@@ -1,0 +1,81 @@
+// Db: a thin RAII wrapper over one sqlite3 connection with a prepared-statement cache.
+// Thread-safety: none; each connection is owned by exactly one thread (the writer, or one reader).
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <unordered_map>
+
+#include "ichido/result.h"
+
+namespace ichido::store::sqlite {
+
+class Db;
+
+// A cached prepared statement in use. Resets itself (and clears bindings) when destroyed, so a
+// statement is never left mid-step holding a read snapshot.
+class Query {
+ public:
+  Query(Db& db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
+  Query(Query&& o) noexcept : db_(o.db_), stmt_(o.stmt_) { o.stmt_ = nullptr; }
+  Query(const Query&) = delete;
+  Query& operator=(const Query&) = delete;
+  ~Query();
+
+  Query& bind(int i, std::int64_t v);
+  Query& bind(int i, std::string_view v);
+  Query& bind(int i, const std::string& v) { return bind(i, std::string_view(v)); }
+  Query& bind(int i, const char* v) { return bind(i, std::string_view(v)); }
+  Query& bind(int i, const std::optional<std::string>& v);
+  Query& bind(int i, const std::optional<std::int64_t>& v);
+  Query& bind_null(int i);
+
+  // SQLITE_ROW, SQLITE_DONE, or an error code (then see Db::error()).
+  int step();
+  // Runs a statement that returns no rows. Error: store_unavailable.
+  Result<void> run(const char* what);
+
+  std::int64_t int64(int col) const { return sqlite3_column_int64(stmt_, col); }
+  std::string text(int col) const;
+  bool is_null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+  std::optional<std::string> opt_text(int col) const;
+  std::optional<std::int64_t> opt_int64(int col) const;
+
+ private:
+  Db& db_;
+  sqlite3_stmt* stmt_;
+};
+
+class Db {
+ public:
+  Db() = default;
+  Db(const Db&) = delete;
+  Db& operator=(const Db&) = delete;
+  ~Db();
+
+  // Opens (creating when `create`) the database file and applies the durability pragmas:
+  // WAL, synchronous=FULL, busy timeout.
+  Result<void> open(const std::string& path, bool create);
+  void close();
+
+  // A cached statement for `sql` (which must outlive the Db: pass string literals).
+  Result<Query> query(const char* sql);
+  // Runs one or more statements without results.
+  Result<void> exec(const char* sql, const char* what);
+
+  sqlite3* raw() { return db_; }
+  // A store_unavailable error describing the last failure.
+  Error error(const char* what) const;
+  bool in_transaction() const { return db_ && !sqlite3_get_autocommit(db_); }
+
+ private:
+  sqlite3* db_ = nullptr;
+  std::unordered_map<const char*, sqlite3_stmt*> cache_;
+};
+
+}  // namespace ichido::store::sqlite

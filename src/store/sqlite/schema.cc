@@ -1,0 +1,91 @@
+#include "store/sqlite/schema.h"
+
+#include <string>
+#include <vector>
+
+namespace ichido::store::sqlite {
+namespace {
+
+// Append-only: a released migration is never edited; fix forward with a new one.
+const std::vector<const char*>& migrations() {
+  static const std::vector<const char*> m = {
+      // 1: counters, their per-period state and the audit trail of issued numbers.
+      R"sql(
+      CREATE TABLE counters (
+        id INTEGER PRIMARY KEY,
+        ns TEXT NOT NULL,
+        name TEXT NOT NULL,
+        start INTEGER NOT NULL,
+        max INTEGER NOT NULL,
+        format TEXT NOT NULL,
+        period TEXT NOT NULL,
+        timezone TEXT NOT NULL,
+        require_key INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        UNIQUE (ns, name)
+      );
+      CREATE TABLE counter_periods (
+        counter_id INTEGER NOT NULL REFERENCES counters(id),
+        period TEXT NOT NULL,
+        last_value INTEGER NOT NULL,
+        issued_count INTEGER NOT NULL,
+        voided_count INTEGER NOT NULL,
+        PRIMARY KEY (counter_id, period)
+      ) WITHOUT ROWID;
+      CREATE TABLE issued (
+        counter_id INTEGER NOT NULL REFERENCES counters(id),
+        period TEXT NOT NULL,
+        value INTEGER NOT NULL,
+        formatted TEXT NOT NULL,
+        key TEXT,
+        note TEXT NOT NULL,
+        issued_at INTEGER NOT NULL,
+        voided_at INTEGER,
+        void_reason TEXT NOT NULL,
+        PRIMARY KEY (counter_id, period, value)
+      ) WITHOUT ROWID;
+      CREATE UNIQUE INDEX issued_by_key ON issued (counter_id, key) WHERE key IS NOT NULL;
+      )sql",
+  };
+  return m;
+}
+
+}  // namespace
+
+int current_schema_version() { return static_cast<int>(migrations().size()); }
+
+Result<void> migrate(Db& db) {
+  ICHIDO_TRY(db.exec(
+      "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL PRIMARY KEY, "
+      "applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)",
+      "create the schema version table"));
+  int version = 0;
+  {
+    auto q = db.query("SELECT COALESCE(MAX(version), 0) FROM schema_version");
+    if (!q.ok()) return std::move(q).error();
+    if (q->step() != SQLITE_ROW) return db.error("read the schema version");
+    version = static_cast<int>(q->int64(0));
+  }
+  if (version > current_schema_version()) {
+    return Error(errc::store_unavailable,
+                 "The data directory was written by a newer ichido (schema " +
+                     std::to_string(version) + "); run that version or newer.");
+  }
+  for (int v = version + 1; v <= current_schema_version(); ++v) {
+    ICHIDO_TRY(db.exec("BEGIN IMMEDIATE", "begin a migration"));
+    auto applied = db.exec(migrations()[v - 1], "apply a schema migration");
+    if (applied.ok()) {
+      auto q = db.query("INSERT INTO schema_version (version) VALUES (?)");
+      if (!q.ok()) applied = std::move(q).error();
+      else applied = q->bind(1, std::int64_t{v}).run("record the schema version");
+    }
+    if (!applied.ok()) {
+      (void)db.exec("ROLLBACK", "roll back a migration");
+      return applied;
+    }
+    ICHIDO_TRY(db.exec("COMMIT", "commit a migration"));
+  }
+  return {};
+}
+
+}  // namespace ichido::store::sqlite

@@ -1,0 +1,15 @@
+// The embedded store's schema and its migrations.
+#pragma once
+
+#include "store/sqlite/db.h"
+
+namespace ichido::store::sqlite {
+
+// Brings the database to the newest schema version, one migration per transaction. Refuses a
+// database written by a newer ichido (its version is above ours). Idempotent.
+Result<void> migrate(Db& db);
+
+// The schema version this build writes.
+int current_schema_version();
+
+}  // namespace ichido::store::sqlite

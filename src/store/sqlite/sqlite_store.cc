@@ -1,0 +1,240 @@
+#include "store/sqlite/sqlite_store.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "store/sqlite/schema.h"
+#include "store/sqlite/sqlite_tables.h"
+
+namespace ichido::store::sqlite {
+namespace {
+
+Error unavailable(const std::string& why) {
+  return Error(errc::store_unavailable,
+               "The store is unavailable (" + why + "); nothing was changed, retry later.");
+}
+
+// True for failures after which the database file's durable state is unknown.
+bool is_fatal(int rc) {
+  const int primary = rc & 0xff;
+  return primary == SQLITE_IOERR || primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB ||
+         primary == SQLITE_CANTOPEN;
+}
+
+}  // namespace
+
+SqliteStore::SqliteStore(Options options) : opt_(std::move(options)) {}
+
+Result<std::unique_ptr<SqliteStore>> SqliteStore::open(Options options) {
+  std::unique_ptr<SqliteStore> s(new SqliteStore(std::move(options)));
+  auto started = s->start();
+  if (!started.ok()) return std::move(started).error();
+  return s;
+}
+
+Result<void> SqliteStore::start() {
+  std::error_code ec;
+  std::filesystem::create_directories(opt_.dir, ec);
+  if (ec) return unavailable("cannot create data directory " + opt_.dir + ": " + ec.message());
+  ::chmod(opt_.dir.c_str(), 0700);
+  const std::string lock_path = opt_.dir + "/LOCK";
+  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd_ < 0) return unavailable("cannot open " + lock_path + ": " + std::strerror(errno));
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    return unavailable("data directory " + opt_.dir + " is in use by another ichido process");
+  }
+  db_path_ = opt_.dir + "/ichido.db";
+  write_db_ = std::make_unique<Db>();
+  ICHIDO_TRY(write_db_->open(db_path_, /*create=*/true));
+  ICHIDO_TRY(migrate(*write_db_));
+  for (int i = 0; i < opt_.readers; ++i) {
+    auto db = std::make_unique<Db>();
+    ICHIDO_TRY(db->open(db_path_, /*create=*/false));
+    read_dbs_.push_back(std::move(db));
+  }
+  writer_ = std::thread([this] { writer_loop(); });
+  for (int i = 0; i < opt_.readers; ++i) readers_.emplace_back([this, i] { reader_loop(i); });
+  return {};
+}
+
+SqliteStore::~SqliteStore() { close(); }
+
+void SqliteStore::close() {
+  std::call_once(close_once_, [this] {
+    {
+      std::lock_guard lk(mu_);
+      closing_ = true;
+    }
+    write_cv_.notify_all();
+    read_cv_.notify_all();
+    if (writer_.joinable()) writer_.join();
+    for (auto& t : readers_) t.join();
+    readers_.clear();
+    if (write_db_) {
+      // A clean close checkpoints the WAL into the main file, so the next start reads less.
+      (void)write_db_->exec("PRAGMA wal_checkpoint(TRUNCATE)", "checkpoint");
+    }
+    read_dbs_.clear();
+    write_db_.reset();
+    if (lock_fd_ >= 0) ::close(lock_fd_);
+    lock_fd_ = -1;
+  });
+}
+
+void SqliteStore::submit_write(Job job) {
+  const Error* refuse = nullptr;
+  static const Error closed = unavailable("the server is shutting down");
+  static const Error full = unavailable("too many queued writes");
+  static const Error failed = unavailable("an earlier write failed with an I/O error; restart "
+                                          "the server after checking the disk");
+  {
+    std::lock_guard lk(mu_);
+    if (closing_) refuse = &closed;
+    else if (failed_.load()) refuse = &failed;
+    else if (write_queue_.size() >= opt_.max_queue) refuse = &full;
+    else write_queue_.push_back(std::move(job));
+  }
+  if (refuse) {
+    job.finish(refuse);
+    return;
+  }
+  write_cv_.notify_one();
+}
+
+void SqliteStore::submit_read(Job job) {
+  static const Error closed = unavailable("the server is shutting down");
+  static const Error full = unavailable("too many queued reads");
+  const Error* refuse = nullptr;
+  {
+    std::lock_guard lk(mu_);
+    if (closing_) refuse = &closed;
+    else if (read_queue_.size() >= opt_.max_queue) refuse = &full;
+    else read_queue_.push_back(std::move(job));
+  }
+  if (refuse) {
+    job.finish(refuse);
+    return;
+  }
+  read_cv_.notify_one();
+}
+
+void SqliteStore::writer_loop() {
+  std::vector<Job> batch;
+  for (;;) {
+    {
+      std::unique_lock lk(mu_);
+      write_cv_.wait(lk, [&] { return closing_ || !write_queue_.empty(); });
+      if (write_queue_.empty()) return;  // closing and drained
+      while (!write_queue_.empty() && batch.size() < opt_.max_batch) {
+        batch.push_back(std::move(write_queue_.front()));
+        write_queue_.pop_front();
+      }
+    }
+    commit_batch(batch);
+    batch.clear();
+  }
+}
+
+void SqliteStore::commit_batch(std::vector<Job>& batch) {
+  Db& db = *write_db_;
+  auto fail_all = [&](const Error& e) {
+    for (auto& j : batch) j.finish(&e);
+  };
+  if (failed_.load()) {
+    fail_all(unavailable("an earlier write failed with an I/O error"));
+    return;
+  }
+  if (auto r = db.exec("BEGIN IMMEDIATE", "begin a transaction"); !r.ok()) {
+    failed_commits_.fetch_add(1);
+    fail_all(r.error());
+    return;
+  }
+  SqliteTables tables(db);
+  const TimeMs now = opt_.clock->now_ms();
+  for (auto& job : batch) {
+    if (auto r = db.exec("SAVEPOINT job", "open a savepoint"); !r.ok()) {
+      // Cannot isolate this job; give up on the batch rather than risk a partial effect.
+      (void)db.exec("ROLLBACK", "roll back");
+      failed_commits_.fetch_add(1);
+      fail_all(r.error());
+      return;
+    }
+    const bool keep = job.apply(tables, now);
+    if (!db.in_transaction()) {
+      // SQLite rolled the whole transaction back by itself (e.g. disk full or I/O error):
+      // every job's effect so far is gone, so none of them may be acknowledged.
+      failed_commits_.fetch_add(1);
+      const int rc = sqlite3_extended_errcode(db.raw());
+      if (is_fatal(rc)) failed_.store(true);
+      fail_all(db.error("apply a batch of writes"));
+      return;
+    }
+    if (!keep) (void)db.exec("ROLLBACK TO job", "roll back a failed command");
+    (void)db.exec("RELEASE job", "release a savepoint");
+  }
+  if (sqlite3_exec(db.raw(), "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    const int rc = sqlite3_extended_errcode(db.raw());
+    Error e = db.error("commit to disk");
+    if (db.in_transaction()) (void)db.exec("ROLLBACK", "roll back");
+    failed_commits_.fetch_add(1);
+    if (is_fatal(rc)) failed_.store(true);
+    fail_all(e);
+    return;
+  }
+  commits_.fetch_add(1);
+  committed_commands_.fetch_add(batch.size());
+  for (auto& j : batch) j.finish(nullptr);
+}
+
+void SqliteStore::reader_loop(int index) {
+  Db& db = *read_dbs_[index];
+  SqliteTables tables(db);
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock lk(mu_);
+      read_cv_.wait(lk, [&] { return closing_ || !read_queue_.empty(); });
+      if (read_queue_.empty()) return;
+      job = std::move(read_queue_.front());
+      read_queue_.pop_front();
+    }
+    if (auto r = db.exec("BEGIN", "begin a read"); !r.ok()) {
+      job.finish(&r.error());
+      continue;
+    }
+    (void)job.apply(tables, opt_.clock->now_ms());
+    (void)db.exec("COMMIT", "end a read");
+    job.finish(nullptr);
+  }
+}
+
+Result<void> SqliteStore::check_ready() {
+  {
+    std::lock_guard lk(mu_);
+    if (closing_) return unavailable("the server is shutting down");
+  }
+  if (failed_.load()) return unavailable("a write failed with an I/O error");
+  if (::access(opt_.dir.c_str(), W_OK) != 0) {
+    return unavailable("data directory " + opt_.dir + " is not writable");
+  }
+  struct statvfs fs {};
+  if (::statvfs(opt_.dir.c_str(), &fs) == 0) {
+    const unsigned long long free_bytes =
+        static_cast<unsigned long long>(fs.f_bavail) * fs.f_frsize;
+    if (free_bytes < 16ull * 1024 * 1024) return unavailable("less than 16 MiB of disk left");
+  }
+  return {};
+}
+
+StoreStats SqliteStore::stats() const {
+  return StoreStats{commits_.load(), committed_commands_.load(), failed_commits_.load()};
+}
+
+}  // namespace ichido::store::sqlite

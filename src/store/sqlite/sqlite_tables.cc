@@ -1,0 +1,171 @@
+#include "store/sqlite/sqlite_tables.h"
+
+namespace ichido::store::sqlite {
+namespace {
+
+#define COUNTER_COLUMNS "id, ns, name, start, max, format, period, timezone, require_key, created_at"
+#define ISSUED_COLUMNS "period, value, formatted, key, note, issued_at, voided_at, void_reason"
+
+Result<CounterRow> counter_from(const Query& q) {
+  CounterRow r;
+  r.id = q.int64(0);
+  r.ns = q.text(1);
+  r.name = q.text(2);
+  r.config.start = q.int64(3);
+  r.config.max = q.int64(4);
+  r.config.format = q.text(5);
+  auto period = core::parse_period(q.text(6));
+  if (!period.ok()) {
+    return Error(errc::store_unavailable, "The store holds a counter with an unknown period.");
+  }
+  r.config.period = *period;
+  r.config.timezone = q.text(7);
+  r.config.require_key = q.int64(8) != 0;
+  r.created_at = q.int64(9);
+  return r;
+}
+
+core::IssuedNumber issued_from(const Query& q) {
+  core::IssuedNumber r;
+  r.period = q.text(0);
+  r.value = q.int64(1);
+  r.formatted = q.text(2);
+  r.key = q.opt_text(3);
+  r.note = q.text(4);
+  r.issued_at = q.int64(5);
+  r.voided_at = q.opt_int64(6);
+  r.void_reason = q.text(7);
+  return r;
+}
+
+// Runs a query expected to return at most one row, mapped by `from`.
+template <class T, class From>
+Result<std::optional<T>> one(Db& db, Result<Query> q, From from, const char* what) {
+  if (!q.ok()) return std::move(q).error();
+  const int rc = q->step();
+  if (rc == SQLITE_DONE) return std::optional<T>();
+  if (rc != SQLITE_ROW) return db.error(what);
+  if constexpr (std::is_same_v<decltype(from(*q)), T>) {
+    return std::optional<T>(from(*q));
+  } else {
+    auto r = from(*q);
+    if (!r.ok()) return std::move(r).error();
+    return std::optional<T>(std::move(*r));
+  }
+}
+
+template <class T, class From>
+Result<std::vector<T>> many(Db& db, Result<Query> q, From from, const char* what) {
+  if (!q.ok()) return std::move(q).error();
+  std::vector<T> out;
+  for (;;) {
+    const int rc = q->step();
+    if (rc == SQLITE_DONE) return out;
+    if (rc != SQLITE_ROW) return db.error(what);
+    if constexpr (std::is_same_v<decltype(from(*q)), T>) {
+      out.push_back(from(*q));
+    } else {
+      auto r = from(*q);
+      if (!r.ok()) return std::move(r).error();
+      out.push_back(std::move(*r));
+    }
+  }
+}
+
+}  // namespace
+
+Result<std::optional<CounterRow>> SqliteTables::find_counter(const std::string& ns,
+                                                             const std::string& name) {
+  auto q = db_.query("SELECT " COUNTER_COLUMNS " FROM counters WHERE ns = ? AND name = ?");
+  if (q.ok()) q->bind(1, ns).bind(2, name);
+  return one<CounterRow>(db_, std::move(q), counter_from, "read a counter");
+}
+
+Result<std::int64_t> SqliteTables::insert_counter(const CounterRow& r) {
+  auto q = db_.query(
+      "INSERT INTO counters (ns, name, start, max, format, period, timezone, require_key, "
+      "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  if (!q.ok()) return std::move(q).error();
+  q->bind(1, r.ns).bind(2, r.name).bind(3, r.config.start).bind(4, r.config.max);
+  q->bind(5, r.config.format).bind(6, core::to_string(r.config.period));
+  q->bind(7, r.config.timezone).bind(8, std::int64_t{r.config.require_key}).bind(9, r.created_at);
+  ICHIDO_TRY(q->run("create a counter"));
+  return static_cast<std::int64_t>(sqlite3_last_insert_rowid(db_.raw()));
+}
+
+Result<std::vector<CounterRow>> SqliteTables::list_counters(const std::string& ns) {
+  auto q = db_.query("SELECT " COUNTER_COLUMNS " FROM counters WHERE ns = ? ORDER BY name");
+  if (q.ok()) q->bind(1, ns);
+  return many<CounterRow>(db_, std::move(q), counter_from, "list counters");
+}
+
+Result<std::optional<PeriodRow>> SqliteTables::find_period(std::int64_t id,
+                                                           const std::string& period) {
+  auto q = db_.query(
+      "SELECT last_value, issued_count, voided_count FROM counter_periods "
+      "WHERE counter_id = ? AND period = ?");
+  if (q.ok()) q->bind(1, id).bind(2, period);
+  return one<PeriodRow>(
+      db_, std::move(q),
+      [](const Query& r) { return PeriodRow{r.int64(0), r.int64(1), r.int64(2)}; },
+      "read a counter period");
+}
+
+Result<void> SqliteTables::save_period(std::int64_t id, const std::string& period,
+                                       const PeriodRow& row) {
+  auto q = db_.query(
+      "INSERT INTO counter_periods (counter_id, period, last_value, issued_count, voided_count) "
+      "VALUES (?, ?, ?, ?, ?) ON CONFLICT (counter_id, period) DO UPDATE SET "
+      "last_value = excluded.last_value, issued_count = excluded.issued_count, "
+      "voided_count = excluded.voided_count");
+  if (!q.ok()) return std::move(q).error();
+  q->bind(1, id).bind(2, period).bind(3, row.last_value).bind(4, row.issued_count);
+  q->bind(5, row.voided_count);
+  return q->run("save a counter period");
+}
+
+Result<std::optional<core::IssuedNumber>> SqliteTables::find_issued_by_key(
+    std::int64_t id, const std::string& key) {
+  auto q = db_.query("SELECT " ISSUED_COLUMNS " FROM issued WHERE counter_id = ? AND key = ?");
+  if (q.ok()) q->bind(1, id).bind(2, key);
+  return one<core::IssuedNumber>(db_, std::move(q), issued_from, "look up an idempotency key");
+}
+
+Result<std::optional<core::IssuedNumber>> SqliteTables::find_issued(std::int64_t id,
+                                                                    const std::string& period,
+                                                                    std::int64_t value) {
+  auto q = db_.query("SELECT " ISSUED_COLUMNS
+                     " FROM issued WHERE counter_id = ? AND period = ? AND value = ?");
+  if (q.ok()) q->bind(1, id).bind(2, period).bind(3, value);
+  return one<core::IssuedNumber>(db_, std::move(q), issued_from, "read an issued number");
+}
+
+Result<std::optional<std::int64_t>> SqliteTables::highest_issued(std::int64_t id,
+                                                                 const std::string& period) {
+  auto q = db_.query("SELECT MAX(value) FROM issued WHERE counter_id = ? AND period = ?");
+  if (!q.ok()) return std::move(q).error();
+  q->bind(1, id).bind(2, period);
+  if (q->step() != SQLITE_ROW) return db_.error("read the highest issued number");
+  return q->opt_int64(0);
+}
+
+Result<void> SqliteTables::save_issued(std::int64_t id, const core::IssuedNumber& r) {
+  auto q = db_.query("INSERT OR REPLACE INTO issued (counter_id, " ISSUED_COLUMNS
+                     ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  if (!q.ok()) return std::move(q).error();
+  q->bind(1, id).bind(2, r.period).bind(3, r.value).bind(4, r.formatted).bind(5, r.key);
+  q->bind(6, r.note).bind(7, r.issued_at).bind(8, r.voided_at).bind(9, r.void_reason);
+  return q->run("record an issued number");
+}
+
+Result<std::vector<core::IssuedNumber>> SqliteTables::list_issued(std::int64_t id,
+                                                                  const std::string& period,
+                                                                  std::int64_t after, int limit) {
+  auto q = db_.query("SELECT " ISSUED_COLUMNS
+                     " FROM issued WHERE counter_id = ? AND period = ? AND value > ? "
+                     "ORDER BY value LIMIT ?");
+  if (q.ok()) q->bind(1, id).bind(2, period).bind(3, after).bind(4, std::int64_t{limit});
+  return many<core::IssuedNumber>(db_, std::move(q), issued_from, "list issued numbers");
+}
+
+}  // namespace ichido::store::sqlite

@@ -1,0 +1,37 @@
+// SqliteTables: the Tables interface over one SQLite connection. The caller owns the transaction.
+#pragma once
+
+#include "store/sqlite/db.h"
+#include "store/tables.h"
+
+namespace ichido::store::sqlite {
+
+class SqliteTables final : public Tables {
+ public:
+  explicit SqliteTables(Db& db) : db_(db) {}
+
+  Result<std::optional<CounterRow>> find_counter(const std::string& ns,
+                                                 const std::string& name) override;
+  Result<std::int64_t> insert_counter(const CounterRow& row) override;
+  Result<std::vector<CounterRow>> list_counters(const std::string& ns) override;
+  Result<std::optional<PeriodRow>> find_period(std::int64_t counter_id,
+                                               const std::string& period) override;
+  Result<void> save_period(std::int64_t counter_id, const std::string& period,
+                           const PeriodRow& row) override;
+  Result<std::optional<core::IssuedNumber>> find_issued_by_key(std::int64_t counter_id,
+                                                               const std::string& key) override;
+  Result<std::optional<core::IssuedNumber>> find_issued(std::int64_t counter_id,
+                                                        const std::string& period,
+                                                        std::int64_t value) override;
+  Result<std::optional<std::int64_t>> highest_issued(std::int64_t counter_id,
+                                                     const std::string& period) override;
+  Result<void> save_issued(std::int64_t counter_id, const core::IssuedNumber& rec) override;
+  Result<std::vector<core::IssuedNumber>> list_issued(std::int64_t counter_id,
+                                                      const std::string& period,
+                                                      std::int64_t after, int limit) override;
+
+ private:
+  Db& db_;
+};
+
+}  // namespace ichido::store::sqlite

@@ -1,0 +1,48 @@
+// TableStore: implements every Store command once, on top of Tables and the core rulebook.
+//
+// A backend derives from it and provides two things: how a write job runs (inside a durable
+// transaction, possibly batched with others) and how a read job runs. The command logic itself
+// (load rows, ask core, save rows) is shared, so the backends cannot drift apart.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "ichido/clock.h"
+#include "ichido/store.h"
+#include "store/tables.h"
+
+namespace ichido::store {
+
+// One unit of work for a backend. `apply` runs inside a transaction and returns true when its
+// changes should be kept (false: the backend rolls back just this job). `finish` runs after the
+// transaction's fate is known: with nullptr when committed durably, else with the store error
+// that undid it (then the job's own result must not be delivered).
+struct Job {
+  std::function<bool(Tables&, TimeMs now)> apply;
+  std::function<void(const Error* store_error)> finish;
+};
+
+class TableStore : public Store {
+ public:
+  void create_counter(CreateCounterCmd cmd, Callback<CreateCounterReply> done) override;
+  void next(NextCmd cmd, Callback<NextReply> done) override;
+  void void_number(VoidCmd cmd, Callback<core::IssuedNumber> done) override;
+  void set_last_value(SetCmd cmd, Callback<core::CounterInfo> done) override;
+  void get_counter(CounterRef ref, Callback<core::CounterInfo> done) override;
+  void list_counters(std::string ns, Callback<std::vector<core::CounterInfo>> done) override;
+  void list_issued(IssuedQuery q, Callback<IssuedPage> done) override;
+
+ protected:
+  // Backends run `job` durably (write) or on a consistent snapshot (read), then call finish.
+  virtual void submit_write(Job job) = 0;
+  virtual void submit_read(Job job) = 0;
+
+ private:
+  template <class T>
+  void write(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done);
+  template <class T>
+  void read(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done);
+};
+
+}  // namespace ichido::store

@@ -1,0 +1,66 @@
+// Tables: the rows one store transaction can read and write, as plain C++ calls.
+//
+// Each store backend implements Tables over its own medium (SQLite statements, in-memory maps,
+// PostgreSQL queries); the command logic in table_store.cc is written once against this
+// interface and calls the core rulebook for every decision. That is how two (or three) stores
+// share one rulebook: they differ only in how rows are found and saved.
+//
+// All calls happen inside a transaction opened by the backend; errors are store errors
+// (store_unavailable) and abort the command.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/counter.h"
+#include "ichido/result.h"
+
+namespace ichido::store {
+
+struct CounterRow {
+  std::int64_t id = 0;
+  std::string ns;
+  std::string name;
+  core::CounterConfig config;
+  TimeMs created_at = 0;
+};
+
+struct PeriodRow {
+  std::int64_t last_value = 0;
+  std::int64_t issued_count = 0;
+  std::int64_t voided_count = 0;
+};
+
+class Tables {
+ public:
+  virtual ~Tables() = default;
+
+  // --- counters ---
+  virtual Result<std::optional<CounterRow>> find_counter(const std::string& ns,
+                                                         const std::string& name) = 0;
+  // Returns the new counter's id.
+  virtual Result<std::int64_t> insert_counter(const CounterRow& row) = 0;
+  virtual Result<std::vector<CounterRow>> list_counters(const std::string& ns) = 0;
+  virtual Result<std::optional<PeriodRow>> find_period(std::int64_t counter_id,
+                                                       const std::string& period) = 0;
+  virtual Result<void> save_period(std::int64_t counter_id, const std::string& period,
+                                   const PeriodRow& row) = 0;
+  virtual Result<std::optional<core::IssuedNumber>> find_issued_by_key(std::int64_t counter_id,
+                                                                       const std::string& key) = 0;
+  virtual Result<std::optional<core::IssuedNumber>> find_issued(std::int64_t counter_id,
+                                                                const std::string& period,
+                                                                std::int64_t value) = 0;
+  // Largest value present in the audit trail of that period (issued or voided).
+  virtual Result<std::optional<std::int64_t>> highest_issued(std::int64_t counter_id,
+                                                             const std::string& period) = 0;
+  // Inserts the row or replaces the one with the same (period, value).
+  virtual Result<void> save_issued(std::int64_t counter_id, const core::IssuedNumber& rec) = 0;
+  // Up to `limit` rows with value > after, in increasing value order.
+  virtual Result<std::vector<core::IssuedNumber>> list_issued(std::int64_t counter_id,
+                                                              const std::string& period,
+                                                              std::int64_t after, int limit) = 0;
+};
+
+}  // namespace ichido::store

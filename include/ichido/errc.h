@@ -22,6 +22,8 @@ enum class errc {
   invalid_request,
   key_required,
   body_too_large,
+  headers_too_large,
+  uri_too_long,
   route_not_found,
   method_not_allowed,
   unauthenticated,

@@ -7,6 +7,8 @@ std::string_view to_string(errc code) {
     case errc::invalid_request: return "invalid_request";
     case errc::key_required: return "key_required";
     case errc::body_too_large: return "body_too_large";
+    case errc::headers_too_large: return "headers_too_large";
+    case errc::uri_too_long: return "uri_too_long";
     case errc::route_not_found: return "route_not_found";
     case errc::method_not_allowed: return "method_not_allowed";
     case errc::unauthenticated: return "unauthenticated";

@@ -1,0 +1,207 @@
+// Handlers of the Counters section of API.md: JSON <-> service calls.
+#include <boost/json.hpp>
+
+#include "core/counter.h"
+#include "http/json_fields.h"
+#include "http/routes.h"
+
+namespace ichido::http {
+namespace {
+
+namespace json = boost::json;
+using verb = beast_http::verb;
+
+json::value opt_time(const std::optional<TimeMs>& t) {
+  return t ? json::value(format_rfc3339(*t)) : json::value(nullptr);
+}
+
+json::object counter_json(const core::CounterInfo& c) {
+  json::object o;
+  o["name"] = c.name;
+  o["start"] = c.config.start;
+  o["max"] = c.config.max;
+  o["format"] = c.config.format;
+  o["period"] = core::to_string(c.config.period);
+  o["timezone"] = c.config.timezone;
+  o["require_key"] = c.config.require_key;
+  o["last_value"] = c.last_value;
+  o["issued_count"] = c.issued_count;
+  o["voided_count"] = c.voided_count;
+  o["current_period"] = c.current_period;
+  o["created_at"] = format_rfc3339(c.created_at);
+  return o;
+}
+
+json::object issued_json(const core::IssuedNumber& r) {
+  json::object o;
+  o["value"] = r.value;
+  o["formatted"] = r.formatted;
+  o["period"] = r.period;
+  o["key"] = r.key ? json::value(*r.key) : json::value(nullptr);
+  o["note"] = r.note;
+  o["issued_at"] = format_rfc3339(r.issued_at);
+  o["voided_at"] = opt_time(r.voided_at);
+  o["void_reason"] = r.voided_at ? json::value(r.void_reason) : json::value(nullptr);
+  return o;
+}
+
+json::object next_json(const NextReply& n) {
+  json::object o;
+  o["value"] = n.record.value;
+  o["formatted"] = n.record.formatted;
+  o["period"] = n.record.period;
+  o["key"] = n.record.key ? json::value(*n.record.key) : json::value(nullptr);
+  o["replayed"] = n.replayed;
+  o["issued_at"] = format_rfc3339(n.record.issued_at);
+  return o;
+}
+
+CounterRef ref_of(const Params& p) {
+  auto get = [&](const char* k) {
+    auto it = p.find(k);
+    return it == p.end() ? std::string() : it->second;
+  };
+  return CounterRef{get("ns"), get("name")};
+}
+
+// Reads the PUT body into a config; absent fields take the documented defaults.
+Result<core::CounterConfig> decode_config(const json::object& body) {
+  Fields f(body);
+  core::CounterConfig c;
+  auto start = f.opt_int("start");
+  if (!start.ok()) return std::move(start).error();
+  if (*start) c.start = **start;
+  auto max = f.opt_int("max", 1);
+  if (!max.ok()) return std::move(max).error();
+  if (*max) c.max = **max;
+  auto format = f.opt_string("format");
+  if (!format.ok()) return std::move(format).error();
+  if (*format) c.format = std::move(**format);
+  auto period = f.opt_string("period");
+  if (!period.ok()) return std::move(period).error();
+  if (*period) {
+    auto p = core::parse_period(**period);
+    if (!p.ok()) return std::move(p).error();
+    c.period = *p;
+  }
+  auto tz = f.opt_string("timezone");
+  if (!tz.ok()) return std::move(tz).error();
+  if (*tz) c.timezone = std::move(**tz);
+  auto rk = f.opt_bool("require_key");
+  if (!rk.ok()) return std::move(rk).error();
+  if (*rk) c.require_key = **rk;
+  return c;
+}
+
+#define TRY_BODY(var, expr)                              \
+  auto var##_r = (expr);                                 \
+  if (!var##_r.ok()) co_return Response::error(var##_r.error()); \
+  auto& var = *var##_r
+
+boost::asio::awaitable<Response> put_counter(service::CounterService& svc, const Request& req,
+                                             const Params& p) {
+  TRY_BODY(body, parse_body(req.body));
+  TRY_BODY(config, decode_config(body));
+  // Commands are named locals, never temporaries inside co_await: g++ 12 miscompiles
+  // non-trivial temporaries in co_await expressions (bitwise copies of std::string).
+  CreateCounterCmd cmd{ref_of(p), config};
+  auto r = co_await svc.create(std::move(cmd));
+  if (!r.ok()) co_return Response::error(r.error());
+  co_return Response::json(r->created ? 201 : 200, counter_json(r->info));
+}
+
+boost::asio::awaitable<Response> post_next(service::CounterService& svc, const Request& req,
+                                           const Params& p) {
+  TRY_BODY(body, parse_body(req.body));
+  Fields f(body);
+  TRY_BODY(key, f.opt_string("key"));
+  TRY_BODY(note, f.opt_string("note"));
+  NextCmd cmd{ref_of(p), core::NextCommand{key, note.value_or("")}};
+  auto r = co_await svc.next(std::move(cmd));
+  if (!r.ok()) co_return Response::error(r.error());
+  co_return Response::json(200, next_json(*r));
+}
+
+boost::asio::awaitable<Response> post_void(service::CounterService& svc, const Request& req,
+                                           const Params& p) {
+  TRY_BODY(body, parse_body(req.body));
+  Fields f(body);
+  TRY_BODY(value, f.req_int("value", 1));
+  TRY_BODY(period, f.opt_string("period"));
+  TRY_BODY(reason, f.opt_string("reason"));
+  VoidCmd cmd{ref_of(p), value, period, reason.value_or("")};
+  auto r = co_await svc.void_number(std::move(cmd));
+  if (!r.ok()) co_return Response::error(r.error());
+  co_return Response::json(200, issued_json(*r));
+}
+
+boost::asio::awaitable<Response> post_set(service::CounterService& svc, const Request& req,
+                                          const Params& p) {
+  TRY_BODY(body, parse_body(req.body));
+  Fields f(body);
+  TRY_BODY(expected, f.req_int("expected_last_value"));
+  TRY_BODY(last, f.req_int("last_value"));
+  SetCmd cmd{ref_of(p), expected, last};
+  auto r = co_await svc.set_last_value(std::move(cmd));
+  if (!r.ok()) co_return Response::error(r.error());
+  co_return Response::json(200, counter_json(*r));
+}
+
+boost::asio::awaitable<Response> get_counter(service::CounterService& svc, const Request&,
+                                             const Params& p) {
+  CounterRef ref = ref_of(p);
+  auto r = co_await svc.get(std::move(ref));
+  if (!r.ok()) co_return Response::error(r.error());
+  co_return Response::json(200, counter_json(*r));
+}
+
+boost::asio::awaitable<Response> list_counters(service::CounterService& svc, const Request&,
+                                               const Params& p) {
+  std::string ns = ref_of(p).ns;
+  auto r = co_await svc.list(std::move(ns));
+  if (!r.ok()) co_return Response::error(r.error());
+  json::array items;
+  for (const auto& c : *r) items.push_back(counter_json(c));
+  co_return Response::json(200, json::object{{"items", std::move(items)}});
+}
+
+boost::asio::awaitable<Response> get_issued(service::CounterService& svc, const Request& req,
+                                            const Params& p) {
+  IssuedQuery q;
+  q.ref = ref_of(p);
+  if (const auto* key = req.param("key")) q.key = *key;
+  if (const auto* period = req.param("period")) q.period = *period;
+  if (const auto* after = req.param("after")) {
+    TRY_BODY(v, parse_query_int(*after, "after", 0, core::kMaxJsonInteger));
+    q.after = v;
+  }
+  if (const auto* limit = req.param("limit")) {
+    TRY_BODY(v, parse_query_int(*limit, "limit", 1, 1000));
+    q.limit = static_cast<int>(v);
+  }
+  auto r = co_await svc.issued(std::move(q));
+  if (!r.ok()) co_return Response::error(r.error());
+  json::array items;
+  for (const auto& rec : r->items) items.push_back(issued_json(rec));
+  json::object o{{"items", std::move(items)}};
+  o["next_after"] = r->next_after ? json::value(*r->next_after) : json::value(nullptr);
+  co_return Response::json(200, o);
+}
+
+}  // namespace
+
+void add_counter_routes(Router& router, service::CounterService& svc) {
+  auto bind = [&svc](auto fn) {
+    return [&svc, fn](const Request& req, const Params& p) { return fn(svc, req, p); };
+  };
+  const std::string base = "/v1/ns/{ns}/counters";
+  router.add(verb::get, base, bind(list_counters));
+  router.add(verb::put, base + "/{name}", bind(put_counter));
+  router.add(verb::get, base + "/{name}", bind(get_counter));
+  router.add(verb::post, base + "/{name}/next", bind(post_next));
+  router.add(verb::get, base + "/{name}/issued", bind(get_issued));
+  router.add(verb::post, base + "/{name}/void", bind(post_void));
+  router.add(verb::post, base + "/{name}/set", bind(post_set));
+}
+
+}  // namespace ichido::http

@@ -1,0 +1,48 @@
+// The HTTP layer's view of one request and one response, independent of sockets: handlers are
+// pure functions (awaitables) from Request to Response, which is what the fuzz target and the
+// unit tests drive directly.
+#pragma once
+
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/json/value.hpp>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ichido/result.h"
+
+namespace ichido::http {
+
+namespace beast_http = boost::beast::http;
+using BeastRequest = beast_http::request<beast_http::string_body>;
+using BeastResponse = beast_http::response<beast_http::string_body>;
+
+// A parsed request: method, percent-decoded path segments, decoded query parameters, raw body.
+struct Request {
+  beast_http::verb method = beast_http::verb::get;
+  std::string method_string;
+  std::vector<std::string> segments;         // "/v1/ns/a/counters" -> {"v1","ns","a","counters"}
+  std::multimap<std::string, std::string> query;
+  std::string body;
+  std::string authorization;                 // the Authorization header, if any
+
+  // The first value of query parameter `name`, if present.
+  const std::string* param(const std::string& name) const {
+    auto it = query.find(name);
+    return it == query.end() ? nullptr : &it->second;
+  }
+};
+
+struct Response {
+  unsigned status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+
+  static Response json(unsigned status, const boost::json::value& v);
+  static Response error(const Error& e);
+  static Response text(unsigned status, std::string body, std::string content_type);
+};
+
+}  // namespace ichido::http

@@ -1,0 +1,39 @@
+#include "http/metrics.h"
+
+namespace ichido::http {
+
+void Metrics::count_response(unsigned status) {
+  if (status < by_status_.size()) by_status_[status].fetch_add(1, std::memory_order_relaxed);
+}
+
+std::string Metrics::render(const StoreStats& s) const {
+  std::string out;
+  out += "# HELP ichido_http_responses_total HTTP responses sent, by status code.\n";
+  out += "# TYPE ichido_http_responses_total counter\n";
+  for (std::size_t code = 100; code < by_status_.size(); ++code) {
+    const auto n = by_status_[code].load(std::memory_order_relaxed);
+    if (n == 0) continue;
+    out += "ichido_http_responses_total{code=\"" + std::to_string(code) + "\"} " +
+           std::to_string(n) + "\n";
+  }
+  out += "# HELP ichido_http_connections Open client connections.\n";
+  out += "# TYPE ichido_http_connections gauge\n";
+  out += "ichido_http_connections " + std::to_string(connections_.load()) + "\n";
+  out += "# HELP ichido_http_connections_total Client connections accepted.\n";
+  out += "# TYPE ichido_http_connections_total counter\n";
+  out += "ichido_http_connections_total " + std::to_string(connections_total_.load()) + "\n";
+  out += "# HELP ichido_store_commits_total Durable write transactions (one fsync each).\n";
+  out += "# TYPE ichido_store_commits_total counter\n";
+  out += "ichido_store_commits_total " + std::to_string(s.commits) + "\n";
+  out += "# HELP ichido_store_committed_commands_total Commands in those transactions "
+         "(divide by commits for the average group-commit batch).\n";
+  out += "# TYPE ichido_store_committed_commands_total counter\n";
+  out += "ichido_store_committed_commands_total " + std::to_string(s.committed_commands) + "\n";
+  out += "# HELP ichido_store_failed_commits_total Write transactions that failed and were "
+         "rolled back.\n";
+  out += "# TYPE ichido_store_failed_commits_total counter\n";
+  out += "ichido_store_failed_commits_total " + std::to_string(s.failed_commits) + "\n";
+  return out;
+}
+
+}  // namespace ichido::http

@@ -1,0 +1,29 @@
+// Metrics: process-wide request counters, rendered in the Prometheus text format at /metrics.
+// Lock-free (atomics); safe from any thread.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "ichido/store.h"
+
+namespace ichido::http {
+
+class Metrics {
+ public:
+  void count_response(unsigned status);
+  void connection_opened() { connections_.fetch_add(1); connections_total_.fetch_add(1); }
+  void connection_closed() { connections_.fetch_sub(1); }
+  std::int64_t active_connections() const { return connections_.load(); }
+
+  std::string render(const StoreStats& store) const;
+
+ private:
+  std::array<std::atomic<std::uint64_t>, 600> by_status_{};
+  std::atomic<std::int64_t> connections_{0};
+  std::atomic<std::uint64_t> connections_total_{0};
+};
+
+}  // namespace ichido::http

@@ -1,0 +1,13 @@
+// Route registration, one function per resource (one handler file each).
+#pragma once
+
+#include "http/metrics.h"
+#include "http/router.h"
+#include "service/counter_service.h"
+
+namespace ichido::http {
+
+void add_counter_routes(Router& router, service::CounterService& counters);
+void add_ops_routes(Router& router, Store& store, const Metrics& metrics);
+
+}  // namespace ichido::http

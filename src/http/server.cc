@@ -1,0 +1,171 @@
+#include "http/server.h"
+
+#include <iostream>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+
+namespace ichido::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+using tcp = asio::ip::tcp;
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+struct HttpServer::Conn {
+  explicit Conn(tcp::socket s) : stream(std::move(s)) {}
+  beast::tcp_stream stream;
+  bool busy = false;  // a request is being read or answered; touched only on the strand
+  std::uint64_t id = 0;
+};
+
+HttpServer::HttpServer(asio::io_context& ioc, Api& api, Metrics& metrics, Limits limits)
+    : ioc_(ioc), api_(api), metrics_(metrics), limits_(limits), acceptor_(ioc) {}
+
+HttpServer::~HttpServer() = default;
+
+Result<tcp::endpoint> HttpServer::listen(const std::string& host, std::uint16_t port) {
+  boost::system::error_code ec;
+  auto addr = asio::ip::make_address(host, ec);
+  if (ec) return Error(errc::invalid_request, "Cannot parse listen address '" + host + "'.");
+  tcp::endpoint ep(addr, port);
+  acceptor_.open(ep.protocol(), ec);
+  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(ep, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Error(errc::internal, "Cannot listen on " + host + ":" + std::to_string(port) + ": " +
+                                     ec.message());
+  }
+  return acceptor_.local_endpoint();
+}
+
+void HttpServer::start() {
+  asio::co_spawn(acceptor_.get_executor(), accept_loop(), [](std::exception_ptr e) {
+    if (e) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& ex) {
+        std::cerr << "ichido: accept loop stopped: " << ex.what() << "\n";
+      }
+    }
+  });
+}
+
+asio::awaitable<void> HttpServer::accept_loop() {
+  while (!draining_.load()) {
+    auto [ec, socket] = co_await acceptor_.async_accept(asio::make_strand(ioc_), use_tuple);
+    if (ec) {
+      if (ec == asio::error::operation_aborted || draining_.load()) co_return;
+      // EMFILE and friends: back off briefly instead of spinning.
+      asio::steady_timer t(ioc_, std::chrono::milliseconds(50));
+      co_await t.async_wait(use_tuple);
+      continue;
+    }
+    if (metrics_.active_connections() >= static_cast<std::int64_t>(limits_.max_connections)) {
+      boost::system::error_code ignore;
+      socket.close(ignore);
+      continue;
+    }
+    socket.set_option(tcp::no_delay(true), ec);
+    auto conn = std::make_shared<Conn>(std::move(socket));
+    {
+      std::lock_guard lk(mu_);
+      conn->id = next_id_++;
+      conns_[conn->id] = conn;
+    }
+    metrics_.connection_opened();
+    auto ex = conn->stream.get_executor();
+    asio::co_spawn(ex, session(conn), [this, id = conn->id](std::exception_ptr) {
+      metrics_.connection_closed();
+      std::lock_guard lk(mu_);
+      conns_.erase(id);
+    });
+  }
+}
+
+asio::awaitable<void> HttpServer::session(std::shared_ptr<Conn> conn) {
+  auto& stream = conn->stream;
+  beast::flat_buffer buffer;
+  bool keep_going = true;
+  while (keep_going && !draining_.load()) {
+    // Idle phase: wait for the first bytes of the next request (unless pipelined data is here).
+    if (buffer.size() == 0) {
+      stream.expires_after(std::chrono::milliseconds(limits_.idle_timeout_ms));
+      auto [ec, n] = co_await stream.async_read_some(buffer.prepare(4096), use_tuple);
+      if (ec) break;  // closed, reset, idle timeout or drain
+      buffer.commit(n);
+    }
+    conn->busy = true;
+    beast_http::request_parser<beast_http::string_body> parser;
+    parser.body_limit(limits_.max_body_bytes);
+    parser.header_limit(static_cast<std::uint32_t>(limits_.max_header_bytes));
+    stream.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
+    auto [ec, n] = co_await beast_http::async_read(stream, buffer, parser, use_tuple);
+    (void)n;
+    if (ec) {
+      std::optional<Error> err;
+      if (ec == beast_http::error::body_limit) {
+        err = Error(errc::body_too_large, "The request body is larger than " +
+                                              std::to_string(limits_.max_body_bytes) +
+                                              " bytes; send less.");
+      } else if (ec == beast_http::error::header_limit) {
+        err = Error(errc::headers_too_large, "The request headers are too large.");
+      } else if (ec.category() == beast_http::make_error_code(beast_http::error::bad_method).category() &&
+                 ec != beast_http::error::end_of_stream && ec != beast_http::error::partial_message) {
+        err = Error(errc::invalid_request, "Malformed HTTP request (" + ec.message() + ").");
+      }
+      if (err) {
+        // The rest of the message cannot be trusted or skipped: answer, then close.
+        auto res = api_.error_response(*err, 11, false);
+        stream.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
+        co_await beast_http::async_write(stream, res, use_tuple);
+      }
+      break;
+    }
+    auto req = parser.release();
+    auto res = co_await api_.handle(req);
+    if (draining_.load()) res.keep_alive(false);
+    keep_going = res.keep_alive();
+    stream.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
+    auto [wec, wn] = co_await beast_http::async_write(stream, res, use_tuple);
+    (void)wn;
+    conn->busy = false;
+    if (wec) break;
+  }
+  boost::system::error_code ignore;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ignore);
+  stream.socket().close(ignore);
+}
+
+void HttpServer::begin_drain() {
+  if (draining_.exchange(true)) return;
+  asio::post(acceptor_.get_executor(), [this] {
+    boost::system::error_code ignore;
+    acceptor_.close(ignore);
+  });
+  std::lock_guard lk(mu_);
+  for (auto& [id, weak] : conns_) {
+    if (auto conn = weak.lock()) {
+      asio::post(conn->stream.get_executor(), [conn] {
+        if (!conn->busy) conn->stream.socket().cancel();
+      });
+    }
+  }
+}
+
+std::size_t HttpServer::active() const {
+  std::lock_guard lk(mu_);
+  return conns_.size();
+}
+
+}  // namespace ichido::http

@@ -101,8 +101,9 @@ struct CounterInfo {
   std::string name;
   CounterConfig config;
   std::int64_t last_value = 0;    // in the current period
-  std::int64_t issued_count = 0;  // numbers issued in the current period (voided ones included)
-  std::int64_t voided_count = 0;  // of those, how many are voided
+  std::int64_t issued_count = 0;  // numbers issued by `next` in the current period
+  std::int64_t voided_count = 0;  // numbers voided in the current period (issued ones voided
+                                  // later, and values skipped by `set` then voided)
   std::string current_period;
   TimeMs created_at = 0;
 };

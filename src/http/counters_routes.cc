@@ -126,7 +126,7 @@ boost::asio::awaitable<Response> post_void(service::CounterService& svc, const R
                                            const Params& p) {
   TRY_BODY(body, parse_body(req.body));
   Fields f(body);
-  TRY_BODY(value, f.req_int("value", 1));
+  TRY_BODY(value, f.req_int("value"));
   TRY_BODY(period, f.opt_string("period"));
   TRY_BODY(reason, f.opt_string("reason"));
   VoidCmd cmd{ref_of(p), value, period, reason.value_or("")};
@@ -184,7 +184,7 @@ boost::asio::awaitable<Response> get_issued(service::CounterService& svc, const 
   json::array items;
   for (const auto& rec : r->items) items.push_back(issued_json(rec));
   json::object o{{"items", std::move(items)}};
-  o["next_after"] = r->next_after ? json::value(*r->next_after) : json::value(nullptr);
+  if (r->next_after) o["next_after"] = *r->next_after;  // only when more items may follow
   co_return Response::json(200, o);
 }
 

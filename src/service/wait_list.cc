@@ -1,0 +1,89 @@
+#include "service/wait_list.h"
+
+#include <algorithm>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+namespace ichido::service {
+
+namespace asio = boost::asio;
+
+struct WaitList::Waiter {
+  explicit Waiter(asio::any_io_executor ex) : timer(std::move(ex)) {}
+  asio::steady_timer timer;  // touched only on its executor
+  bool notified = false;     // guarded by WaitList::mu_
+};
+
+void WaitList::wake(const std::shared_ptr<Waiter>& w) {
+  w->notified = true;
+  asio::post(w->timer.get_executor(), [w] { w->timer.cancel(); });
+}
+
+asio::awaitable<Result<WakeReason>> WaitList::wait(const std::string& key,
+                                                   std::chrono::steady_clock::time_point deadline) {
+  auto ex = co_await asio::this_coro::executor;
+  auto w = std::make_shared<Waiter>(ex);
+  w->timer.expires_at(deadline);
+  {
+    std::lock_guard lk(mu_);
+    auto& q = by_key_[key];
+    if (q.size() >= max_per_key_ || total_ >= max_total_) {
+      if (q.empty()) by_key_.erase(key);
+      co_return Error(errc::too_many_waiters,
+                      "Too many requests are already waiting here; retry later with backoff.");
+    }
+    q.push_back(w);
+    ++total_;
+  }
+  auto [ec] = co_await w->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  std::lock_guard lk(mu_);
+  if (w->notified) co_return WakeReason::notified;  // notify_* already removed it
+  auto it = by_key_.find(key);
+  if (it != by_key_.end()) {
+    auto& q = it->second;
+    q.erase(std::remove(q.begin(), q.end(), w), q.end());
+    if (q.empty()) by_key_.erase(it);
+    --total_;
+  }
+  co_return ec == asio::error::operation_aborted ? WakeReason::cancelled : WakeReason::timed_out;
+}
+
+bool WaitList::notify_one(const std::string& key) {
+  std::lock_guard lk(mu_);
+  auto it = by_key_.find(key);
+  if (it == by_key_.end()) return false;
+  auto w = it->second.front();
+  it->second.pop_front();
+  if (it->second.empty()) by_key_.erase(it);
+  --total_;
+  wake(w);
+  return true;
+}
+
+std::size_t WaitList::notify_all(const std::string& key) {
+  std::lock_guard lk(mu_);
+  auto it = by_key_.find(key);
+  if (it == by_key_.end()) return 0;
+  const std::size_t n = it->second.size();
+  for (auto& w : it->second) wake(w);
+  total_ -= n;
+  by_key_.erase(it);
+  return n;
+}
+
+std::size_t WaitList::waiting(const std::string& key) const {
+  std::lock_guard lk(mu_);
+  auto it = by_key_.find(key);
+  return it == by_key_.end() ? 0 : it->second.size();
+}
+
+std::size_t WaitList::total() const {
+  std::lock_guard lk(mu_);
+  return total_;
+}
+
+}  // namespace ichido::service

@@ -1,0 +1,82 @@
+#include "service/wait_list.h"
+
+#include <vector>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <gtest/gtest.h>
+
+namespace ichido::service {
+namespace {
+
+namespace asio = boost::asio;
+using clock = std::chrono::steady_clock;
+
+TEST(WaitList, NotifyOneServesWaitersInArrivalOrder) {
+  asio::io_context ioc;
+  WaitList list(100, 1000);
+  std::vector<int> woken;
+  const auto far = clock::now() + std::chrono::hours(1);
+  for (int i = 0; i < 3; ++i) {
+    asio::co_spawn(ioc, [&, i]() -> asio::awaitable<void> {
+      auto r = co_await list.wait("lock-a", far);
+      if (r.ok() && *r == WakeReason::notified) woken.push_back(i);
+    }, asio::detached);
+  }
+  ioc.poll();  // all three are parked now
+  ASSERT_EQ(list.waiting("lock-a"), 3u);
+  EXPECT_FALSE(list.notify_one("other"));
+  for (int n = 1; n <= 3; ++n) {
+    ASSERT_TRUE(list.notify_one("lock-a"));
+    ioc.poll();
+    ASSERT_EQ(woken.size(), static_cast<std::size_t>(n));
+  }
+  EXPECT_EQ(woken, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(list.total(), 0u);
+}
+
+TEST(WaitList, DeadlineInThePastTimesOutAndLeavesTheQueue) {
+  asio::io_context ioc;
+  WaitList list(100, 1000);
+  std::optional<WakeReason> reason;
+  asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+    auto r = co_await list.wait("k", clock::now() - std::chrono::milliseconds(1));
+    if (r.ok()) reason = *r;
+  }, asio::detached);
+  ioc.run();
+  ASSERT_TRUE(reason.has_value());
+  EXPECT_EQ(*reason, WakeReason::timed_out);
+  EXPECT_EQ(list.total(), 0u);
+  EXPECT_FALSE(list.notify_one("k"));
+}
+
+TEST(WaitList, NotifyAllWakesEveryoneAndLimitsAreEnforced) {
+  asio::io_context ioc;
+  WaitList list(2, 3);
+  int notified = 0;
+  std::vector<errc> refused;
+  const auto far = clock::now() + std::chrono::hours(1);
+  auto spawn = [&](std::string key) {
+    asio::co_spawn(ioc, [&, key]() -> asio::awaitable<void> {
+      auto r = co_await list.wait(key, far);
+      if (!r.ok()) refused.push_back(r.error().code);
+      else if (*r == WakeReason::notified) ++notified;
+    }, asio::detached);
+  };
+  spawn("a");
+  spawn("a");
+  spawn("a");  // over the per-key limit
+  spawn("b");
+  spawn("c");  // over the total limit
+  ioc.poll();
+  EXPECT_EQ(refused, (std::vector<errc>{errc::too_many_waiters, errc::too_many_waiters}));
+  EXPECT_EQ(list.notify_all("a"), 2u);
+  EXPECT_EQ(list.notify_all("b"), 1u);
+  ioc.poll();
+  EXPECT_EQ(notified, 3);
+  EXPECT_EQ(list.total(), 0u);
+}
+
+}  // namespace
+}  // namespace ichido::service

@@ -37,6 +37,11 @@ class Tables {
  public:
   virtual ~Tables() = default;
 
+  // --- the store's one durable token sequence (fencing tokens of locks and once records) ---
+  // Returns the next value: unique and strictly increasing across restarts (it is written in
+  // the same transaction as the record that carries it).
+  virtual Result<std::int64_t> next_token() = 0;
+
   // --- counters ---
   virtual Result<std::optional<CounterRow>> find_counter(const std::string& ns,
                                                          const std::string& name) = 0;

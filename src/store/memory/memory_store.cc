@@ -7,6 +7,8 @@ class MemoryTables final : public Tables {
  public:
   explicit MemoryTables(MemoryStore::State& s) : s_(s) {}
 
+  Result<std::int64_t> next_token() override { return ++s_.last_token; }
+
   Result<std::optional<CounterRow>> find_counter(const std::string& ns,
                                                  const std::string& name) override {
     auto it = s_.counters.find({ns, name});

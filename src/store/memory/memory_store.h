@@ -27,6 +27,7 @@ class MemoryStore final : public TableStore {
 
   struct State {
     std::int64_t next_counter_id = 1;
+    std::int64_t last_token = 0;
     std::map<std::pair<std::string, std::string>, CounterRow> counters;     // (ns, name)
     std::map<std::pair<std::int64_t, std::string>, PeriodRow> periods;      // (id, period)
     std::map<std::tuple<std::int64_t, std::string, std::int64_t>, core::IssuedNumber> issued;

@@ -46,6 +46,13 @@ const std::vector<const char*>& migrations() {
       ) WITHOUT ROWID;
       CREATE UNIQUE INDEX issued_by_key ON issued (counter_id, key) WHERE key IS NOT NULL;
       )sql",
+      // 2: named durable sequences; 'token' feeds fencing tokens of locks and once records.
+      R"sql(
+      CREATE TABLE sequences (
+        name TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+      ) WITHOUT ROWID;
+      )sql",
   };
   return m;
 }

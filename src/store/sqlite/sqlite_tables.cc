@@ -74,6 +74,15 @@ Result<std::vector<T>> many(Db& db, Result<Query> q, From from, const char* what
 
 }  // namespace
 
+Result<std::int64_t> SqliteTables::next_token() {
+  auto q = db_.query(
+      "INSERT INTO sequences (name, value) VALUES ('token', 1) "
+      "ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value");
+  if (!q.ok()) return std::move(q).error();
+  if (q->step() != SQLITE_ROW) return db_.error("advance the token sequence");
+  return q->int64(0);
+}
+
 Result<std::optional<CounterRow>> SqliteTables::find_counter(const std::string& ns,
                                                              const std::string& name) {
   auto q = db_.query("SELECT " COUNTER_COLUMNS " FROM counters WHERE ns = ? AND name = ?");

@@ -10,6 +10,8 @@ class SqliteTables final : public Tables {
  public:
   explicit SqliteTables(Db& db) : db_(db) {}
 
+  Result<std::int64_t> next_token() override;
+
   Result<std::optional<CounterRow>> find_counter(const std::string& ns,
                                                  const std::string& name) override;
   Result<std::int64_t> insert_counter(const CounterRow& row) override;

@@ -2,13 +2,12 @@
 // decisions behind create / next / void / set. Time is always an explicit `now`.
 #include "core/counter.h"
 
+#include <date/date.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <string>
 #include <variant>
-
-#include <date/date.h>
 
 namespace ichido::core {
 namespace {
@@ -110,24 +109,24 @@ TEST(Format, ParsesIntoPieces) {
 
 TEST(Format, RejectsBadFormatsWithFieldFormat) {
   for (const char* bad : {
-           "R-{yyyy}",        // no {seq}
-           "plain text",      // no {seq}
-           "",                // no {seq}
-           "{{seq}}",         // literal braces, so no {seq}
-           "{seq:0}",         // width 0
-           "{seq:19}",        // width above 18
-           "{seq:100}",       // width above 18 (and three digits)
-           "{seq:}",          // no width
-           "{seq:x}",         // not a number
-           "{seq:-1}",        // not a number
-           "{seq: 4}",        // not a number
-           "{hh}-{seq}",      // unknown placeholder
-           "{}{seq}",         // empty placeholder
-           "{SEQ}",           // placeholders are case-sensitive
-           "R-{seq",          // unclosed brace
-           "R-{",             // unclosed brace
-           "R-}{seq}",        // lone closing brace
-           "{seq}}",          // lone closing brace after a placeholder
+           "R-{yyyy}",    // no {seq}
+           "plain text",  // no {seq}
+           "",            // no {seq}
+           "{{seq}}",     // literal braces, so no {seq}
+           "{seq:0}",     // width 0
+           "{seq:19}",    // width above 18
+           "{seq:100}",   // width above 18 (and three digits)
+           "{seq:}",      // no width
+           "{seq:x}",     // not a number
+           "{seq:-1}",    // not a number
+           "{seq: 4}",    // not a number
+           "{hh}-{seq}",  // unknown placeholder
+           "{}{seq}",     // empty placeholder
+           "{SEQ}",       // placeholders are case-sensitive
+           "R-{seq",      // unclosed brace
+           "R-{",         // unclosed brace
+           "R-}{seq}",    // lone closing brace
+           "{seq}}",      // lone closing brace after a placeholder
        }) {
     SCOPED_TRACE(bad);
     ExpectError(parse_format(bad), errc::invalid_request, "format");

@@ -57,10 +57,11 @@ TEST(ValidateName, ErrorNamesTheFieldItWasGiven) {
 
 TEST(ValidateKey, AcceptsAnyValidUtf8) {
   EXPECT_TRUE(validate_key("form-response-123").ok());
-  EXPECT_TRUE(validate_key("<abc/def@example.com>").ok());              // e-mail Message-ID
+  EXPECT_TRUE(validate_key("<abc/def@example.com>").ok());  // e-mail Message-ID
   EXPECT_TRUE(validate_key("<CAF=x+y_z@mail.gmail.com>").ok());
-  EXPECT_TRUE(validate_key("請求書-2026年4月-第1号").ok());               // Japanese
-  EXPECT_TRUE(validate_key("emoji \xF0\x9F\x98\x80 and \xF4\x8F\xBF\xBF").ok());  // U+1F600, U+10FFFF
+  EXPECT_TRUE(validate_key("請求書-2026年4月-第1号").ok());  // Japanese
+  EXPECT_TRUE(
+      validate_key("emoji \xF0\x9F\x98\x80 and \xF4\x8F\xBF\xBF").ok());  // U+1F600, U+10FFFF
   EXPECT_TRUE(validate_key(" ").ok());
   EXPECT_TRUE(validate_key("a b\tc\nd").ok());
 }
@@ -113,13 +114,13 @@ TEST(ValidateKey, ErrorNamesTheFieldItWasGiven) {
 TEST(IsValidUtf8, BoundaryCodePoints) {
   EXPECT_TRUE(is_valid_utf8(""));
   EXPECT_TRUE(is_valid_utf8("\x7F"));
-  EXPECT_TRUE(is_valid_utf8("\xC2\x80"));          // U+0080, smallest 2-byte
-  EXPECT_TRUE(is_valid_utf8("\xE0\xA0\x80"));      // U+0800, smallest 3-byte
-  EXPECT_TRUE(is_valid_utf8("\xED\x9F\xBF"));      // U+D7FF, just below the surrogates
-  EXPECT_TRUE(is_valid_utf8("\xEE\x80\x80"));      // U+E000, just above them
-  EXPECT_TRUE(is_valid_utf8("\xF0\x90\x80\x80"));  // U+10000, smallest 4-byte
-  EXPECT_FALSE(is_valid_utf8("\xE0\x9F\xBF"));     // U+07FF as 3 bytes: overlong
-  EXPECT_FALSE(is_valid_utf8("\xF0\x8F\xBF\xBF")); // U+FFFF as 4 bytes: overlong
+  EXPECT_TRUE(is_valid_utf8("\xC2\x80"));           // U+0080, smallest 2-byte
+  EXPECT_TRUE(is_valid_utf8("\xE0\xA0\x80"));       // U+0800, smallest 3-byte
+  EXPECT_TRUE(is_valid_utf8("\xED\x9F\xBF"));       // U+D7FF, just below the surrogates
+  EXPECT_TRUE(is_valid_utf8("\xEE\x80\x80"));       // U+E000, just above them
+  EXPECT_TRUE(is_valid_utf8("\xF0\x90\x80\x80"));   // U+10000, smallest 4-byte
+  EXPECT_FALSE(is_valid_utf8("\xE0\x9F\xBF"));      // U+07FF as 3 bytes: overlong
+  EXPECT_FALSE(is_valid_utf8("\xF0\x8F\xBF\xBF"));  // U+FFFF as 4 bytes: overlong
 }
 
 }  // namespace

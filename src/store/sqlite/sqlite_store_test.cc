@@ -187,8 +187,7 @@ TEST_F(SqliteStoreTest, GroupCommitBatchesQueuedCommands) {
     // Bounded, so a broken store fails the test instead of hanging it.
     released.wait_for(std::chrono::seconds(60));
   });
-  ASSERT_EQ(writer_held.get_future().wait_for(std::chrono::seconds(60)),
-            std::future_status::ready);
+  ASSERT_EQ(writer_held.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
 
   constexpr int kThreads = 16;
   constexpr int kPerThread = 125;
@@ -205,8 +204,10 @@ TEST_F(SqliteStoreTest, GroupCommitBatchesQueuedCommands) {
         store->next({Ref("c"), {"g" + std::to_string(t) + "-" + std::to_string(i), ""}},
                     [&](Result<NextReply> r) {
                       std::lock_guard lk(mu);
-                      if (r.ok()) values.push_back(r->record.value);
-                      else ++failed;
+                      if (r.ok())
+                        values.push_back(r->record.value);
+                      else
+                        ++failed;
                       ++answered;
                       cv.notify_all();
                     });
@@ -228,7 +229,8 @@ TEST_F(SqliteStoreTest, GroupCommitBatchesQueuedCommands) {
   EXPECT_EQ(gate_value.get_future().get(), 1);
   std::sort(values.begin(), values.end());
   ASSERT_EQ(values.size(), static_cast<std::size_t>(kTotal));
-  for (int i = 0; i < kTotal; ++i) ASSERT_EQ(values[i], i + 2) << "values are not 2.." << kTotal + 1;
+  for (int i = 0; i < kTotal; ++i)
+    ASSERT_EQ(values[i], i + 2) << "values are not 2.." << kTotal + 1;
 
   const StoreStats after = store->stats();
   const auto commits = after.commits - before.commits;
@@ -305,8 +307,11 @@ TEST_F(SqliteStoreTest, RefusesADatabaseFromANewerVersion) {
   EXPECT_EQ(store.error().code, errc::store_unavailable);
   // The refusal released the LOCK: after fixing the file, the directory opens again.
   ASSERT_EQ(sqlite3_open(db_path.c_str(), &db), SQLITE_OK);
-  EXPECT_EQ(sqlite3_exec(db, ("DELETE FROM schema_version WHERE version > " + std::to_string(current_schema_version())).c_str(), nullptr, nullptr,
-                         nullptr),
+  EXPECT_EQ(sqlite3_exec(db,
+                         ("DELETE FROM schema_version WHERE version > " +
+                          std::to_string(current_schema_version()))
+                             .c_str(),
+                         nullptr, nullptr, nullptr),
             SQLITE_OK);
   sqlite3_close_v2(db);
   EXPECT_TRUE(MustOpen());

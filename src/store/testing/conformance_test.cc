@@ -4,6 +4,7 @@
 // type with the same three members. The tests talk to the stores only through include/ichido/
 // store.h, drive time with a ManualClock (never sleeping), and check exact values and exact
 // error codes, so two stores that pass give the same answers to the same commands.
+#include <date/date.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -12,8 +13,6 @@
 #include <string>
 #include <variant>
 #include <vector>
-
-#include <date/date.h>
 
 #include "ichido/store.h"
 #include "store/memory/memory_store.h"
@@ -84,7 +83,8 @@ std::string Dump(const core::IssuedNumber& r) {
   std::ostringstream o;
   o << r.period << "/" << r.value << " " << r.formatted << " key=" << r.key.value_or("<none>")
     << " note=" << r.note << " at=" << r.issued_at
-    << " voided=" << (r.voided_at ? std::to_string(*r.voided_at) : "no") << " reason=" << r.void_reason;
+    << " voided=" << (r.voided_at ? std::to_string(*r.voided_at) : "no")
+    << " reason=" << r.void_reason;
   return o.str();
 }
 
@@ -410,8 +410,8 @@ TYPED_TEST(StoreConformance, PeriodRolloverRestartsNumberingAndOldKeysReplay) {
 
 TYPED_TEST(StoreConformance, PeriodIsComputedInTheCountersTimezone) {
   this->clock_.set(At(2026, 12, 31, 15, 30));  // 2027-01-01 00:30 in Tokyo
-  this->MustCreate("tokyo", Config(0, 9999, "T{yy}{mm}{dd}-{seq}", core::Period::day,
-                                   "Asia/Tokyo"));
+  this->MustCreate("tokyo",
+                   Config(0, 9999, "T{yy}{mm}{dd}-{seq}", core::Period::day, "Asia/Tokyo"));
   this->MustCreate("utc", Config(0, 9999, "U{yy}{mm}{dd}-{seq}", core::Period::day, "UTC"));
   auto t = this->Next("tokyo");
   auto u = this->Next("utc");

@@ -73,8 +73,9 @@ struct IssuedQuery {
   std::optional<std::string> key;     // when set: the record of this key (0 or 1 items)
   std::optional<std::string> period;  // default: the current period
   std::int64_t after = 0;             // values strictly greater than this
-  int limit = 100;                    // 1..1000
+  int limit = 100;                    // 1..kMaxIssuedLimit
 };
+inline constexpr int kMaxIssuedLimit = 1000;
 struct IssuedPage {
   std::vector<core::IssuedNumber> items;
   std::optional<std::int64_t> next_after;  // set when more items may follow
@@ -106,7 +107,7 @@ class Store {
 
   virtual void get_counter(CounterRef ref, Callback<core::CounterInfo> done) = 0;
   virtual void list_counters(std::string ns, Callback<std::vector<core::CounterInfo>> done) = 0;
-  // Errors: counter_not_found, invalid_request (field period).
+  // Errors: counter_not_found, invalid_request (field period, or limit outside 1..1000).
   virtual void list_issued(IssuedQuery q, Callback<IssuedPage> done) = 0;
 
   // Synchronous and cheap: can the store read and write right now? (/readyz)

@@ -217,6 +217,11 @@ void TableStore::list_counters(std::string ns, Callback<std::vector<core::Counte
 void TableStore::list_issued(IssuedQuery q, Callback<IssuedPage> done) {
   read<IssuedPage>(
       [q = std::move(q)](Tables& t, TimeMs now) -> Result<IssuedPage> {
+        // Checked before paging: limit 0 would page with back() of an empty vector and a
+        // negative limit would resize to a huge size.
+        if (q.limit < 1 || q.limit > kMaxIssuedLimit) {
+          return invalid_field("limit", "The limit must be a whole number from 1 to 1000.");
+        }
         auto row = load_counter(t, q.ref);
         if (!row.ok()) return std::move(row).error();
         IssuedPage page;

@@ -1,0 +1,482 @@
+// Tests of the counter rulebook (core/counter): formats, periods, config validation and the pure
+// decisions behind create / next / void / set. Time is always an explicit `now`.
+#include "core/counter.h"
+
+#include <date/date.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <variant>
+
+namespace ichido::core {
+namespace {
+
+using namespace std::chrono_literals;
+
+TimeMs At(int y, unsigned m, unsigned d, int hh = 0, int mm = 0, int ss = 0) {
+  const auto tp = date::sys_days{date::year{y} / date::month{m} / date::day{d}} +
+                  std::chrono::hours{hh} + std::chrono::minutes{mm} + std::chrono::seconds{ss};
+  return std::chrono::duration_cast<std::chrono::milliseconds>(tp.time_since_epoch()).count();
+}
+
+// 2026-12-31T15:30:00Z is already 2027-01-01 00:30 in Tokyo (UTC+9).
+const TimeMs kNewYearInTokyo = At(2026, 12, 31, 15, 30);
+
+template <class T>
+void ExpectError(const Result<T>& r, errc code, const std::string& field = "") {
+  ASSERT_FALSE(r.ok()) << "expected " << to_string(code);
+  EXPECT_EQ(r.error().code, code) << "got " << to_string(r.error().code) << ": "
+                                  << r.error().message;
+  EXPECT_EQ(r.error().field, field);
+  EXPECT_FALSE(r.error().message.empty());
+}
+
+std::int64_t DetailInt(const Error& e, const std::string& k) {
+  auto it = e.details.find(k);
+  if (it == e.details.end()) {
+    ADD_FAILURE() << "no details." << k;
+    return -1;
+  }
+  if (!std::holds_alternative<std::int64_t>(it->second)) {
+    ADD_FAILURE() << "details." << k << " is not an integer";
+    return -1;
+  }
+  return std::get<std::int64_t>(it->second);
+}
+
+std::string Render(std::string_view format, std::int64_t v, LocalDate d = {2026, 4, 1}) {
+  auto pieces = parse_format(format);
+  if (!pieces.ok()) {
+    ADD_FAILURE() << "format " << format << " rejected: " << pieces.error().message;
+    return "";
+  }
+  return render(*pieces, v, d);
+}
+
+void ExpectSameRecord(const IssuedNumber& a, const IssuedNumber& b) {
+  EXPECT_EQ(a.value, b.value);
+  EXPECT_EQ(a.formatted, b.formatted);
+  EXPECT_EQ(a.period, b.period);
+  EXPECT_EQ(a.key, b.key);
+  EXPECT_EQ(a.note, b.note);
+  EXPECT_EQ(a.issued_at, b.issued_at);
+  EXPECT_EQ(a.voided_at, b.voided_at);
+  EXPECT_EQ(a.void_reason, b.void_reason);
+}
+
+// --- formats -------------------------------------------------------------------------------
+
+TEST(Format, RendersSeqPaddedAndPlain) {
+  EXPECT_EQ(Render("R-{seq:4}", 1), "R-0001");
+  EXPECT_EQ(Render("R-{seq:4}", 42), "R-0042");
+  EXPECT_EQ(Render("{seq}", 7), "7");
+  EXPECT_EQ(Render("{seq}", 9007199254740992), "9007199254740992");
+  EXPECT_EQ(Render("{seq:1}", 5), "5");
+  EXPECT_EQ(Render("{seq:18}", 5), "000000000000000005");
+  EXPECT_EQ(Render("{seq:04}", 5), "0005");  // a leading zero in N is still N = 4
+}
+
+TEST(Format, ValueWiderThanPadIsNotTruncated) {
+  EXPECT_EQ(Render("R-{seq:4}", 12345), "R-12345");
+  EXPECT_EQ(Render("{seq:2}", 100), "100");
+}
+
+TEST(Format, RendersDatePlaceholders) {
+  EXPECT_EQ(Render("{yyyy}-{mm}-{dd}/{seq:3}", 9, {2026, 4, 1}), "2026-04-01/009");
+  EXPECT_EQ(Render("INV{yy}{mm}-{seq}", 12, {2027, 11, 30}), "INV2711-12");
+  EXPECT_EQ(Render("{yy}-{seq}", 1, {2007, 1, 9}), "07-1");
+  EXPECT_EQ(Render("{seq}{seq:3}", 4), "4004");  // several seq placeholders are allowed
+}
+
+TEST(Format, DoubledBracesAreLiteral) {
+  EXPECT_EQ(Render("{{{seq}}}", 3), "{3}");
+  EXPECT_EQ(Render("a{{b}}c-{seq}", 3), "a{b}c-3");
+}
+
+TEST(Format, ParsesIntoPieces) {
+  auto p = parse_format("R-{seq:4}/{yyyy}");
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(p->size(), 4u);
+  EXPECT_EQ((*p)[0].kind, FormatPiece::Kind::literal);
+  EXPECT_EQ((*p)[0].text, "R-");
+  EXPECT_EQ((*p)[1].kind, FormatPiece::Kind::seq);
+  EXPECT_EQ((*p)[1].width, 4);
+  EXPECT_EQ((*p)[2].kind, FormatPiece::Kind::literal);
+  EXPECT_EQ((*p)[2].text, "/");
+  EXPECT_EQ((*p)[3].kind, FormatPiece::Kind::yyyy);
+}
+
+TEST(Format, RejectsBadFormatsWithFieldFormat) {
+  for (const char* bad : {
+           "R-{yyyy}",    // no {seq}
+           "plain text",  // no {seq}
+           "",            // no {seq}
+           "{{seq}}",     // literal braces, so no {seq}
+           "{seq:0}",     // width 0
+           "{seq:19}",    // width above 18
+           "{seq:100}",   // width above 18 (and three digits)
+           "{seq:}",      // no width
+           "{seq:x}",     // not a number
+           "{seq:-1}",    // not a number
+           "{seq: 4}",    // not a number
+           "{hh}-{seq}",  // unknown placeholder
+           "{}{seq}",     // empty placeholder
+           "{SEQ}",       // placeholders are case-sensitive
+           "R-{seq",      // unclosed brace
+           "R-{",         // unclosed brace
+           "R-}{seq}",    // lone closing brace
+           "{seq}}",      // lone closing brace after a placeholder
+       }) {
+    SCOPED_TRACE(bad);
+    ExpectError(parse_format(bad), errc::invalid_request, "format");
+  }
+}
+
+TEST(Format, LengthLimit) {
+  const std::string ok = std::string(kMaxFormatBytes - 5, 'x') + "{seq}";
+  ASSERT_EQ(ok.size(), kMaxFormatBytes);
+  EXPECT_TRUE(parse_format(ok).ok());
+  ExpectError(parse_format("x" + ok), errc::invalid_request, "format");
+}
+
+// --- periods -------------------------------------------------------------------------------
+
+TEST(Period, ParseAndName) {
+  for (auto p : {Period::none, Period::year, Period::month, Period::day}) {
+    auto parsed = parse_period(to_string(p));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, p);
+  }
+  ExpectError(parse_period("week"), errc::invalid_request, "period");
+  ExpectError(parse_period(""), errc::invalid_request, "period");
+  ExpectError(parse_period("Year"), errc::invalid_request, "period");
+}
+
+TEST(Period, SameInstantIsNewYearInTokyoButNotInUtc) {
+  auto tokyo = local_date("Asia/Tokyo", kNewYearInTokyo);
+  ASSERT_TRUE(tokyo.ok());
+  EXPECT_EQ(period_label(Period::year, *tokyo), "2027");
+  EXPECT_EQ(period_label(Period::month, *tokyo), "2027-01");
+  EXPECT_EQ(period_label(Period::day, *tokyo), "2027-01-01");
+  EXPECT_EQ(period_label(Period::none, *tokyo), "");
+
+  auto utc = local_date("UTC", kNewYearInTokyo);
+  ASSERT_TRUE(utc.ok());
+  EXPECT_EQ(period_label(Period::year, *utc), "2026");
+  EXPECT_EQ(period_label(Period::month, *utc), "2026-12");
+  EXPECT_EQ(period_label(Period::day, *utc), "2026-12-31");
+  EXPECT_EQ(period_label(Period::none, *utc), "");
+}
+
+TEST(Period, TodayUsesTheCountersZoneAndKind) {
+  CounterConfig c;
+  c.period = Period::month;
+  c.timezone = "Asia/Tokyo";
+  auto t = today(c, kNewYearInTokyo);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->period, "2027-01");
+  EXPECT_EQ(t->date.year, 2027);
+  EXPECT_EQ(t->date.month, 1u);
+  EXPECT_EQ(t->date.day, 1u);
+
+  c.timezone = "UTC";
+  t = today(c, kNewYearInTokyo);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->period, "2026-12");
+  EXPECT_EQ(t->date.day, 31u);
+
+  // A zone west of UTC: still the previous day.
+  c.timezone = "America/New_York";
+  c.period = Period::day;
+  t = today(c, At(2027, 1, 1, 3, 0));
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->period, "2026-12-31");
+}
+
+TEST(Period, BoundaryInstants) {
+  auto d = local_date("Asia/Tokyo", At(2026, 12, 31, 14, 59, 59));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(period_label(Period::day, *d), "2026-12-31");
+  d = local_date("Asia/Tokyo", At(2026, 12, 31, 15, 0, 0));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(period_label(Period::day, *d), "2027-01-01");
+  d = local_date("UTC", At(2028, 2, 29, 23, 59, 59));  // leap day
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(period_label(Period::day, *d), "2028-02-29");
+}
+
+TEST(Period, UnknownTimezoneNamesFieldTimezone) {
+  ExpectError(local_date("Mars/Olympus_Mons", 0), errc::invalid_request, "timezone");
+  ExpectError(local_date("", 0), errc::invalid_request, "timezone");
+  ExpectError(local_date(std::string(65, 'A'), 0), errc::invalid_request, "timezone");
+  CounterConfig c;
+  c.timezone = "Asia/Tokio";
+  ExpectError(today(c, 0), errc::invalid_request, "timezone");
+}
+
+TEST(Period, IsPeriodLabel) {
+  EXPECT_TRUE(is_period_label(Period::none, ""));
+  EXPECT_FALSE(is_period_label(Period::none, "2026"));
+  EXPECT_TRUE(is_period_label(Period::year, "2026"));
+  EXPECT_FALSE(is_period_label(Period::year, "26"));
+  EXPECT_FALSE(is_period_label(Period::year, "2026-01"));
+  EXPECT_FALSE(is_period_label(Period::year, "20x6"));
+  EXPECT_TRUE(is_period_label(Period::month, "2026-04"));
+  EXPECT_FALSE(is_period_label(Period::month, "2026/04"));
+  EXPECT_FALSE(is_period_label(Period::month, "2026-4"));
+  EXPECT_TRUE(is_period_label(Period::day, "2026-04-01"));
+  EXPECT_FALSE(is_period_label(Period::day, "2026-04-1x"));
+  EXPECT_FALSE(is_period_label(Period::day, "2026-04"));
+}
+
+// --- validate_config -----------------------------------------------------------------------
+
+TEST(ValidateConfig, DefaultsAndTypicalConfigAreValid) {
+  EXPECT_TRUE(validate_config(CounterConfig{}).ok());
+  CounterConfig c{0, 9999, "R-{seq:4}", Period::year, "Asia/Tokyo", true};
+  EXPECT_TRUE(validate_config(c).ok());
+  c.start = kMaxJsonInteger - 1;
+  c.max = kMaxJsonInteger;
+  EXPECT_TRUE(validate_config(c).ok());
+}
+
+TEST(ValidateConfig, EachBadFieldIsNamed) {
+  CounterConfig c;
+  c.start = -1;
+  ExpectError(validate_config(c), errc::invalid_request, "start");
+
+  c = CounterConfig{};
+  c.start = 10;
+  c.max = 10;
+  ExpectError(validate_config(c), errc::invalid_request, "max");
+  c.max = 9;
+  ExpectError(validate_config(c), errc::invalid_request, "max");
+
+  c = CounterConfig{};
+  c.max = kMaxJsonInteger + 1;
+  ExpectError(validate_config(c), errc::invalid_request, "max");
+
+  c = CounterConfig{};
+  c.format = "R-{yyyy}";
+  ExpectError(validate_config(c), errc::invalid_request, "format");
+
+  c = CounterConfig{};
+  c.timezone = "Nowhere/Special";
+  ExpectError(validate_config(c), errc::invalid_request, "timezone");
+}
+
+// --- decide_create -------------------------------------------------------------------------
+
+TEST(DecideCreate, CreatedIdenticalOrConflict) {
+  const CounterConfig c{0, 9999, "R-{seq:4}", Period::year, "UTC", false};
+  auto r = decide_create(std::nullopt, c);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, CreateOutcome::created);
+
+  r = decide_create(c, c);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, CreateOutcome::already_exists);
+
+  CounterConfig other = c;
+  other.require_key = true;
+  ExpectError(decide_create(c, other), errc::counter_exists);
+  other = c;
+  other.timezone = "Asia/Tokyo";
+  ExpectError(decide_create(c, other), errc::counter_exists);
+  other = c;
+  other.max = 99999;
+  ExpectError(decide_create(c, other), errc::counter_exists);
+}
+
+TEST(DecideCreate, InvalidConfigIsRejectedBeforeComparing) {
+  CounterConfig bad;
+  bad.format = "{nope}";
+  ExpectError(decide_create(std::nullopt, bad), errc::invalid_request, "format");
+  ExpectError(decide_create(CounterConfig{}, bad), errc::invalid_request, "format");
+}
+
+// --- decide_next ---------------------------------------------------------------------------
+
+class DecideNextTest : public testing::Test {
+ protected:
+  CounterConfig config_{0, 3, "R-{yyyy}-{seq:4}", Period::year, "Asia/Tokyo", false};
+  TimeMs now_ = kNewYearInTokyo;
+  Today today_ = today(config_, now_).value();
+};
+
+TEST_F(DecideNextTest, IssuesLastPlusOne) {
+  NextCommand cmd{"form-1", "first"};
+  auto d = decide_next(config_, today_, 0, std::nullopt, cmd, now_);
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->replayed);
+  EXPECT_EQ(d->record.value, 1);
+  EXPECT_EQ(d->record.formatted, "R-2027-0001");
+  EXPECT_EQ(d->record.period, "2027");
+  EXPECT_EQ(d->record.key, std::optional<std::string>("form-1"));
+  EXPECT_EQ(d->record.note, "first");
+  EXPECT_EQ(d->record.issued_at, now_);
+  EXPECT_FALSE(d->record.voided_at.has_value());
+
+  d = decide_next(config_, today_, 2, std::nullopt, NextCommand{}, now_);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->record.value, 3);
+  EXPECT_FALSE(d->record.key.has_value());
+}
+
+TEST_F(DecideNextTest, ExhaustedAtMaxWithDetailsMax) {
+  auto d = decide_next(config_, today_, 3, std::nullopt, NextCommand{"k", ""}, now_);
+  ExpectError(d, errc::counter_exhausted);
+  EXPECT_EQ(DetailInt(d.error(), "max"), 3);
+}
+
+TEST_F(DecideNextTest, KeyRequired) {
+  config_.require_key = true;
+  auto d = decide_next(config_, today_, 0, std::nullopt, NextCommand{std::nullopt, "n"}, now_);
+  ExpectError(d, errc::key_required, "key");
+  d = decide_next(config_, today_, 0, std::nullopt, NextCommand{"k", ""}, now_);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->record.value, 1);
+}
+
+TEST_F(DecideNextTest, ReplayReturnsStoredRecordEvenAfterExhaustion) {
+  IssuedNumber stored;
+  stored.value = 2;
+  stored.formatted = "R-2026-0002";
+  stored.period = "2026";  // issued in an earlier period
+  stored.key = "form-2";
+  stored.note = "original note";
+  stored.issued_at = At(2026, 6, 1);
+  // The counter is exhausted now (last = max) and the new note differs: the stored record wins.
+  auto d = decide_next(config_, today_, 3, stored, NextCommand{"form-2", "other note"}, now_);
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->replayed);
+  ExpectSameRecord(d->record, stored);
+}
+
+TEST_F(DecideNextTest, ReplayOfVoidedRecordStillReplays) {
+  IssuedNumber stored;
+  stored.value = 1;
+  stored.formatted = "R-2027-0001";
+  stored.period = "2027";
+  stored.key = "k";
+  stored.issued_at = now_;
+  stored.voided_at = now_ + 5;
+  stored.void_reason = "typo";
+  auto d = decide_next(config_, today_, 1, stored, NextCommand{"k", ""}, now_ + 10);
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->replayed);
+  ExpectSameRecord(d->record, stored);
+}
+
+// --- decide_void ---------------------------------------------------------------------------
+
+class DecideVoidTest : public testing::Test {
+ protected:
+  CounterConfig config_{10, 100, "V{seq:3}", Period::none, "UTC", false};
+  TimeMs now_ = At(2026, 4, 1, 9, 0);
+  Today today_ = today(config_, now_).value();
+
+  IssuedNumber Issued(std::int64_t v) {
+    IssuedNumber r;
+    r.value = v;
+    r.formatted = "V0" + std::to_string(v);
+    r.period = "";
+    r.key = "key-" + std::to_string(v);
+    r.note = "note";
+    r.issued_at = now_ - 1000;
+    return r;
+  }
+};
+
+TEST_F(DecideVoidTest, VoidsAnIssuedNumber) {
+  const IssuedNumber orig = Issued(12);
+  auto r = decide_void(config_, today_, 15, orig, 12, "", "customer cancelled", now_);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->value, 12);
+  EXPECT_EQ(r->formatted, orig.formatted);
+  EXPECT_EQ(r->key, orig.key);
+  EXPECT_EQ(r->issued_at, orig.issued_at);
+  EXPECT_EQ(r->voided_at, std::optional<TimeMs>(now_));
+  EXPECT_EQ(r->void_reason, "customer cancelled");
+}
+
+TEST_F(DecideVoidTest, IdempotentKeepsFirstVoid) {
+  IssuedNumber voided = Issued(12);
+  voided.voided_at = now_ - 500;
+  voided.void_reason = "first reason";
+  auto r = decide_void(config_, today_, 15, voided, 12, "", "second reason", now_);
+  ASSERT_TRUE(r.ok());
+  ExpectSameRecord(*r, voided);
+}
+
+TEST_F(DecideVoidTest, UnissuedValueIsValueNotIssued) {
+  // The period never issued anything.
+  auto r = decide_void(config_, today_, std::nullopt, std::nullopt, 11, "", "x", now_);
+  ExpectError(r, errc::value_not_issued);
+  EXPECT_EQ(DetailInt(r.error(), "value"), 11);
+  // Above the last value.
+  r = decide_void(config_, today_, 15, std::nullopt, 16, "", "x", now_);
+  ExpectError(r, errc::value_not_issued);
+  EXPECT_EQ(DetailInt(r.error(), "value"), 16);
+  // At or below start: those were used before ichido.
+  ExpectError(decide_void(config_, today_, 15, std::nullopt, 10, "", "x", now_),
+              errc::value_not_issued);
+  ExpectError(decide_void(config_, today_, 15, std::nullopt, 0, "", "x", now_),
+              errc::value_not_issued);
+  ExpectError(decide_void(config_, today_, 15, std::nullopt, -1, "", "x", now_),
+              errc::value_not_issued);
+}
+
+TEST_F(DecideVoidTest, ValueSkippedBySetIsRecordedAsVoided) {
+  auto r = decide_void(config_, today_, 50, std::nullopt, 30, "", "skipped", now_);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->value, 30);
+  EXPECT_EQ(r->formatted, "V030");
+  EXPECT_FALSE(r->key.has_value());
+  EXPECT_EQ(r->voided_at, std::optional<TimeMs>(now_));
+  EXPECT_EQ(r->void_reason, "skipped");
+}
+
+// --- decide_set ----------------------------------------------------------------------------
+
+TEST(DecideSet, CompareAndSet) {
+  const CounterConfig c{10, 100, "{seq}", Period::none, "UTC", false};
+  auto r = decide_set(c, 41, 41, 41, 60);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, 60);
+  // Lowering is allowed down to the highest number used.
+  r = decide_set(c, 60, 41, 60, 41);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, 41);
+  // Up to max and down to start (when nothing was issued).
+  r = decide_set(c, 10, std::nullopt, 10, 100);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, 100);
+  r = decide_set(c, 20, std::nullopt, 20, 10);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, 10);
+}
+
+TEST(DecideSet, MismatchReportsTheActualLastValue) {
+  const CounterConfig c{0, 100, "{seq}", Period::none, "UTC", false};
+  auto r = decide_set(c, 41, 41, 40, 60);
+  ExpectError(r, errc::value_mismatch);
+  EXPECT_EQ(DetailInt(r.error(), "last_value"), 41);
+}
+
+TEST(DecideSet, BelowIssued) {
+  const CounterConfig c{0, 100, "{seq}", Period::none, "UTC", false};
+  auto r = decide_set(c, 41, 41, 41, 40);
+  ExpectError(r, errc::value_below_issued);
+  EXPECT_EQ(DetailInt(r.error(), "highest_issued"), 41);
+}
+
+TEST(DecideSet, OutsideStartToMaxNamesLastValue) {
+  const CounterConfig c{10, 100, "{seq}", Period::none, "UTC", false};
+  ExpectError(decide_set(c, 10, std::nullopt, 10, 9), errc::invalid_request, "last_value");
+  ExpectError(decide_set(c, 10, std::nullopt, 10, 101), errc::invalid_request, "last_value");
+}
+
+}  // namespace
+}  // namespace ichido::core

@@ -1,0 +1,321 @@
+// What only the embedded store promises, beyond the conformance suite: durability across
+// close/reopen, one process per data directory, group commit under concurrency, and schema
+// versions that survive restarts.
+#include "store/sqlite/sqlite_store.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "store/sqlite/schema.h"
+#include "store/testing/sync_store.h"
+
+namespace ichido::store::sqlite {
+namespace {
+
+using store_testing::SyncStore;
+using store_testing::TempDir;
+
+constexpr TimeMs kNow = 1'775'000'000'000;  // 2026-03-31, any fixed instant will do
+
+class SqliteStoreTest : public ::testing::Test {
+ protected:
+  Options Opts() {
+    Options o;
+    o.dir = dir_.path() + "/data";
+    o.clock = &clock_;
+    return o;
+  }
+  std::unique_ptr<SqliteStore> MustOpen(Options o) {
+    auto s = SqliteStore::open(std::move(o));
+    EXPECT_TRUE(s.ok()) << s.error().message;
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+  std::unique_ptr<SqliteStore> MustOpen() { return MustOpen(Opts()); }
+
+  static CounterRef Ref(const std::string& name) { return {"acme", name}; }
+  static core::CounterConfig Config() {
+    core::CounterConfig c;
+    c.max = 1'000'000;
+    c.format = "N{seq:6}";
+    return c;
+  }
+
+  // Reads schema_version straight from the database file: (rows, max version).
+  std::pair<int, int> SchemaVersionRows(const std::string& db_path) {
+    sqlite3* db = nullptr;
+    std::pair<int, int> out{-1, -1};
+    if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+      sqlite3_stmt* st = nullptr;
+      if (sqlite3_prepare_v2(db, "SELECT COUNT(*), MAX(version) FROM schema_version", -1, &st,
+                             nullptr) == SQLITE_OK &&
+          sqlite3_step(st) == SQLITE_ROW) {
+        out = {sqlite3_column_int(st, 0), sqlite3_column_int(st, 1)};
+      }
+      sqlite3_finalize(st);
+    }
+    sqlite3_close_v2(db);
+    return out;
+  }
+
+  ManualClock clock_{kNow};
+  TempDir dir_;
+};
+
+TEST_F(SqliteStoreTest, DataSurvivesCloseAndReopen) {
+  core::IssuedNumber first;
+  {
+    auto store = MustOpen();
+    ASSERT_TRUE(store);
+    SyncStore s(*store);
+    ASSERT_TRUE(s.create_counter({Ref("receipts"), Config()}).ok());
+    auto r = s.next({Ref("receipts"), {"<a/b@example.com>", "first"}});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    first = r->record;
+    ASSERT_TRUE(s.next({Ref("receipts"), {"k2", ""}}).ok());
+    ASSERT_TRUE(s.next({Ref("receipts"), {"k3", ""}}).ok());
+    ASSERT_TRUE(s.void_number({Ref("receipts"), 3, std::nullopt, "cancelled"}).ok());
+    store->close();
+  }
+  clock_.advance(86'400'000);
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
+  SyncStore s(*store);
+  auto info = s.get_counter(Ref("receipts"));
+  ASSERT_TRUE(info.ok()) << info.error().message;
+  EXPECT_EQ(info->config, Config());
+  EXPECT_EQ(info->last_value, 3);
+  EXPECT_EQ(info->issued_count, 3);
+  EXPECT_EQ(info->voided_count, 1);
+  EXPECT_EQ(info->created_at, kNow);
+
+  auto replay = s.next({Ref("receipts"), {"<a/b@example.com>", "after restart"}});
+  ASSERT_TRUE(replay.ok()) << replay.error().message;
+  EXPECT_TRUE(replay->replayed);
+  EXPECT_EQ(replay->record.value, first.value);
+  EXPECT_EQ(replay->record.formatted, "N000001");
+  EXPECT_EQ(replay->record.note, "first");
+  EXPECT_EQ(replay->record.issued_at, kNow);
+
+  auto next = s.next({Ref("receipts"), {"k4", ""}});
+  ASSERT_TRUE(next.ok());
+  EXPECT_FALSE(next->replayed);
+  EXPECT_EQ(next->record.value, 4);  // no restart from 0, no reuse of the voided 3
+}
+
+TEST_F(SqliteStoreTest, SecondOpenOfTheSameDirectoryFailsWhileTheFirstIsOpen) {
+  auto first = MustOpen();
+  ASSERT_TRUE(first);
+  auto second = SqliteStore::open(Opts());
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.error().code, errc::store_unavailable);
+  EXPECT_NE(second.error().message.find("in use"), std::string::npos) << second.error().message;
+  // The failed open must not have disturbed the first store.
+  SyncStore s(*first);
+  ASSERT_TRUE(s.create_counter({Ref("c"), Config()}).ok());
+  ASSERT_TRUE(first->check_ready().ok());
+
+  first->close();  // releases the LOCK
+  auto third = MustOpen();
+  ASSERT_TRUE(third);
+  SyncStore t(*third);
+  EXPECT_TRUE(t.get_counter(Ref("c")).ok());
+}
+
+TEST_F(SqliteStoreTest, ConcurrentNextFromManyThreadsGivesUniqueConsecutiveValues) {
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(SyncStore(*store).create_counter({Ref("c"), Config()}).ok());
+  constexpr int kThreads = 16;
+  constexpr int kPerThread = 40;
+  std::vector<std::vector<std::int64_t>> got(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      SyncStore s(*store);
+      for (int i = 0; i < kPerThread; ++i) {
+        auto r = s.next({Ref("c"), {"t" + std::to_string(t) + "-" + std::to_string(i), ""}});
+        got[t].push_back(r.ok() ? r->record.value : -1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+
+  std::vector<std::int64_t> all;
+  for (const auto& g : got) {
+    // Each thread waited for each answer, so its own values must increase.
+    EXPECT_TRUE(std::is_sorted(g.begin(), g.end()));
+    all.insert(all.end(), g.begin(), g.end());
+  }
+  std::sort(all.begin(), all.end());
+  std::vector<std::int64_t> want(kThreads * kPerThread);
+  for (std::size_t i = 0; i < want.size(); ++i) want[i] = static_cast<std::int64_t>(i + 1);
+  EXPECT_EQ(all, want);
+  auto info = SyncStore(*store).get_counter(Ref("c"));
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->last_value, kThreads * kPerThread);
+}
+
+// Group commit: commands that queue while the writer is busy share one transaction (one fsync).
+// To make this independent of timing, the writer is held busy on purpose: the callback of a
+// first command (callbacks run on the writer thread) blocks until 2000 more commands have been
+// queued from 16 threads. When it returns, the writer finds them all waiting and must commit them
+// in at most ceil(2000 / max_batch) transactions. (Blocking in a callback breaks the Store
+// contract deliberately; it is the test's way to freeze the writer between two batches.)
+TEST_F(SqliteStoreTest, GroupCommitBatchesQueuedCommands) {
+  Options o = Opts();
+  o.max_batch = 1024;
+  auto store = MustOpen(o);
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(SyncStore(*store).create_counter({Ref("c"), Config()}).ok());
+  const StoreStats before = store->stats();
+
+  std::promise<void> writer_held, release;
+  auto released = release.get_future().share();
+  std::promise<std::int64_t> gate_value;
+  store->next({Ref("c"), {"gate", ""}}, [&](Result<NextReply> r) {
+    gate_value.set_value(r.ok() ? r->record.value : -1);
+    writer_held.set_value();
+    // Bounded, so a broken store fails the test instead of hanging it.
+    released.wait_for(std::chrono::seconds(60));
+  });
+  ASSERT_EQ(writer_held.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+
+  constexpr int kThreads = 16;
+  constexpr int kPerThread = 125;
+  constexpr int kTotal = kThreads * kPerThread;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::int64_t> values;
+  int answered = 0;
+  int failed = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        store->next({Ref("c"), {"g" + std::to_string(t) + "-" + std::to_string(i), ""}},
+                    [&](Result<NextReply> r) {
+                      std::lock_guard lk(mu);
+                      if (r.ok())
+                        values.push_back(r->record.value);
+                      else
+                        ++failed;
+                      ++answered;
+                      cv.notify_all();
+                    });
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  {
+    std::lock_guard lk(mu);
+    EXPECT_EQ(answered, 0) << "the writer was supposed to be held";
+  }
+  release.set_value();
+  {
+    std::unique_lock lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(120), [&] { return answered == kTotal; }))
+        << answered << " of " << kTotal << " answered";
+  }
+  EXPECT_EQ(failed, 0);
+  EXPECT_EQ(gate_value.get_future().get(), 1);
+  std::sort(values.begin(), values.end());
+  ASSERT_EQ(values.size(), static_cast<std::size_t>(kTotal));
+  for (int i = 0; i < kTotal; ++i)
+    ASSERT_EQ(values[i], i + 2) << "values are not 2.." << kTotal + 1;
+
+  const StoreStats after = store->stats();
+  const auto commits = after.commits - before.commits;
+  const auto commands = after.committed_commands - before.committed_commands;
+  EXPECT_EQ(commands, static_cast<std::uint64_t>(kTotal + 1));
+  EXPECT_GT(commands, commits);
+  // The gate's own commit, then the 2000 queued commands in batches of at most 1024.
+  EXPECT_LE(commits, 3u);
+  EXPECT_EQ(after.failed_commits, before.failed_commits);
+}
+
+TEST_F(SqliteStoreTest, CloseFinishesQueuedWrites) {
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(SyncStore(*store).create_counter({Ref("c"), Config()}).ok());
+  constexpr int kQueued = 200;
+  std::atomic<int> ok{0}, answered{0};
+  for (int i = 0; i < kQueued; ++i) {
+    store->next({Ref("c"), {}}, [&](Result<NextReply> r) {
+      if (r.ok()) ok.fetch_add(1);
+      answered.fetch_add(1);
+    });
+  }
+  store->close();  // blocks until every queued job was answered
+  EXPECT_EQ(answered.load(), kQueued);
+  EXPECT_EQ(ok.load(), kQueued);
+  store.reset();
+
+  auto reopened = MustOpen();
+  ASSERT_TRUE(reopened);
+  auto info = SyncStore(*reopened).get_counter(Ref("c"));
+  ASSERT_TRUE(info.ok()) << info.error().message;
+  EXPECT_EQ(info->last_value, kQueued);
+}
+
+TEST_F(SqliteStoreTest, ReopenKeepsTheSchemaVersion) {
+  std::string db_path;
+  {
+    auto store = MustOpen();
+    ASSERT_TRUE(store);
+    db_path = store->db_path();
+    ASSERT_TRUE(SyncStore(*store).create_counter({Ref("c"), Config()}).ok());
+  }  // destructor closes
+  const int v = current_schema_version();
+  ASSERT_GE(v, 1);
+  EXPECT_EQ(SchemaVersionRows(db_path), std::make_pair(v, v));
+
+  for (int i = 0; i < 2; ++i) {
+    auto store = MustOpen();
+    ASSERT_TRUE(store);
+    EXPECT_TRUE(SyncStore(*store).get_counter(Ref("c")).ok());
+    store->close();
+    // Each migration is applied once: reopening adds no rows and keeps the version.
+    EXPECT_EQ(SchemaVersionRows(db_path), std::make_pair(v, v));
+  }
+}
+
+TEST_F(SqliteStoreTest, RefusesADatabaseFromANewerVersion) {
+  std::string db_path;
+  {
+    auto store = MustOpen();
+    ASSERT_TRUE(store);
+    db_path = store->db_path();
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(db_path.c_str(), &db), SQLITE_OK);
+  const std::string sql = "INSERT INTO schema_version (version) VALUES (" +
+                          std::to_string(current_schema_version() + 1) + ")";
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close_v2(db);
+
+  auto store = SqliteStore::open(Opts());
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.error().code, errc::store_unavailable);
+  // The refusal released the LOCK: after fixing the file, the directory opens again.
+  ASSERT_EQ(sqlite3_open(db_path.c_str(), &db), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(db,
+                         ("DELETE FROM schema_version WHERE version > " +
+                          std::to_string(current_schema_version()))
+                             .c_str(),
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close_v2(db);
+  EXPECT_TRUE(MustOpen());
+}
+
+}  // namespace
+}  // namespace ichido::store::sqlite

@@ -1,0 +1,104 @@
+// Test helpers for stores: a synchronous facade over the asynchronous Store interface, and a
+// temporary data directory. For tests only (uses GoogleTest to report misuse).
+//
+// SyncStore calls a Store method and waits on a std::promise for its callback. A callback that
+// never comes fails the test after a timeout instead of hanging it; a callback that comes twice
+// (the contract says exactly once) is reported as a failure.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <future>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ichido/store.h"
+
+namespace ichido::store_testing {
+
+inline constexpr std::chrono::seconds kCallbackTimeout{60};
+
+// Runs `start(callback)` and waits for the callback's result.
+template <class T, class Start>
+Result<T> CallAndWait(Start&& start) {
+  auto promise = std::make_shared<std::promise<Result<T>>>();
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  auto future = promise->get_future();
+  start(Callback<T>([promise, calls](Result<T> r) {
+    if (calls->fetch_add(1) == 0) {
+      promise->set_value(std::move(r));
+    } else {
+      ADD_FAILURE() << "a store callback was called more than once";
+    }
+  }));
+  if (future.wait_for(kCallbackTimeout) != std::future_status::ready) {
+    ADD_FAILURE() << "a store callback did not come within " << kCallbackTimeout.count() << " s";
+    return Error(errc::internal, "timed out waiting for the store");
+  }
+  return future.get();
+}
+
+class SyncStore {
+ public:
+  explicit SyncStore(Store& store) : s_(store) {}
+
+  Result<CreateCounterReply> create_counter(CreateCounterCmd cmd) {
+    return CallAndWait<CreateCounterReply>(
+        [&](auto cb) { s_.create_counter(std::move(cmd), std::move(cb)); });
+  }
+  Result<NextReply> next(NextCmd cmd) {
+    return CallAndWait<NextReply>([&](auto cb) { s_.next(std::move(cmd), std::move(cb)); });
+  }
+  Result<core::IssuedNumber> void_number(VoidCmd cmd) {
+    return CallAndWait<core::IssuedNumber>(
+        [&](auto cb) { s_.void_number(std::move(cmd), std::move(cb)); });
+  }
+  Result<core::CounterInfo> set_last_value(SetCmd cmd) {
+    return CallAndWait<core::CounterInfo>(
+        [&](auto cb) { s_.set_last_value(std::move(cmd), std::move(cb)); });
+  }
+  Result<core::CounterInfo> get_counter(CounterRef ref) {
+    return CallAndWait<core::CounterInfo>(
+        [&](auto cb) { s_.get_counter(std::move(ref), std::move(cb)); });
+  }
+  Result<std::vector<core::CounterInfo>> list_counters(std::string ns) {
+    return CallAndWait<std::vector<core::CounterInfo>>(
+        [&](auto cb) { s_.list_counters(std::move(ns), std::move(cb)); });
+  }
+  Result<IssuedPage> list_issued(IssuedQuery q) {
+    return CallAndWait<IssuedPage>([&](auto cb) { s_.list_issued(std::move(q), std::move(cb)); });
+  }
+
+ private:
+  Store& s_;
+};
+
+// A fresh directory under the system temp dir, removed with everything in it on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "ichido-test-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) {
+      ADD_FAILURE() << "mkdtemp failed for " << tmpl;
+    }
+    path_ = tmpl;
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace ichido::store_testing

@@ -33,8 +33,8 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using std::chrono::microseconds;
 using ichido::bench::Histogram;
+using std::chrono::microseconds;
 
 constexpr unsigned kMaxThreads = 1024;
 
@@ -53,13 +53,20 @@ std::string fs_name(const std::string& dir) {
   struct statfs s {};
   if (statfs(dir.c_str(), &s) != 0) return "unknown";
   switch (static_cast<unsigned long>(s.f_type)) {
-    case 0xEF53: return "ext4";
-    case 0x58465342: return "xfs";
-    case 0x9123683E: return "btrfs";
-    case 0x01021994: return "tmpfs";
-    case 0x794C7630: return "overlayfs";
-    case 0x2FC12FC1: return "zfs";
-    case 0xF2F52010: return "f2fs";
+    case 0xEF53:
+      return "ext4";
+    case 0x58465342:
+      return "xfs";
+    case 0x9123683E:
+      return "btrfs";
+    case 0x01021994:
+      return "tmpfs";
+    case 0x794C7630:
+      return "overlayfs";
+    case 0x2FC12FC1:
+      return "zfs";
+    case 0xF2F52010:
+      return "f2fs";
     default: {
       char buf[32];
       std::snprintf(buf, sizeof buf, "0x%lx", static_cast<unsigned long>(s.f_type));
@@ -132,9 +139,8 @@ int run(const Options& opt) {
     for (std::uint64_t i = 0; !failed.load(std::memory_order_relaxed); ++i) {
       const auto t0 = Clock::now();
       if (t0 >= end) break;
-      const std::uint64_t off = opt.append
-                                    ? append_at.fetch_add(opt.block)
-                                    : ((i * opt.threads + t) % nblocks) * opt.block;
+      const std::uint64_t off = opt.append ? append_at.fetch_add(opt.block)
+                                           : ((i * opt.threads + t) % nblocks) * opt.block;
       const char* what = nullptr;
       if (!pwrite_all(fd, block.data(), block.size(), static_cast<off_t>(off)))
         what = "pwrite";
@@ -204,16 +210,17 @@ int run(const Options& opt) {
 }
 
 void usage(std::FILE* to) {
-  std::fprintf(to,
-               "usage: ichido-fsync-baseline --dir DIR [options]\n"
-               "  --dir DIR          directory on the filesystem to measure (a temp file is made there)\n"
-               "  --duration D       measured time (default 5s, max 1h)\n"
-               "  --warmup D         unmeasured time before it (default 1s)\n"
-               "  --threads N        concurrent writers on the same file (1-%u, default 1 = serial)\n"
-               "  --block BYTES      bytes written per operation (512-1048576, default 4096)\n"
-               "  --mode M           overwrite (default: preallocated 64 MiB ring) | append\n"
-               "  --json             print a JSON object instead of the machine line\n",
-               kMaxThreads);
+  std::fprintf(
+      to,
+      "usage: ichido-fsync-baseline --dir DIR [options]\n"
+      "  --dir DIR          directory on the filesystem to measure (a temp file is made there)\n"
+      "  --duration D       measured time (default 5s, max 1h)\n"
+      "  --warmup D         unmeasured time before it (default 1s)\n"
+      "  --threads N        concurrent writers on the same file (1-%u, default 1 = serial)\n"
+      "  --block BYTES      bytes written per operation (512-1048576, default 4096)\n"
+      "  --mode M           overwrite (default: preallocated 64 MiB ring) | append\n"
+      "  --json             print a JSON object instead of the machine line\n",
+      kMaxThreads);
 }
 
 }  // namespace
@@ -244,9 +251,9 @@ int main(int argc, char** argv) {
         opt.dir = v;
         have_dir = ok = !v.empty();
       } else if (a == "--duration" || a == "--warmup") {
-        const auto d = parse_duration(v, a == "--duration" ? microseconds(1000) : microseconds(0),
-                                      a == "--duration" ? std::chrono::hours(1)
-                                                        : std::chrono::minutes(10));
+        const auto d =
+            parse_duration(v, a == "--duration" ? microseconds(1000) : microseconds(0),
+                           a == "--duration" ? std::chrono::hours(1) : std::chrono::minutes(10));
         ok = d.has_value();
         if (ok) (a == "--duration" ? opt.duration : opt.warmup) = *d;
       } else if (a == "--threads") {
@@ -266,7 +273,8 @@ int main(int argc, char** argv) {
         return 2;
       }
       if (!ok) {
-        std::fprintf(stderr, "ichido-fsync-baseline: bad value for %s: '%s'\n", argv[i - 1], argv[i]);
+        std::fprintf(stderr, "ichido-fsync-baseline: bad value for %s: '%s'\n", argv[i - 1],
+                     argv[i]);
         return 2;
       }
     }

@@ -1,8 +1,8 @@
 // ichido-loadgen: a closed-loop HTTP/1.1 load generator for the ichido benchmarks.
 //
 // N keep-alive connections, each sending one request, awaiting its response and repeating, on 1–2
-// io threads (it shares the machine with the server under test, so it must stay light). Requests are
-// built in per-connection buffers reused for the whole run; responses go through a Beast
+// io threads (it shares the machine with the server under test, so it must stay light). Requests
+// are built in per-connection buffers reused for the whole run; responses go through a Beast
 // basic_parser that keeps only the status and (a bounded prefix of) the body. After the first
 // request of each connection nothing is allocated per request except what Asio recycles.
 //
@@ -11,6 +11,8 @@
 // completion falls in the window / window length. Latency = write start to response parsed.
 // Errors (non-2xx, transport failures, failed response checks) are counted over the whole run,
 // warm-up included: any error means the numbers need a look.
+#include <unistd.h>
+
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
@@ -38,7 +40,6 @@
 #include <string>
 #include <string_view>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 #include "histogram.h"
@@ -51,13 +52,13 @@ namespace beast = boost::beast;
 namespace http = boost::beast::http;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
-using std::chrono::microseconds;
 using ichido::bench::Histogram;
+using std::chrono::microseconds;
 
 constexpr unsigned kMaxConnections = 4096;
 constexpr unsigned kMaxThreads = 8;
-constexpr std::size_t kMaxKeptBody = 4096;             // bytes of a response body kept for checks
-constexpr std::uint64_t kMaxResponseBody = 1 << 20;    // larger responses are a parse error
+constexpr std::size_t kMaxKeptBody = 4096;           // bytes of a response body kept for checks
+constexpr std::uint64_t kMaxResponseBody = 1 << 20;  // larger responses are a parse error
 constexpr std::size_t kMaxErrorSamples = 5;
 
 // ---------------------------------------------------------------------------------------------
@@ -111,8 +112,12 @@ class CounterNext final : public Workload {
   CounterNext(std::string_view prefix, std::string_view ns, std::string_view name,
               std::string_view run_id, bool verify)
       : verify_(verify) {
-    target_.append(prefix).append("/v1/ns/").append(ns).append("/counters/").append(name).append(
-        "/next");
+    target_.append(prefix)
+        .append("/v1/ns/")
+        .append(ns)
+        .append("/counters/")
+        .append(name)
+        .append("/next");
     key_prefix_.append("{\"key\":\"k-").append(run_id).append("-");
   }
 
@@ -206,6 +211,7 @@ class ResponseParser final : public http::basic_parser<false> {
 struct Options {
   std::string url = "http://127.0.0.1:7878";
   std::string host, port, prefix;
+  std::string host_header;  // HOST:PORT as written in the URL (IPv6 keeps its brackets)
   unsigned connections = 16;
   unsigned threads = 1;
   microseconds duration = std::chrono::seconds(10);
@@ -281,8 +287,8 @@ void build_request(const Shared& sh, const RequestSpec& spec, std::string& out) 
 }
 
 // One connection's closed loop. `active` counts the running loops of this thread.
-asio::awaitable<void> connection_loop(Shared& sh, ThreadStats& st, unsigned conn,
-                                      unsigned& active, asio::steady_timer& watchdog) {
+asio::awaitable<void> connection_loop(Shared& sh, ThreadStats& st, unsigned conn, unsigned& active,
+                                      asio::steady_timer& watchdog) {
   auto ex = co_await asio::this_coro::executor;
   tcp::socket sock(ex);
   beast::flat_buffer buf(16 * 1024);
@@ -296,7 +302,8 @@ asio::awaitable<void> connection_loop(Shared& sh, ThreadStats& st, unsigned conn
 
   while (Clock::now() < sh.end) {
     if (!connected) {
-      co_await asio::async_connect(sock, sh.endpoints, asio::redirect_error(asio::use_awaitable, ec));
+      co_await asio::async_connect(sock, sh.endpoints,
+                                   asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
         ++st.transport_errors;
         sh.samples.add("connect: " + ec.message());
@@ -339,8 +346,8 @@ asio::awaitable<void> connection_loop(Shared& sh, ThreadStats& st, unsigned conn
       sh.samples.add(std::string("check: ") + why + ": " + clip(body));
     } else if (t1 >= sh.measure_start && t1 < sh.end) {
       ++st.ok_in_window;
-      st.latency_us.record(static_cast<std::uint64_t>(
-          std::chrono::duration_cast<microseconds>(t1 - t0).count()));
+      st.latency_us.record(
+          static_cast<std::uint64_t>(std::chrono::duration_cast<microseconds>(t1 - t0).count()));
     }
     if (!parser->keep_alive()) {
       sock.close(ec);
@@ -355,23 +362,24 @@ asio::awaitable<void> connection_loop(Shared& sh, ThreadStats& st, unsigned conn
 // Command line and output
 
 void usage(std::FILE* to) {
-  std::fprintf(to,
-               "usage: ichido-loadgen [options]\n"
-               "  --url URL            server base URL (default http://127.0.0.1:7878)\n"
-               "  --connections N      keep-alive connections, each a closed loop (1-%u, default 16)\n"
-               "  --threads N          io threads (1-%u, default 1)\n"
-               "  --duration D         measured time, e.g. 10s, 500ms (default 10s, max 1h)\n"
-               "  --warmup D           unmeasured time before it (default 2s, max 10m)\n"
-               "  --grace D            how long in-flight requests may finish after it (default 10s)\n"
-               "  --workload W         counter-next (default) | get\n"
-               "  --ns NS --name NAME  counter for counter-next (default bench/bench)\n"
-               "  --path PATH          path for get (default /healthz)\n"
-               "  --token T            send Authorization: Bearer T\n"
-               "  --run-id ID          idempotency keys are k-ID-CONN-SEQ (default: time and pid)\n"
-               "  --no-verify          only check the status code (e.g. against ichido-ok-server)\n"
-               "  --system NAME        label of the machine line (default ichido)\n"
-               "  --json               print a JSON object instead of the machine line\n",
-               kMaxConnections, kMaxThreads);
+  std::fprintf(
+      to,
+      "usage: ichido-loadgen [options]\n"
+      "  --url URL            server base URL (default http://127.0.0.1:7878)\n"
+      "  --connections N      keep-alive connections, each a closed loop (1-%u, default 16)\n"
+      "  --threads N          io threads (1-%u, default 1)\n"
+      "  --duration D         measured time, e.g. 10s, 500ms (default 10s, max 1h)\n"
+      "  --warmup D           unmeasured time before it (default 2s, max 10m)\n"
+      "  --grace D            how long in-flight requests may finish after it (default 10s)\n"
+      "  --workload W         counter-next (default) | get\n"
+      "  --ns NS --name NAME  counter for counter-next (default bench/bench)\n"
+      "  --path PATH          path for get (default /healthz)\n"
+      "  --token T            send Authorization: Bearer T\n"
+      "  --run-id ID          idempotency keys are k-ID-CONN-SEQ (default: time and pid)\n"
+      "  --no-verify          only check the status code (e.g. against ichido-ok-server)\n"
+      "  --system NAME        label of the machine line (default ichido)\n"
+      "  --json               print a JSON object instead of the machine line\n",
+      kMaxConnections, kMaxThreads);
 }
 
 bool valid_name(std::string_view s) {
@@ -389,6 +397,7 @@ bool parse_url(Options& o) {
   u.remove_prefix(7);
   const auto slash = u.find('/');
   std::string_view hostport = u.substr(0, slash);
+  o.host_header = hostport;
   o.prefix = slash == std::string_view::npos ? "" : std::string(u.substr(slash));
   while (!o.prefix.empty() && o.prefix.back() == '/') o.prefix.pop_back();
   const auto colon = hostport.rfind(':');
@@ -505,14 +514,15 @@ int run(const Options& opt) {
     asio::io_context resolver_ctx;
     tcp::resolver resolver(resolver_ctx);
     beast::error_code ec;
-    for (const auto& r : resolver.resolve(opt.host, opt.port, ec)) sh.endpoints.push_back(r.endpoint());
+    for (const auto& r : resolver.resolve(opt.host, opt.port, ec))
+      sh.endpoints.push_back(r.endpoint());
     if (ec || sh.endpoints.empty()) {
       std::fprintf(stderr, "ichido-loadgen: cannot resolve %s:%s: %s\n", opt.host.c_str(),
                    opt.port.c_str(), ec.message().c_str());
       return 1;
     }
   }
-  sh.fixed_headers = "Host: " + opt.host + ":" + opt.port + "\r\nUser-Agent: ichido-loadgen\r\n";
+  sh.fixed_headers = "Host: " + opt.host_header + "\r\nUser-Agent: ichido-loadgen\r\n";
   if (!opt.token.empty()) sh.fixed_headers += "Authorization: Bearer " + opt.token + "\r\n";
 
   const unsigned nthreads = std::min(opt.threads, opt.connections);
@@ -572,7 +582,8 @@ int run(const Options& opt) {
   const double ops = static_cast<double>(total.ok_in_window) / secs;
   const auto& h = total.latency_us;
 
-  for (const auto& s : sh.samples.take()) std::fprintf(stderr, "ichido-loadgen: error: %s\n", s.c_str());
+  for (const auto& s : sh.samples.take())
+    std::fprintf(stderr, "ichido-loadgen: error: %s\n", s.c_str());
   std::fprintf(opt.json ? stderr : stdout,
                "%s %s: conc=%u threads=%u %.1fs: %.0f ops/s, %llu ok, %llu errors "
                "(%llu non-2xx, %llu bad answers, %llu transport, %llu timed out); latency ms "
@@ -600,8 +611,8 @@ int run(const Options& opt) {
         "p90_ms=%.3f max_ms=%.3f ok=%llu duration_s=%.3f threads=%u\n",
         opt.system.c_str(), opt.workload.c_str(), opt.connections, ops, ms(h.quantile(0.5)),
         ms(h.quantile(0.99)), ms(h.quantile(0.999)), static_cast<unsigned long long>(errors),
-        ms(h.quantile(0.9)), ms(h.max()), static_cast<unsigned long long>(total.ok_in_window),
-        secs, nthreads);
+        ms(h.quantile(0.9)), ms(h.max()), static_cast<unsigned long long>(total.ok_in_window), secs,
+        nthreads);
   }
   std::fflush(stdout);
   return errors == 0 ? 0 : 3;

@@ -56,7 +56,8 @@ asio::awaitable<void> session(beast::tcp_stream stream, Limits& limits) {
     http::request_parser<http::string_body> parser;
     parser.body_limit(kBodyLimit);
     stream.expires_after(kIdleTimeout);
-    co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+    co_await http::async_read(stream, buffer, parser,
+                              asio::redirect_error(asio::use_awaitable, ec));
     if (ec) break;  // closed by the peer, timed out, or malformed: drop the connection
     const auto& req = parser.get();
     http::response<http::string_body> res{http::status::ok, req.version()};
@@ -75,7 +76,8 @@ asio::awaitable<void> session(beast::tcp_stream stream, Limits& limits) {
 asio::awaitable<void> listen(tcp::acceptor& acceptor, Limits& limits) {
   beast::error_code ec;
   for (;;) {
-    tcp::socket sock = co_await acceptor.async_accept(asio::redirect_error(asio::use_awaitable, ec));
+    tcp::socket sock =
+        co_await acceptor.async_accept(asio::redirect_error(asio::use_awaitable, ec));
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
     if (ec) continue;  // e.g. EMFILE: keep serving the connections we have
     if (limits.open.load() >= limits.max_connections) {
@@ -96,7 +98,8 @@ int run(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a == "-h" || a == "--help") {
-      std::printf("usage: ichido-ok-server [--listen HOST:PORT] [--threads N] [--max-connections N]\n");
+      std::printf(
+          "usage: ichido-ok-server [--listen HOST:PORT] [--threads N] [--max-connections N]\n");
       return 0;
     }
     if (i + 1 >= argc) {
@@ -120,15 +123,17 @@ int run(int argc, char** argv) {
     }
   }
   const auto colon = listen_on.rfind(':');
-  const auto port = colon == std::string::npos
-                        ? std::nullopt
-                        : ichido::bench::parse_uint(std::string_view(listen_on).substr(colon + 1), 0, 65535);
+  const auto port =
+      colon == std::string::npos
+          ? std::nullopt
+          : ichido::bench::parse_uint(std::string_view(listen_on).substr(colon + 1), 0, 65535);
   if (!port) {
     std::fprintf(stderr, "ichido-ok-server: --listen wants HOST:PORT\n");
     return 2;
   }
   std::string host = listen_on.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
 
   asio::io_context ioc(static_cast<int>(threads));
   beast::error_code ec;

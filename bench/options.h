@@ -38,7 +38,8 @@ inline std::optional<std::chrono::microseconds> parse_duration(std::string_view 
   }
   double v = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc{} || end != s.data() + s.size() || !(v >= 0)) return std::nullopt;
+  if (s.empty() || ec != std::errc{} || end != s.data() + s.size() || !(v >= 0))
+    return std::nullopt;
   const double us = v * scale;
   if (us < static_cast<double>(lo.count()) || us > static_cast<double>(hi.count()))
     return std::nullopt;

@@ -39,9 +39,10 @@ Run "ichido COMMAND --help" (e.g. "ichido counter next --help") for a command's 
 }  // namespace
 
 Cli::Cli(CliDeps deps)
-    : app_("ichido: durable locks, counters and once-records for business automations.\n"
-           "Runs the server (serve) or calls a running one over HTTP.",
-           "ichido"),
+    : app_(
+          "ichido: durable locks, counters and once-records for business automations.\n"
+          "Runs the server (serve) or calls a running one over HTTP.",
+          "ichido"),
       connection_(default_connection_options()),
       tree_(app_, connection_, plan_) {
   app_.require_subcommand(1);
@@ -84,8 +85,8 @@ int Cli::run(Output& o, const Transport& transport) {
     return kExitUsage;
   }
   HttpClient client(std::move(*url.url));
-  return execute(*plan_.http, connection_.json,
-                 [&client](const Request& r) { return client.send(r); }, o);
+  return execute(
+      *plan_.http, connection_.json, [&client](const Request& r) { return client.send(r); }, o);
 }
 
 int run_main(int argc, const char* const* argv, CliDeps deps) {

@@ -55,9 +55,9 @@ TEST(ParseBaseUrl, Ipv6Literal) {
 }
 
 TEST(ParseBaseUrl, RejectsWhatItCannotUse) {
-  for (const char* bad : {"", "https://h:1", "ftp://h", "http://u:p@h:1", "http://h:0",
-                          "http://h:99999", "http://h:12x", "http://h/?q=1", "http://h/#f",
-                          "http://:80", "http://"}) {
+  for (const char* bad :
+       {"", "https://h:1", "ftp://h", "http://u:p@h:1", "http://h:0", "http://h:99999",
+        "http://h:12x", "http://h/?q=1", "http://h/#f", "http://:80", "http://"}) {
     BaseUrlResult r = parse_base_url(bad);
     EXPECT_FALSE(r.ok()) << bad;
     EXPECT_FALSE(r.error.empty()) << bad;
@@ -191,13 +191,14 @@ TEST_F(CliTest, List) {
 TEST_F(CliTest, IssuedByKeyIsPercentEncoded) {
   Request r = request_of({"counter", "issued", "r", "--key", "<id@example.com> 受付&x=1"});
   EXPECT_EQ(r.method, "GET");
-  EXPECT_EQ(r.target,
-            "/v1/ns/default/counters/r/issued?key=%3Cid%40example.com%3E%20%E5%8F%97%E4%BB%98%26x%3D1");
+  EXPECT_EQ(
+      r.target,
+      "/v1/ns/default/counters/r/issued?key=%3Cid%40example.com%3E%20%E5%8F%97%E4%BB%98%26x%3D1");
 }
 
 TEST_F(CliTest, IssuedPage) {
-  Request r = request_of({"counter", "issued", "r", "--after", "10", "--limit", "5", "--period",
-                          "2026-04"});
+  Request r = request_of(
+      {"counter", "issued", "r", "--after", "10", "--limit", "5", "--period", "2026-04"});
   EXPECT_EQ(r.target, "/v1/ns/default/counters/r/issued?after=10&limit=5&period=2026-04");
 }
 
@@ -254,10 +255,26 @@ TEST_F(CliTest, SubcommandHelpHasAnExample) {
 }
 
 TEST_F(CliTest, ServeFillsTheConfig) {
-  ASSERT_FALSE(parse({"serve", "--listen", "0.0.0.0:0", "--data", "/tmp/d", "--no-auth",
-                      "--threads", "3", "--max-body", "1024", "--max-header", "2048",
-                      "--read-timeout-ms", "5", "--idle-timeout-ms", "6", "--drain-timeout-ms",
-                      "7", "--max-connections", "8"})
+  ASSERT_FALSE(parse({"serve",
+                      "--listen",
+                      "0.0.0.0:0",
+                      "--data",
+                      "/tmp/d",
+                      "--no-auth",
+                      "--threads",
+                      "3",
+                      "--max-body",
+                      "1024",
+                      "--max-header",
+                      "2048",
+                      "--read-timeout-ms",
+                      "5",
+                      "--idle-timeout-ms",
+                      "6",
+                      "--drain-timeout-ms",
+                      "7",
+                      "--max-connections",
+                      "8"})
                    .has_value())
       << err_.str();
   EXPECT_EQ(cli_.run(out_), 7);  // the serve function's return value is the exit code
@@ -321,15 +338,21 @@ TEST_F(CliTest, JsonPrintsTheBodyVerbatim) {
 
 TEST_F(CliTest, ServerErrorIsExitOneWithCodeAndMessage) {
   ASSERT_FALSE(parse({"counter", "set", "r", "--expected", "1", "--value", "2"}).has_value());
-  EXPECT_EQ(cli_.run(out_, answer(409, R"({"error":{"code":"value_mismatch","message":"Read it again.","details":{"last_value":41}}})")),
-            kExitServerError);
+  EXPECT_EQ(
+      cli_.run(
+          out_,
+          answer(
+              409,
+              R"({"error":{"code":"value_mismatch","message":"Read it again.","details":{"last_value":41}}})")),
+      kExitServerError);
   EXPECT_EQ(sout_.str(), "");
   EXPECT_EQ(serr_.str(), "error: value_mismatch: Read it again.\n  details: {\"last_value\":41}\n");
 }
 
 TEST_F(CliTest, ServerErrorWithJsonAlsoPrintsTheBody) {
   ASSERT_FALSE(parse({"counter", "get", "r", "--json"}).has_value());
-  const std::string body = R"({"error":{"code":"counter_not_found","message":"Create it first.","details":{}}})";
+  const std::string body =
+      R"({"error":{"code":"counter_not_found","message":"Create it first.","details":{}}})";
   EXPECT_EQ(cli_.run(out_, answer(404, body)), kExitServerError);
   EXPECT_EQ(sout_.str(), body + "\n");
   EXPECT_EQ(serr_.str(), "error: counter_not_found: Create it first.\n");
@@ -343,7 +366,10 @@ TEST_F(CliTest, NonApiErrorBody) {
 
 TEST_F(CliTest, UnreachableIsExitThree) {
   ASSERT_FALSE(parse({"counter", "list"}).has_value());
-  EXPECT_EQ(cli_.run(out_, [](const Request&) { return HttpResult{std::nullopt, "refused"}; }),
+  EXPECT_EQ(cli_.run(out_,
+                     [](const Request&) {
+                       return HttpResult{std::nullopt, "refused"};
+                     }),
             kExitUnreachable);
   EXPECT_EQ(serr_.str(), "error: unreachable: refused\n");
 }
@@ -388,11 +414,13 @@ using tcp = asio::ip::tcp;
 
 // Serves on 127.0.0.1:0 from one thread, one connection at a time. Answers each request with a
 // JSON echo of it, keeps the connection alive, and drops it silently after `per_connection`
-// requests (as a server closing an idle keep-alive connection does). With per_connection == 0 it
-// reads requests but never answers.
+// requests (as a server closing an idle keep-alive connection does). With read_then_drop, it first
+// reads one more request and drops the connection without answering it (as a server crashing
+// mid-request would). With per_connection == 0 it reads requests but never answers.
 class EchoServer {
  public:
-  explicit EchoServer(int per_connection) : per_connection_(per_connection) {
+  explicit EchoServer(int per_connection, bool read_then_drop = false)
+      : per_connection_(per_connection), read_then_drop_(read_then_drop) {
     thread_ = std::thread([this] { serve(); });
   }
   ~EchoServer() {
@@ -404,6 +432,7 @@ class EchoServer {
   }
   BaseUrl url() const { return {"127.0.0.1", acceptor_.local_endpoint().port(), ""}; }
   int connections() const { return connections_; }
+  int requests() const { return requests_; }
 
  private:
   void serve() {
@@ -418,6 +447,7 @@ class EchoServer {
         http::request<http::string_body> req;
         http::read(s, buf, req, ec);
         if (ec) break;
+        ++requests_;
         if (per_connection_ == 0) continue;  // never answer
         json::object echo;
         echo["method"] = std::string(req.method_string());
@@ -432,6 +462,11 @@ class EchoServer {
         http::write(s, res, ec);
         if (ec) break;
       }
+      if (read_then_drop_ && !ec) {
+        http::request<http::string_body> req;
+        http::read(s, buf, req, ec);
+        if (!ec) ++requests_;
+      }
       s.close(ec);
     }
   }
@@ -439,8 +474,10 @@ class EchoServer {
   asio::io_context ioc_;
   tcp::acceptor acceptor_{ioc_, {asio::ip::make_address("127.0.0.1"), 0}};
   const int per_connection_;
+  const bool read_then_drop_;
   std::atomic<bool> stop_{false};
   std::atomic<int> connections_{0};
+  std::atomic<int> requests_{0};
   std::thread thread_;
 };
 
@@ -470,6 +507,30 @@ TEST(HttpClient, ReconnectsOnceWhenTheServerClosedTheConnection) {
     EXPECT_EQ(json::parse(r.response->body).at("auth"), "");
   }
   EXPECT_EQ(server.connections(), 3);
+}
+
+TEST(HttpClient, ResendsAnIdempotentRequestOnceWhenTheConnectionDrops) {
+  EchoServer server(1, /*read_then_drop=*/true);
+  HttpClient client(server.url());
+  ASSERT_TRUE(client.get("/v1/a").ok());
+  HttpResult r = client.get("/v1/b");  // read and dropped on connection 1, answered on 2
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(json::parse(r.response->body).at("target"), "/v1/b");
+  EXPECT_EQ(server.connections(), 2);
+  EXPECT_EQ(server.requests(), 3);
+}
+
+TEST(HttpClient, NeverResendsAPost) {
+  EchoServer server(1, /*read_then_drop=*/true);
+  HttpClient client(server.url());
+  ASSERT_TRUE(client.get("/v1/a").ok());
+  HttpResult r = client.post("/v1/ns/d/counters/c/next", "{}");  // read, then dropped
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error.find("no answer"), std::string::npos) << r.error;
+  EXPECT_EQ(server.connections(), 1);
+  EXPECT_EQ(server.requests(), 2);
+  HttpResult after = client.get("/v1/c");  // the client recovers on a fresh connection
+  ASSERT_TRUE(after.ok()) << after.error;
 }
 
 TEST(HttpClient, PrefixIsPrepended) {

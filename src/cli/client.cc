@@ -1,6 +1,7 @@
 #include "cli/client.h"
 
 #include <algorithm>
+#include <boost/asio/buffer.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -47,8 +48,29 @@ bool is_closed_connection(const beast::error_code& ec) {
          ec == asio::error::connection_aborted || ec == asio::error::not_connected;
 }
 
+// True unless the kept-alive connection is idle and still open: a non-blocking peek that would
+// block means nothing arrived; EOF, an error or unsolicited bytes all mean "do not reuse".
+bool unusable(tcp::socket& socket) {
+  beast::error_code ec;
+  socket.non_blocking(true, ec);
+  if (ec) return true;
+  char byte = 0;
+  socket.receive(asio::buffer(&byte, 1), tcp::socket::message_peek, ec);
+  beast::error_code ignored;
+  socket.non_blocking(false, ignored);
+  return ec != asio::error::would_block && ec != asio::error::try_again;
+}
+
+// Methods that may be sent twice without changing the outcome (RFC 9110 9.2.2). ichido's PUT
+// (create) answers 200 for an identical second create.
+bool is_idempotent(http::verb v) {
+  return v == http::verb::get || v == http::verb::head || v == http::verb::put ||
+         v == http::verb::delete_ || v == http::verb::options;
+}
+
 std::string describe(const beast::error_code& ec, std::chrono::milliseconds timeout) {
-  if (ec == beast::error::timeout) return "timed out after " + std::to_string(timeout.count()) + " ms";
+  if (ec == beast::error::timeout)
+    return "timed out after " + std::to_string(timeout.count()) + " ms";
   return ec.message();
 }
 
@@ -61,7 +83,8 @@ BaseUrlResult parse_base_url(std::string_view text) {
   if (s.empty()) return url_error("the server URL is empty");
   if (s.find("://") == std::string::npos) s = "http://" + s;
   auto parsed = urls::parse_uri(s);
-  if (!parsed) return url_error("'" + std::string(text) + "' is not a URL (expected http://HOST:PORT)");
+  if (!parsed)
+    return url_error("'" + std::string(text) + "' is not a URL (expected http://HOST:PORT)");
   const urls::url_view u = *parsed;
   if (u.scheme_id() == urls::scheme::https) {
     return url_error("https URLs are not supported by the ichido client yet; use http://");
@@ -69,7 +92,8 @@ BaseUrlResult parse_base_url(std::string_view text) {
   if (u.scheme_id() != urls::scheme::http) {
     return url_error("unsupported URL scheme '" + std::string(u.scheme()) + "'; use http://");
   }
-  if (u.has_userinfo()) return url_error("the server URL must not contain user info; use ICHIDO_TOKEN");
+  if (u.has_userinfo())
+    return url_error("the server URL must not contain user info; use ICHIDO_TOKEN");
   if (u.has_query() || u.has_fragment()) {
     return url_error("the server URL must not contain a query or a fragment");
   }
@@ -164,20 +188,23 @@ HttpResult HttpClient::send(const Request& request) {
     req.body() = request.body;
     req.prepare_payload();
 
-    // At most two attempts: the second only when a kept-alive connection proved to be closed
-    // before the server read anything of the first.
+    // At most two attempts: the second only for an idempotent request whose kept-alive
+    // connection failed before any byte of an answer arrived.
     for (int attempt = 0;; ++attempt) {
+      if (im.connected && (im.buffer.size() != 0 || unusable(im.stream.socket()))) im.close();
       const bool reused = im.connected;
       beast::error_code ec;
       if (!im.connected) {
         tcp::resolver resolver(im.ioc);
-        // Name resolution (getaddrinfo) cannot be cancelled, so the connect timeout does not bound it.
+        // Name resolution (getaddrinfo) cannot be cancelled, so the connect timeout does not bound
+        // it.
         auto endpoints = resolver.resolve(base_.host, std::to_string(base_.port), ec);
         if (ec) {
           return {std::nullopt, "could not resolve " + base_.host + ": " + ec.message()};
         }
         im.stream.expires_after(options_.connect_timeout);
-        im.stream.async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
+        im.stream.async_connect(endpoints,
+                                [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
         im.run();
         if (ec) {
           im.close();
@@ -201,9 +228,12 @@ HttpResult HttpClient::send(const Request& request) {
       }
       if (ec) {
         im.close();
-        if (reused && attempt == 0 && !got_some && is_closed_connection(ec)) continue;
-        return {std::nullopt, "no answer from " + base_.to_string() + ": " +
-                                  describe(ec, read_timeout)};
+        if (reused && attempt == 0 && !got_some && is_idempotent(verb) &&
+            is_closed_connection(ec)) {
+          continue;
+        }
+        return {std::nullopt,
+                "no answer from " + base_.to_string() + ": " + describe(ec, read_timeout)};
       }
 
       http::response<http::string_body> res = parser.release();

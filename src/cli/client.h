@@ -2,9 +2,11 @@
 // command and by the integration tests.
 //
 // Lifecycle: construct with a parsed BaseUrl; the first request connects, later requests reuse
-// the same keep-alive connection. When a reused connection turns out to have been closed by the
-// server (it answered nothing at all), the request is sent once more on a fresh connection; a
-// request that may have reached the server is never resent, so a POST is never silently doubled.
+// the same keep-alive connection. Before reusing it, the client checks (without blocking) that
+// the server has not closed it while idle, and connects afresh if it has. If a reused connection
+// still fails before any byte of the answer arrives, GET/HEAD/PUT/DELETE are sent once more on a
+// fresh connection; a POST is not resent, since the server may have acted on it: its error is
+// returned and the caller decides (ichido's POSTs carrying a key or token are safe to repeat).
 //
 // Errors: nothing throws. A request either yields an HttpResponse (any status, 4xx/5xx included:
 // those are answers, not failures) or a transport error message (could not resolve/connect,
@@ -28,7 +30,7 @@ namespace ichido::cli {
 // Where the server is: from "http://host:port" with an optional path prefix
 // ("http://proxy.local/ichido" sends "/ichido/v1/..."). "host:port" without a scheme means http.
 struct BaseUrl {
-  std::string host;    // name or address; an IPv6 address is stored without brackets
+  std::string host;  // name or address; an IPv6 address is stored without brackets
   std::uint16_t port = 80;
   std::string prefix;  // "" or "/some/path" (no trailing slash)
 
@@ -51,7 +53,7 @@ BaseUrlResult parse_base_url(std::string_view text);
 struct Request {
   std::string method;  // "GET", "PUT", "POST", "DELETE"
   std::string target;
-  std::string body;    // JSON text; empty = no body (and no Content-Type)
+  std::string body;  // JSON text; empty = no body (and no Content-Type)
   // Time allowed for the whole answer to arrive; zero = ClientOptions::read_timeout. Calls that
   // wait on the server (wait_ms) must allow at least that much more.
   std::chrono::milliseconds read_timeout{0};

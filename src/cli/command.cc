@@ -39,9 +39,8 @@ CLI::App* CommandTree::add_group(CLI::App& parent, std::string name, std::string
   return group;
 }
 
-CLI::App* CommandTree::add_http_command(CLI::App& parent, std::string name,
-                                        std::string description, std::string example,
-                                        std::function<HttpCall()> make_call) {
+CLI::App* CommandTree::add_http_command(CLI::App& parent, std::string name, std::string description,
+                                        std::string example, std::function<HttpCall()> make_call) {
   CLI::App* cmd = parent.add_subcommand(std::move(name), std::move(description));
   cmd->footer(example_footer(example));
   add_connection_options(*cmd);
@@ -110,8 +109,9 @@ int execute(const HttpCall& call, bool json_mode, const Transport& transport, Ou
   }
   if (json_mode) return kExitOk;
   if (!body_is_json) {
-    print_error("bad_answer", "the server answered HTTP " + std::to_string(res.status) +
-                                  " with a body that is not JSON; is --url an ichido server?",
+    print_error("bad_answer",
+                "the server answered HTTP " + std::to_string(res.status) +
+                    " with a body that is not JSON; is --url an ichido server?",
                 o.err);
     return kExitServerError;
   }

@@ -152,8 +152,7 @@ HttpCall counter_set_call(std::string_view ns, const CounterSetArgs& args) {
   json::object body;
   body["expected_last_value"] = args.expected;
   body["last_value"] = args.value;
-  return {{"POST", counter_path(ns, args.name) + "/set", json::serialize(body), {}},
-          render_fields};
+  return {{"POST", counter_path(ns, args.name) + "/set", json::serialize(body), {}}, render_fields};
 }
 
 void add_counter_commands(CommandTree& tree) {
@@ -222,8 +221,8 @@ void add_counter_commands(CommandTree& tree) {
     CLI::Option* key = cmd->add_option("--key", a->key, "Show the number issued to this key");
     CLI::Option* after =
         cmd->add_option("--after", a->after, "Start after this value (next page: next_after)");
-    CLI::Option* limit =
-        cmd->add_option("--limit", a->limit, "At most this many (1-1000)")->check(CLI::Range(1, 1000));
+    CLI::Option* limit = cmd->add_option("--limit", a->limit, "At most this many (1-1000)")
+                             ->check(CLI::Range(1, 1000));
     CLI::Option* period = cmd->add_option(
         "--period", a->period, "Period label, e.g. 2026 or 2026-04 (default: the current one)");
     key->excludes(after)->excludes(limit)->excludes(period);
@@ -249,8 +248,7 @@ void add_counter_commands(CommandTree& tree) {
         "ichido counter set receipts --expected 41 --value 100",
         [a, &conn] { return counter_set_call(conn.ns, *a); });
     add_name(*cmd, a->name);
-    cmd->add_option("--expected", a->expected, "The last value you believe is current")
-        ->required();
+    cmd->add_option("--expected", a->expected, "The last value you believe is current")->required();
     cmd->add_option("--value", a->value, "The new last value (the next number is VALUE+1)")
         ->required();
   }

@@ -18,7 +18,7 @@ struct CounterCreateArgs {
   std::optional<std::string> format;
   std::optional<std::string> period;  // none | year | month | day
   std::optional<std::string> timezone;
-  bool require_key = false;           // sent only when set
+  bool require_key = false;  // sent only when set
 };
 
 struct CounterNextArgs {

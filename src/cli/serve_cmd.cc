@@ -41,8 +41,7 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
                   "On SIGTERM/SIGINT, in-flight requests get this long to finish")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--max-connections", cfg->max_connections,
-                  "Connections beyond this are refused")
+  cmd->add_option("--max-connections", cfg->max_connections, "Connections beyond this are refused")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
 }

@@ -5,7 +5,8 @@
 // Contract shared by every method:
 //   - Asynchronous: the method returns at once; `done` is called exactly once, on a store-owned
 //     thread. `done` must not block; hand work back to your own executor.
-//   - Mutations (create_counter, next, void_number, set_last_value) call `done` with success only
+//   - Mutations (create_counter, next, void_number, set_last_value, and the lock commands
+//     except get_lock/list_locks) call `done` with success only
 //     after the effect is durable: on the embedded store, after the commit that contains it was
 //     fsync'd (SQLite WAL, synchronous=FULL). An answered change survives kill -9 and power loss.
 //   - On any error, nothing was changed. errc::store_unavailable means the store could not apply
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "core/counter.h"
+#include "core/lock.h"
 #include "ichido/result.h"
 
 namespace ichido {
@@ -81,6 +83,46 @@ struct IssuedPage {
   std::optional<std::int64_t> next_after;  // set when more items may follow
 };
 
+// --- locks -----------------------------------------------------------------------------------
+
+struct LockRef {
+  std::string ns;
+  std::string name;
+};
+
+struct AcquireLockCmd {
+  LockRef ref;
+  std::string owner;
+  std::int64_t lease_ms = core::kDefaultLeaseMs;
+};
+struct AcquireLockReply {
+  bool acquired = false;
+  // acquired: the new grant. Otherwise: the live holder that made the lock busy.
+  core::LockRecord record;
+  // The store's clock when it decided (lease ends are on this clock; the service converts them
+  // into steady-clock timers by the difference, so server clock jumps cannot stall a waiter).
+  TimeMs now = 0;
+};
+
+struct ReleaseLockCmd {
+  LockRef ref;
+  std::int64_t token = 0;
+};
+struct RenewLockCmd {
+  LockRef ref;
+  std::int64_t token = 0;
+  std::int64_t lease_ms = core::kDefaultLeaseMs;
+};
+struct ForceReleaseReply {
+  bool released = false;                    // false: there was no record to end
+  std::optional<core::LockRecord> previous;  // the record that was deleted (held or lapsed)
+};
+// What GET answers: the live holder (absent when free or lapsed), and the store's clock.
+struct LockState {
+  std::optional<core::LockRecord> holder;
+  TimeMs now = 0;
+};
+
 // Counters of the store's own work, for /metrics and the benchmarks.
 struct StoreStats {
   std::uint64_t commits = 0;           // write transactions committed
@@ -109,6 +151,21 @@ class Store {
   virtual void list_counters(std::string ns, Callback<std::vector<core::CounterInfo>> done) = 0;
   // Errors: counter_not_found, invalid_request (field period, or limit outside 1..1000).
   virtual void list_issued(IssuedQuery q, Callback<IssuedPage> done) = 0;
+
+  // --- locks (rules: core/lock.h) ---
+  // Grants the lock when it is free or lapsed (with a fresh token from the store's sequence), or
+  // answers acquired=false with the live holder; the lock is unchanged then. Errors: none beyond
+  // the store's own.
+  virtual void acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> done) = 0;
+  // Deletes the record when `token` is the current one (held or lapsed). Errors: not_holder.
+  virtual void release_lock(ReleaseLockCmd cmd, Callback<Unit> done) = 0;
+  // Moves the lease end to now + lease_ms, same token. Errors: not_holder, invalid_request.
+  virtual void renew_lock(RenewLockCmd cmd, Callback<core::LockRecord> done) = 0;
+  // Deletes any record of the lock (idempotent: released=false when there was none).
+  virtual void force_release_lock(LockRef ref, Callback<ForceReleaseReply> done) = 0;
+  virtual void get_lock(LockRef ref, Callback<LockState> done) = 0;
+  // The held locks of a namespace (live leases only), by name.
+  virtual void list_locks(std::string ns, Callback<std::vector<core::LockRecord>> done) = 0;
 
   // Synchronous and cheap: can the store read and write right now? (/readyz)
   virtual Result<void> check_ready() = 0;

@@ -7,6 +7,8 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <utility>
 
 #include "ichido/clock.h"
 #include "ichido/store.h"
@@ -33,16 +35,50 @@ class TableStore : public Store {
   void list_counters(std::string ns, Callback<std::vector<core::CounterInfo>> done) override;
   void list_issued(IssuedQuery q, Callback<IssuedPage> done) override;
 
+  // Locks: defined in lock_ops.cc.
+  void acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> done) override;
+  void release_lock(ReleaseLockCmd cmd, Callback<Unit> done) override;
+  void renew_lock(RenewLockCmd cmd, Callback<core::LockRecord> done) override;
+  void force_release_lock(LockRef ref, Callback<ForceReleaseReply> done) override;
+  void get_lock(LockRef ref, Callback<LockState> done) override;
+  void list_locks(std::string ns, Callback<std::vector<core::LockRecord>> done) override;
+
  protected:
   // Backends run `job` durably (write) or on a consistent snapshot (read), then call finish.
   virtual void submit_write(Job job) = 0;
   virtual void submit_read(Job job) = 0;
 
  private:
+  // Run `fn` as one write (durable) or read job and deliver its result to `done`.
   template <class T>
-  void write(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done);
+  void write(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done) {
+    submit_write(make_job<T>(std::move(fn), std::move(done)));
+  }
   template <class T>
-  void read(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done);
+  void read(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done) {
+    submit_read(make_job<T>(std::move(fn), std::move(done)));
+  }
+
+  // Wraps `fn` into a Job whose result reaches `done` only once the transaction's fate is known.
+  template <class T>
+  static Job make_job(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done) {
+    auto slot = std::make_shared<std::optional<Result<T>>>();
+    Job job;
+    job.apply = [fn = std::move(fn), slot](Tables& t, TimeMs now) {
+      slot->emplace(fn(t, now));
+      return (*slot)->ok();
+    };
+    job.finish = [slot, done = std::move(done)](const Error* store_error) {
+      if (store_error) {
+        done(*store_error);
+      } else if (*slot) {
+        done(std::move(**slot));
+      } else {
+        done(Error(errc::internal, "The command was never applied; retry it."));
+      }
+    };
+    return job;
+  }
 };
 
 }  // namespace ichido::store

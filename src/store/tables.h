@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/counter.h"
+#include "core/lock.h"
 #include "ichido/result.h"
 
 namespace ichido::store {
@@ -66,6 +67,16 @@ class Tables {
   virtual Result<std::vector<core::IssuedNumber>> list_issued(std::int64_t counter_id,
                                                               const std::string& period,
                                                               std::int64_t after, int limit) = 0;
+
+  // --- locks: one row per lock that has a holder (held or lapsed) ---
+  virtual Result<std::optional<core::LockRecord>> find_lock(const std::string& ns,
+                                                            const std::string& name) = 0;
+  // Inserts or replaces the row of (ns, rec.name).
+  virtual Result<void> save_lock(const std::string& ns, const core::LockRecord& rec) = 0;
+  virtual Result<void> delete_lock(const std::string& ns, const std::string& name) = 0;
+  // Rows of `ns` with lease_expires_at > now, by name.
+  virtual Result<std::vector<core::LockRecord>> list_live_locks(const std::string& ns,
+                                                                TimeMs now) = 0;
 };
 
 }  // namespace ichido::store

@@ -78,6 +78,30 @@ class MemoryTables final : public Tables {
     return out;
   }
 
+  Result<std::optional<core::LockRecord>> find_lock(const std::string& ns,
+                                                    const std::string& name) override {
+    auto it = s_.locks.find({ns, name});
+    if (it == s_.locks.end()) return std::optional<core::LockRecord>();
+    return std::optional<core::LockRecord>(it->second);
+  }
+  Result<void> save_lock(const std::string& ns, const core::LockRecord& rec) override {
+    s_.locks[{ns, rec.name}] = rec;
+    return {};
+  }
+  Result<void> delete_lock(const std::string& ns, const std::string& name) override {
+    s_.locks.erase({ns, name});
+    return {};
+  }
+  Result<std::vector<core::LockRecord>> list_live_locks(const std::string& ns,
+                                                        TimeMs now) override {
+    std::vector<core::LockRecord> out;
+    for (auto it = s_.locks.lower_bound({ns, ""}); it != s_.locks.end() && it->first.first == ns;
+         ++it) {
+      if (core::is_held(it->second, now)) out.push_back(it->second);
+    }
+    return out;
+  }
+
  private:
   MemoryStore::State& s_;
 };

@@ -53,6 +53,19 @@ const std::vector<const char*>& migrations() {
         value INTEGER NOT NULL
       ) WITHOUT ROWID;
       )sql",
+      // 4 (locks): one row per lock with a holder, held or lapsed (core/lock.h). Self-contained:
+      // it depends on no other migration but 1, so it applies in either order with once's.
+      R"sql(
+      CREATE TABLE IF NOT EXISTS locks (
+        ns TEXT NOT NULL,
+        name TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        token INTEGER NOT NULL,
+        acquired_at INTEGER NOT NULL,
+        lease_expires_at INTEGER NOT NULL,
+        PRIMARY KEY (ns, name)
+      ) WITHOUT ROWID;
+      )sql",
   };
   return m;
 }

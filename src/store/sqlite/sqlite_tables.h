@@ -32,6 +32,13 @@ class SqliteTables final : public Tables {
                                                       const std::string& period,
                                                       std::int64_t after, int limit) override;
 
+  Result<std::optional<core::LockRecord>> find_lock(const std::string& ns,
+                                                    const std::string& name) override;
+  Result<void> save_lock(const std::string& ns, const core::LockRecord& rec) override;
+  Result<void> delete_lock(const std::string& ns, const std::string& name) override;
+  Result<std::vector<core::LockRecord>> list_live_locks(const std::string& ns,
+                                                        TimeMs now) override;
+
  private:
   Db& db_;
 };

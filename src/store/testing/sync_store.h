@@ -75,6 +75,29 @@ class SyncStore {
     return CallAndWait<IssuedPage>([&](auto cb) { s_.list_issued(std::move(q), std::move(cb)); });
   }
 
+  Result<AcquireLockReply> acquire_lock(AcquireLockCmd cmd) {
+    return CallAndWait<AcquireLockReply>(
+        [&](auto cb) { s_.acquire_lock(std::move(cmd), std::move(cb)); });
+  }
+  Result<Unit> release_lock(ReleaseLockCmd cmd) {
+    return CallAndWait<Unit>([&](auto cb) { s_.release_lock(std::move(cmd), std::move(cb)); });
+  }
+  Result<core::LockRecord> renew_lock(RenewLockCmd cmd) {
+    return CallAndWait<core::LockRecord>(
+        [&](auto cb) { s_.renew_lock(std::move(cmd), std::move(cb)); });
+  }
+  Result<ForceReleaseReply> force_release_lock(LockRef ref) {
+    return CallAndWait<ForceReleaseReply>(
+        [&](auto cb) { s_.force_release_lock(std::move(ref), std::move(cb)); });
+  }
+  Result<LockState> get_lock(LockRef ref) {
+    return CallAndWait<LockState>([&](auto cb) { s_.get_lock(std::move(ref), std::move(cb)); });
+  }
+  Result<std::vector<core::LockRecord>> list_locks(std::string ns) {
+    return CallAndWait<std::vector<core::LockRecord>>(
+        [&](auto cb) { s_.list_locks(std::move(ns), std::move(cb)); });
+  }
+
  private:
   Store& s_;
 };

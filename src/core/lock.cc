@@ -1,0 +1,64 @@
+#include "core/lock.h"
+
+#include "core/names.h"
+
+namespace ichido::core {
+namespace {
+
+Error not_holder(std::int64_t token) {
+  return Error(errc::not_holder,
+               "This token does not hold the lock (its lease lapsed and someone else took it, "
+               "it was released or force-released); acquire the lock again.")
+      .with("token", token);
+}
+
+}  // namespace
+
+Result<void> validate_lease_ms(std::int64_t lease_ms) {
+  if (lease_ms < kMinLeaseMs || lease_ms > kMaxLeaseMs) {
+    return invalid_field("lease_ms", "The lease_ms must be a whole number from 1000 to 3600000.");
+  }
+  return {};
+}
+
+Result<void> validate_wait_ms(std::int64_t wait_ms) {
+  if (wait_ms < 0 || wait_ms > kMaxWaitMs) {
+    return invalid_field("wait_ms", "The wait_ms must be a whole number from 0 to 300000.");
+  }
+  return {};
+}
+
+Result<void> validate_owner(const std::string& owner) {
+  if (owner.size() > kMaxOwnerBytes) {
+    return invalid_field("owner", "The owner must be at most 256 bytes.");
+  }
+  if (owner.find('\0') != std::string::npos || !is_valid_utf8(owner)) {
+    return invalid_field("owner", "The owner must be valid UTF-8 text without NUL characters.");
+  }
+  return {};
+}
+
+AcquireVerdict decide_acquire(const std::optional<LockRecord>& current, TimeMs now) {
+  return is_held(current, now) ? AcquireVerdict::busy : AcquireVerdict::grant;
+}
+
+LockRecord make_grant(const std::string& name, const std::string& owner, std::int64_t token,
+                      std::int64_t lease_ms, TimeMs now) {
+  return LockRecord{name, owner, token, now, now + lease_ms};
+}
+
+Result<void> decide_release(const std::optional<LockRecord>& current, std::int64_t token) {
+  if (!current || current->token != token) return not_holder(token);
+  return {};
+}
+
+Result<LockRecord> decide_renew(const std::optional<LockRecord>& current, std::int64_t token,
+                                std::int64_t lease_ms, TimeMs now) {
+  ICHIDO_TRY(validate_lease_ms(lease_ms));
+  if (!current || current->token != token) return not_holder(token);
+  LockRecord r = *current;
+  r.lease_expires_at = now + lease_ms;
+  return r;
+}
+
+}  // namespace ichido::core

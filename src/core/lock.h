@@ -1,0 +1,96 @@
+// The lock rulebook: the pure decisions behind acquire / release / renew / force-release of a
+// named lock with a lease and a fencing token. No I/O and no clock: the store loads the lock's
+// row, calls these with `now` (read once per command) and writes what they return in the same
+// transaction as the token it drew.
+//
+// Invariants a store must keep (the conformance suite checks each):
+//   L1. A lock has at most one record; a record names exactly one holder (owner, token, lease end).
+//   L2. Tokens are drawn from the store's one durable sequence in the transaction that grants the
+//       lock, so every grant of a lock carries a token larger than every earlier grant of any lock
+//       or once record, across restarts.
+//   L3. A lock is *held* exactly when it has a record and now < lease_expires_at. GET, list and
+//       `?token=` answers use this definition only: a lapsed record is never reported as held.
+//   L4. acquire grants only when the lock is not held (no record, or a lapsed one); a grant
+//       replaces any lapsed record wholesale, so the lapsed holder's token stops matching.
+//   L5. release and renew succeed only for the token of the current record, held or lapsed; any
+//       other token (older grant, force-released, never granted) is not_holder and changes nothing.
+//   L6. renew sets lease_expires_at = now + lease_ms and never changes the token.
+//   L7. release and force-release delete the record; after them the lock is free (L3).
+//
+// States and the transitions between them (function behind each arrow):
+//
+//                     decide_acquire → grant
+//        ┌──────────────────────────────────────────────┐
+//        │                                              ▼
+//     ┌──────┐   decide_release / force-release    ┌────────┐
+//     │ FREE │ ◀────────────────────────────────── │  HELD  │ ◀──┐ decide_renew
+//     └──────┘                                     └────────┘ ───┘
+//        ▲                                     now ≥ lease end │  ▲ decide_renew (same token:
+//        │ decide_release / force-release                      ▼  │  held again from now)
+//        │                                             ┌──────────────────────┐
+//        └──────────────────────────────────────────── │ LAPSED (not taken    │
+//                                                      │ over): GET held:false│
+//                                                      └──────────────────────┘
+//                                                                │ decide_acquire → grant
+//                                                                ▼ (new holder, new token)
+//                                                              HELD
+// LAPSED is not a stored state: it is a HELD record read at a `now` past its lease end. Nothing
+// sweeps it; it ends when someone touches the lock (Redis-style lazy expiry). The service arms a
+// timer at the lease end only so that a queued waiter retries at that moment.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "ichido/clock.h"
+#include "ichido/result.h"
+
+namespace ichido::core {
+
+inline constexpr std::int64_t kMinLeaseMs = 1000;
+inline constexpr std::int64_t kMaxLeaseMs = 3600000;
+inline constexpr std::int64_t kDefaultLeaseMs = 30000;
+inline constexpr std::int64_t kMaxWaitMs = 300000;
+inline constexpr std::size_t kMaxOwnerBytes = 256;
+
+struct LockRecord {
+  std::string name;
+  std::string owner;
+  std::int64_t token = 0;
+  TimeMs acquired_at = 0;
+  TimeMs lease_expires_at = 0;
+
+  bool operator==(const LockRecord&) const = default;
+};
+
+// L3: the record's holder is live at `now`.
+inline bool is_held(const std::optional<LockRecord>& r, TimeMs now) {
+  return r.has_value() && now < r->lease_expires_at;
+}
+
+// Checks lease_ms (1000..3600000, field "lease_ms").
+Result<void> validate_lease_ms(std::int64_t lease_ms);
+// Checks wait_ms (0..300000, field "wait_ms").
+Result<void> validate_wait_ms(std::int64_t wait_ms);
+// Owner: free text shown to other callers, valid UTF-8, at most 256 bytes, no NUL (field "owner").
+Result<void> validate_owner(const std::string& owner);
+
+enum class AcquireVerdict { grant, busy };
+
+// L4: grant when the lock is free or lapsed at `now`, busy when someone holds a live lease.
+AcquireVerdict decide_acquire(const std::optional<LockRecord>& current, TimeMs now);
+
+// The record a grant writes: `token` must be freshly drawn from the store's sequence (L2).
+LockRecord make_grant(const std::string& name, const std::string& owner, std::int64_t token,
+                      std::int64_t lease_ms, TimeMs now);
+
+// L5/L7: Ok when `token` is the current record's (held or lapsed): the store deletes the record.
+// Errors: not_holder (details.token), when there is no record or another token holds it.
+Result<void> decide_release(const std::optional<LockRecord>& current, std::int64_t token);
+
+// L5/L6: the renewed record (same token, lease from now). Errors: not_holder.
+Result<LockRecord> decide_renew(const std::optional<LockRecord>& current, std::int64_t token,
+                                std::int64_t lease_ms, TimeMs now);
+
+}  // namespace ichido::core

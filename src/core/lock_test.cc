@@ -1,0 +1,106 @@
+#include "core/lock.h"
+
+#include <gtest/gtest.h>
+
+namespace ichido::core {
+namespace {
+
+constexpr TimeMs kT0 = 1'780'000'000'000;
+
+LockRecord held_by(std::int64_t token, TimeMs lease_end) {
+  return LockRecord{"l", "a", token, kT0, lease_end};
+}
+
+TEST(LockRules, AcquireGrantsWhenFree) {
+  EXPECT_EQ(decide_acquire(std::nullopt, kT0), AcquireVerdict::grant);
+}
+
+TEST(LockRules, AcquireIsBusyWhileTheLeaseIsLive) {
+  auto r = held_by(7, kT0 + 1000);
+  EXPECT_EQ(decide_acquire(r, kT0), AcquireVerdict::busy);
+  EXPECT_EQ(decide_acquire(r, kT0 + 999), AcquireVerdict::busy);
+}
+
+TEST(LockRules, LeaseEndIsExclusive) {
+  // L3: held exactly while now < lease_expires_at; at the lease end it is free.
+  auto r = held_by(7, kT0 + 1000);
+  EXPECT_TRUE(is_held(r, kT0 + 999));
+  EXPECT_FALSE(is_held(r, kT0 + 1000));
+  EXPECT_EQ(decide_acquire(r, kT0 + 1000), AcquireVerdict::grant);
+}
+
+TEST(LockRules, GrantRecordsOwnerTokenAndLease) {
+  auto g = make_grant("l", "script-A", 42, 30000, kT0);
+  EXPECT_EQ(g.name, "l");
+  EXPECT_EQ(g.owner, "script-A");
+  EXPECT_EQ(g.token, 42);
+  EXPECT_EQ(g.acquired_at, kT0);
+  EXPECT_EQ(g.lease_expires_at, kT0 + 30000);
+}
+
+TEST(LockRules, ReleaseNeedsTheCurrentToken) {
+  auto r = held_by(7, kT0 + 1000);
+  EXPECT_TRUE(decide_release(r, 7).ok());
+  auto wrong = decide_release(r, 6);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.error().code, errc::not_holder);
+  EXPECT_EQ(std::get<std::int64_t>(wrong.error().details.at("token")), 6);
+  auto none = decide_release(std::nullopt, 7);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().code, errc::not_holder);
+}
+
+TEST(LockRules, LapsedHolderMayStillReleaseAndRenew) {
+  auto r = held_by(7, kT0 + 1000);
+  EXPECT_TRUE(decide_release(r, 7).ok());
+  auto renewed = decide_renew(r, 7, 5000, kT0 + 60000);
+  ASSERT_TRUE(renewed.ok());
+  EXPECT_EQ(renewed->token, 7);
+  EXPECT_EQ(renewed->lease_expires_at, kT0 + 65000);
+  EXPECT_TRUE(is_held(*renewed, kT0 + 60000));
+}
+
+TEST(LockRules, RenewKeepsTokenAndMovesLeaseFromNow) {
+  auto r = held_by(7, kT0 + 1000);
+  auto renewed = decide_renew(r, 7, 2000, kT0 + 500);
+  ASSERT_TRUE(renewed.ok());
+  EXPECT_EQ(renewed->token, 7);
+  EXPECT_EQ(renewed->acquired_at, r.acquired_at);
+  EXPECT_EQ(renewed->lease_expires_at, kT0 + 2500);
+}
+
+TEST(LockRules, RenewWithAnotherTokenIsNotHolder) {
+  auto r = held_by(7, kT0 + 1000);
+  auto bad = decide_renew(r, 8, 2000, kT0);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, errc::not_holder);
+  auto none = decide_renew(std::nullopt, 8, 2000, kT0);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().code, errc::not_holder);
+}
+
+TEST(LockRules, RenewChecksTheLeaseBeforeTheToken) {
+  auto bad = decide_renew(std::nullopt, 8, 999, kT0);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, errc::invalid_request);
+  EXPECT_EQ(bad.error().field, "lease_ms");
+}
+
+TEST(LockRules, LimitsOfLeaseWaitAndOwner) {
+  EXPECT_FALSE(validate_lease_ms(999).ok());
+  EXPECT_TRUE(validate_lease_ms(1000).ok());
+  EXPECT_TRUE(validate_lease_ms(3600000).ok());
+  EXPECT_EQ(validate_lease_ms(3600001).error().field, "lease_ms");
+  EXPECT_TRUE(validate_wait_ms(0).ok());
+  EXPECT_TRUE(validate_wait_ms(300000).ok());
+  EXPECT_EQ(validate_wait_ms(300001).error().field, "wait_ms");
+  EXPECT_EQ(validate_wait_ms(-1).error().field, "wait_ms");
+  EXPECT_TRUE(validate_owner("").ok());
+  EXPECT_TRUE(validate_owner("経理-スクリプト").ok());
+  EXPECT_EQ(validate_owner(std::string(257, 'a')).error().field, "owner");
+  EXPECT_EQ(validate_owner(std::string("a\0b", 3)).error().field, "owner");
+  EXPECT_EQ(validate_owner("\xff").error().field, "owner");
+}
+
+}  // namespace
+}  // namespace ichido::core

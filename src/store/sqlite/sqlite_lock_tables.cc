@@ -1,0 +1,59 @@
+// SqliteTables: the lock rows (table `locks`, schema migration "locks").
+#include "store/sqlite/sqlite_tables.h"
+
+namespace ichido::store::sqlite {
+namespace {
+
+#define LOCK_COLUMNS "name, owner, token, acquired_at, lease_expires_at"
+
+core::LockRecord lock_from(const Query& q) {
+  return core::LockRecord{q.text(0), q.text(1), q.int64(2), q.int64(3), q.int64(4)};
+}
+
+}  // namespace
+
+Result<std::optional<core::LockRecord>> SqliteTables::find_lock(const std::string& ns,
+                                                                const std::string& name) {
+  auto q = db_.query("SELECT " LOCK_COLUMNS " FROM locks WHERE ns = ? AND name = ?");
+  if (!q.ok()) return std::move(q).error();
+  q->bind(1, ns).bind(2, name);
+  const int rc = q->step();
+  if (rc == SQLITE_DONE) return std::optional<core::LockRecord>();
+  if (rc != SQLITE_ROW) return db_.error("read a lock");
+  return std::optional<core::LockRecord>(lock_from(*q));
+}
+
+Result<void> SqliteTables::save_lock(const std::string& ns, const core::LockRecord& r) {
+  auto q = db_.query(
+      "INSERT INTO locks (ns, " LOCK_COLUMNS ") VALUES (?, ?, ?, ?, ?, ?) "
+      "ON CONFLICT (ns, name) DO UPDATE SET owner = excluded.owner, token = excluded.token, "
+      "acquired_at = excluded.acquired_at, lease_expires_at = excluded.lease_expires_at");
+  if (!q.ok()) return std::move(q).error();
+  q->bind(1, ns).bind(2, r.name).bind(3, r.owner).bind(4, r.token).bind(5, r.acquired_at);
+  q->bind(6, r.lease_expires_at);
+  return q->run("save a lock");
+}
+
+Result<void> SqliteTables::delete_lock(const std::string& ns, const std::string& name) {
+  auto q = db_.query("DELETE FROM locks WHERE ns = ? AND name = ?");
+  if (!q.ok()) return std::move(q).error();
+  q->bind(1, ns).bind(2, name);
+  return q->run("delete a lock");
+}
+
+Result<std::vector<core::LockRecord>> SqliteTables::list_live_locks(const std::string& ns,
+                                                                    TimeMs now) {
+  auto q = db_.query("SELECT " LOCK_COLUMNS
+                     " FROM locks WHERE ns = ? AND lease_expires_at > ? ORDER BY name");
+  if (!q.ok()) return std::move(q).error();
+  q->bind(1, ns).bind(2, now);
+  std::vector<core::LockRecord> out;
+  for (;;) {
+    const int rc = q->step();
+    if (rc == SQLITE_DONE) return out;
+    if (rc != SQLITE_ROW) return db_.error("list locks");
+    out.push_back(lock_from(*q));
+  }
+}
+
+}  // namespace ichido::store::sqlite

@@ -1,0 +1,310 @@
+// The store conformance suite, locks section: invariants L1–L7 of core/lock.h, run against every
+// Store implementation with a ManualClock (time moves by hand, nothing sleeps). Exact values and
+// exact error codes, so two stores that pass give the same answers to the same commands.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ichido/store.h"
+#include "store/memory/memory_store.h"
+#include "store/sqlite/sqlite_store.h"
+#include "store/testing/sync_store.h"
+
+namespace ichido::store_testing {
+namespace {
+
+constexpr TimeMs kT0 = 1'780'000'000'000;  // 2026-05-28
+
+// The same factories as conformance_test.cc (kept local so each section builds alone).
+struct MemoryLocks {
+  static constexpr const char* kName = "Memory";
+  static constexpr bool kDurable = false;
+  Result<std::unique_ptr<Store>> Open(Clock* clock) {
+    return std::unique_ptr<Store>(std::make_unique<store::memory::MemoryStore>(clock));
+  }
+};
+
+struct SqliteLocks {
+  static constexpr const char* kName = "Sqlite";
+  static constexpr bool kDurable = true;
+  TempDir dir;  // reopening with the same factory opens the same data directory
+  Result<std::unique_ptr<Store>> Open(Clock* clock) {
+    store::sqlite::Options o;
+    o.dir = dir.path() + "/data";
+    o.clock = clock;
+    auto s = store::sqlite::SqliteStore::open(std::move(o));
+    if (!s.ok()) return std::move(s).error();
+    return std::unique_ptr<Store>(std::move(*s));
+  }
+};
+
+struct FactoryName {
+  template <class T>
+  static std::string GetName(int) {
+    return T::kName;
+  }
+};
+
+template <class Factory>
+class LockConformance : public ::testing::Test {
+ protected:
+  static constexpr const char* kNs = "acme";
+
+  void SetUp() override { Open(); }
+  void TearDown() override {
+    if (store_) store_->close();
+  }
+  void Open() {
+    auto s = factory_.Open(&clock_);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    store_ = std::move(*s);
+    sync_ = std::make_unique<SyncStore>(*store_);
+  }
+  void Reopen() {
+    store_->close();
+    sync_.reset();
+    store_.reset();
+    Open();
+  }
+
+  SyncStore& S() { return *sync_; }
+  LockRef Ref(const std::string& name, const std::string& ns = kNs) { return {ns, name}; }
+
+  Result<AcquireLockReply> Acquire(const std::string& name, const std::string& owner,
+                                   std::int64_t lease_ms = 1000, const std::string& ns = kNs) {
+    return S().acquire_lock({Ref(name, ns), owner, lease_ms});
+  }
+  core::LockRecord MustAcquire(const std::string& name, const std::string& owner,
+                               std::int64_t lease_ms = 1000) {
+    auto r = Acquire(name, owner, lease_ms);
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    if (!r.ok()) return {};
+    EXPECT_TRUE(r->acquired) << "held by " << r->record.owner;
+    return r->record;
+  }
+
+  ManualClock clock_{kT0};
+  Factory factory_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<SyncStore> sync_;
+};
+
+using Factories = ::testing::Types<MemoryLocks, SqliteLocks>;
+TYPED_TEST_SUITE(LockConformance, Factories, FactoryName);
+
+template <class T>
+void ExpectError(const Result<T>& r, errc code, const std::string& field = "") {
+  ASSERT_FALSE(r.ok()) << "expected " << to_string(code);
+  EXPECT_EQ(r.error().code, code) << "got " << to_string(r.error().code) << ": "
+                                  << r.error().message;
+  EXPECT_EQ(r.error().field, field);
+}
+
+TYPED_TEST(LockConformance, AcquireFreeLockGrantsWithLease) {
+  auto r = this->Acquire("invoice", "script-A", 30000);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->acquired);
+  EXPECT_EQ(r->record.name, "invoice");
+  EXPECT_EQ(r->record.owner, "script-A");
+  EXPECT_GT(r->record.token, 0);
+  EXPECT_EQ(r->record.acquired_at, kT0);
+  EXPECT_EQ(r->record.lease_expires_at, kT0 + 30000);
+  EXPECT_EQ(r->now, kT0);
+  auto g = this->S().get_lock(this->Ref("invoice"));
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE(g->holder.has_value());
+  EXPECT_EQ(*g->holder, r->record);
+}
+
+TYPED_TEST(LockConformance, SecondAcquireIsBusyWithTheHolderAndChangesNothing) {
+  auto first = this->MustAcquire("l", "A", 5000);
+  this->clock_.advance(100);
+  auto second = this->Acquire("l", "B", 5000);
+  ASSERT_TRUE(second.ok());
+  EXPECT_FALSE(second->acquired);
+  EXPECT_EQ(second->record, first);  // the holder, unchanged
+  EXPECT_EQ(second->now, kT0 + 100);
+  auto g = this->S().get_lock(this->Ref("l"));
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(*g->holder, first);
+}
+
+TYPED_TEST(LockConformance, TokensStrictlyIncreaseAcrossGrantsAndLocks) {
+  std::int64_t last = 0;
+  for (int i = 0; i < 20; ++i) {
+    const std::string name = (i % 2) ? "a" : "b";
+    auto g = this->MustAcquire(name, "o");
+    EXPECT_GT(g.token, last);
+    last = g.token;
+    ASSERT_TRUE(this->S().release_lock({this->Ref(name), g.token}).ok());
+  }
+}
+
+TYPED_TEST(LockConformance, LapsedLeaseIsFreeForTheNextAcquireWithALargerToken) {
+  auto first = this->MustAcquire("l", "A", 1000);
+  this->clock_.advance(999);
+  auto busy = this->Acquire("l", "B");
+  ASSERT_TRUE(busy.ok());
+  EXPECT_FALSE(busy->acquired);
+  this->clock_.advance(1);  // exactly the lease end: free (L3)
+  auto g = this->S().get_lock(this->Ref("l"));
+  ASSERT_TRUE(g.ok());
+  EXPECT_FALSE(g->holder.has_value());
+  auto second = this->MustAcquire("l", "B", 2000);
+  EXPECT_GT(second.token, first.token);
+  EXPECT_EQ(second.owner, "B");
+  // The old holder is no longer the holder (L4/L5).
+  ExpectError(this->S().release_lock({this->Ref("l"), first.token}), errc::not_holder);
+  ExpectError(this->S().renew_lock({this->Ref("l"), first.token, 1000}), errc::not_holder);
+  auto still = this->S().get_lock(this->Ref("l"));
+  ASSERT_TRUE(still.ok());
+  EXPECT_EQ(*still->holder, second);
+}
+
+TYPED_TEST(LockConformance, ReleaseFreesAndOnlyOnce) {
+  auto g = this->MustAcquire("l", "A");
+  ExpectError(this->S().release_lock({this->Ref("l"), g.token + 1}), errc::not_holder);
+  ASSERT_TRUE(this->S().release_lock({this->Ref("l"), g.token}).ok());
+  auto s = this->S().get_lock(this->Ref("l"));
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(s->holder.has_value());
+  ExpectError(this->S().release_lock({this->Ref("l"), g.token}), errc::not_holder);
+  ExpectError(this->S().renew_lock({this->Ref("l"), g.token, 1000}), errc::not_holder);
+  auto again = this->MustAcquire("l", "B");
+  EXPECT_GT(again.token, g.token);
+}
+
+TYPED_TEST(LockConformance, ReleaseOfANeverUsedLockIsNotHolder) {
+  auto r = this->S().release_lock({this->Ref("never"), 1});
+  ExpectError(r, errc::not_holder);
+  EXPECT_EQ(std::get<std::int64_t>(r.error().details.at("token")), 1);
+}
+
+TYPED_TEST(LockConformance, RenewMovesTheLeaseFromNowKeepingTheToken) {
+  auto g = this->MustAcquire("l", "A", 1000);
+  this->clock_.advance(800);
+  auto r = this->S().renew_lock({this->Ref("l"), g.token, 5000});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->token, g.token);
+  EXPECT_EQ(r->lease_expires_at, kT0 + 800 + 5000);
+  this->clock_.advance(4000);  // past the original lease: still held thanks to the renewal
+  auto busy = this->Acquire("l", "B");
+  ASSERT_TRUE(busy.ok());
+  EXPECT_FALSE(busy->acquired);
+}
+
+TYPED_TEST(LockConformance, RenewRejectsABadLeaseAndChangesNothing) {
+  auto g = this->MustAcquire("l", "A", 1000);
+  ExpectError(this->S().renew_lock({this->Ref("l"), g.token, 999}), errc::invalid_request,
+              "lease_ms");
+  ExpectError(this->S().renew_lock({this->Ref("l"), g.token, 3600001}), errc::invalid_request,
+              "lease_ms");
+  auto s = this->S().get_lock(this->Ref("l"));
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(*s->holder, g);
+}
+
+TYPED_TEST(LockConformance, AcquireRejectsABadLeaseAndGrantsNothing) {
+  ExpectError(this->Acquire("l", "A", 999), errc::invalid_request, "lease_ms");
+  auto s = this->S().get_lock(this->Ref("l"));
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(s->holder.has_value());
+}
+
+TYPED_TEST(LockConformance, LapsedHolderMayReleaseOrRenewWhileNobodyTookOver) {
+  auto g = this->MustAcquire("l", "A", 1000);
+  this->clock_.advance(5000);
+  auto s = this->S().get_lock(this->Ref("l"));
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(s->holder.has_value());  // GET: held false while lapsed
+  auto r = this->S().renew_lock({this->Ref("l"), g.token, 1000});
+  ASSERT_TRUE(r.ok()) << r.error().message;  // held again from now
+  EXPECT_EQ(r->lease_expires_at, kT0 + 6000);
+  auto busy = this->Acquire("l", "B");
+  ASSERT_TRUE(busy.ok());
+  EXPECT_FALSE(busy->acquired);
+  this->clock_.advance(5000);
+  ASSERT_TRUE(this->S().release_lock({this->Ref("l"), g.token}).ok());
+}
+
+TYPED_TEST(LockConformance, ForceReleaseEndsTheLeaseAndTheOldTokenStopsWorking) {
+  auto g = this->MustAcquire("l", "A", 60000);
+  auto f = this->S().force_release_lock(this->Ref("l"));
+  ASSERT_TRUE(f.ok());
+  EXPECT_TRUE(f->released);
+  ASSERT_TRUE(f->previous.has_value());
+  EXPECT_EQ(*f->previous, g);
+  ExpectError(this->S().renew_lock({this->Ref("l"), g.token, 1000}), errc::not_holder);
+  ExpectError(this->S().release_lock({this->Ref("l"), g.token}), errc::not_holder);
+  auto again = this->S().force_release_lock(this->Ref("l"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->released);  // idempotent
+  auto b = this->MustAcquire("l", "B");
+  EXPECT_GT(b.token, g.token);
+}
+
+TYPED_TEST(LockConformance, ListShowsLiveLeasesOfTheNamespaceByName) {
+  this->MustAcquire("zeta", "A", 5000);
+  this->MustAcquire("alpha", "B", 1000);
+  auto other = this->Acquire("alpha", "C", 1000, "other-ns");
+  ASSERT_TRUE(other.ok());
+  EXPECT_TRUE(other->acquired);  // same name, another namespace: another lock
+  auto l = this->S().list_locks(this->kNs);
+  ASSERT_TRUE(l.ok());
+  ASSERT_EQ(l->size(), 2u);
+  EXPECT_EQ((*l)[0].name, "alpha");
+  EXPECT_EQ((*l)[1].name, "zeta");
+  this->clock_.advance(1000);  // alpha lapses
+  l = this->S().list_locks(this->kNs);
+  ASSERT_TRUE(l.ok());
+  ASSERT_EQ(l->size(), 1u);
+  EXPECT_EQ((*l)[0].name, "zeta");
+  auto none = this->S().list_locks("empty");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
+TYPED_TEST(LockConformance, ConcurrentAcquiresGrantExactlyOne) {
+  constexpr int kThreads = 16;
+  std::vector<std::thread> threads;
+  std::vector<int> won(kThreads, 0);
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([this, i, &won] {
+      auto r = this->Acquire("hot", "t" + std::to_string(i), 60000);
+      if (r.ok() && r->acquired) won[i] = 1;
+    });
+  }
+  for (auto& t : threads) t.join();
+  int total = 0;
+  for (int w : won) total += w;
+  EXPECT_EQ(total, 1);
+}
+
+TYPED_TEST(LockConformance, HeldLockAndTokenSequenceSurviveReopen) {
+  if constexpr (!TypeParam::kDurable) {
+    GTEST_SKIP() << "the memory store keeps nothing across a reopen";
+  } else {
+    auto g = this->MustAcquire("l", "A", 10000);
+    this->Reopen();
+    auto s = this->S().get_lock(this->Ref("l"));
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE(s->holder.has_value());
+    EXPECT_EQ(*s->holder, g);
+    auto busy = this->Acquire("l", "B");
+    ASSERT_TRUE(busy.ok());
+    EXPECT_FALSE(busy->acquired);
+    this->clock_.advance(10000);
+    auto b = this->MustAcquire("l", "B");
+    EXPECT_GT(b.token, g.token);
+    ASSERT_TRUE(this->S().release_lock({this->Ref("l"), b.token}).ok());
+    this->Reopen();
+    auto c = this->MustAcquire("other", "C");
+    EXPECT_GT(c.token, b.token);
+  }
+}
+
+}  // namespace
+}  // namespace ichido::store_testing

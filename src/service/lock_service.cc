@@ -1,0 +1,317 @@
+#include "service/lock_service.h"
+
+#include <algorithm>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/cancellation_state.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "core/names.h"
+#include "service/call_store.h"
+
+namespace ichido::service {
+
+namespace asio = boost::asio;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+Result<void> validate_lock_ref(const LockRef& ref) {
+  ICHIDO_TRY(core::validate_name(ref.ns, "ns"));
+  return core::validate_name(ref.name, "name");
+}
+
+Error cancelled_error() {
+  return Error(errc::internal, "The request was cancelled because its client went away.");
+}
+
+Error too_many_waiters(std::size_t per_lock) {
+  return Error(errc::too_many_waiters,
+               "Too many requests are already waiting for this lock (at most " +
+                   std::to_string(per_lock) + "); retry later with backoff.");
+}
+
+bool cancelled(const asio::cancellation_state& cs) {
+  return cs.cancelled() != asio::cancellation_type::none;
+}
+
+void wake(const std::shared_ptr<LockService::Waiter>& w) {
+  asio::post(w->timer.get_executor(), [w] { w->timer.cancel(); });
+}
+
+}  // namespace
+
+std::string LockService::key_of(const LockRef& ref) { return ref.ns + '/' + ref.name; }
+
+void LockService::give_turn_locked(Line& line) {
+  if (line.turn_out || line.queue.empty()) return;
+  auto w = line.queue.front();
+  line.queue.pop_front();
+  --total_;
+  w->has_turn = true;
+  line.turn_out = true;
+  wake(w);
+}
+
+void LockService::notify_locked(const std::string& key) {
+  auto it = lines_.find(key);
+  if (it == lines_.end()) return;
+  ++it->second.gen;
+  give_turn_locked(it->second);
+}
+
+void LockService::poke_front_locked(Line& line, TimePoint lease_end) {
+  if (line.queue.empty()) return;
+  auto& w = line.queue.front();
+  if (lease_end >= w->lease_end) return;  // a later end is found when the earlier one fires
+  w->lease_end = lease_end;
+  w->poked = true;
+  wake(w);
+}
+
+void LockService::return_turn_locked(const std::string& key, Line& line,
+                                     std::optional<TimePoint> holder_lease_end) {
+  line.turn_out = false;
+  if (holder_lease_end) {
+    poke_front_locked(line, *holder_lease_end);  // W4: the front learns when to retry
+  } else {
+    give_turn_locked(line);  // the lock's state is unknown: let the front find out
+  }
+  erase_if_idle_locked(key);
+}
+
+void LockService::leave_locked(const std::string& key, Line& line,
+                               const std::shared_ptr<Waiter>& w) {
+  auto it = std::find(line.queue.begin(), line.queue.end(), w);
+  if (it != line.queue.end()) {
+    const bool was_front = it == line.queue.begin();
+    line.queue.erase(it);
+    --total_;
+    if (was_front && w->lease_end != TimePoint::max()) poke_front_locked(line, w->lease_end);
+  }
+  erase_if_idle_locked(key);
+}
+
+void LockService::erase_if_idle_locked(const std::string& key) {
+  auto it = lines_.find(key);
+  if (it != lines_.end() && it->second.queue.empty() && !it->second.turn_out) lines_.erase(it);
+}
+
+asio::awaitable<Result<AcquireLockOutcome>> LockService::not_acquired(LockRef ref) {
+  auto s = co_await call_store<LockState>(
+      [&](auto cb) { store_.get_lock(std::move(ref), std::move(cb)); });
+  if (!s.ok()) co_return std::move(s).error();
+  co_return AcquireLockOutcome{false, std::move(s->holder)};
+}
+
+asio::awaitable<void> LockService::release_for_gone_client(LockRef ref, std::int64_t token) {
+  const std::string key = key_of(ref);
+  ReleaseLockCmd cmd{std::move(ref), token};
+  auto r = co_await call_store<Unit>(
+      [&](auto cb) { store_.release_lock(std::move(cmd), std::move(cb)); });
+  if (r.ok()) {
+    std::lock_guard lk(mu_);
+    notify_locked(key);
+  }
+}
+
+asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire(AcquireLockRequest req) {
+  if (auto r = validate_lock_ref(req.ref); !r.ok()) co_return std::move(r).error();
+  if (auto r = core::validate_owner(req.owner); !r.ok()) co_return std::move(r).error();
+  if (auto r = core::validate_wait_ms(req.wait_ms); !r.ok()) co_return std::move(r).error();
+  if (auto r = core::validate_lease_ms(req.lease_ms); !r.ok()) co_return std::move(r).error();
+
+  // Cancellation (the client went away) is checked at the points below, never thrown: a throw
+  // in the middle could strand the turn and stall the whole line.
+  co_await asio::this_coro::throw_if_cancelled(false);
+  asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
+  auto ex = co_await asio::this_coro::executor;
+  const std::string key = key_of(req.ref);
+  const TimePoint deadline = Clock::now() + milliseconds(req.wait_ms);
+
+  std::shared_ptr<Waiter> me;
+  bool turn = false;
+  std::uint64_t gen = 0;
+  {
+    std::lock_guard lk(mu_);
+    Line& line = lines_[key];
+    if (line.queue.empty() && !line.turn_out) {  // W1
+      line.turn_out = true;
+      turn = true;
+      gen = line.gen;
+    } else if (req.wait_ms > 0) {
+      if (line.queue.size() >= limits_.max_waiters_per_lock ||
+          total_ >= limits_.max_waiters_total) {
+        co_return too_many_waiters(limits_.max_waiters_per_lock);
+      }
+      me = std::make_shared<Waiter>(ex, deadline);
+      line.queue.push_back(me);
+      ++total_;
+    }
+  }
+  if (!turn && !me) co_return co_await not_acquired(req.ref);  // wait_ms 0 behind a line
+
+  for (;;) {
+    if (turn) {
+      AcquireLockCmd cmd{req.ref, req.owner, req.lease_ms};
+      auto r = co_await call_store<AcquireLockReply>(
+          [&](auto cb) { store_.acquire_lock(std::move(cmd), std::move(cb)); });
+      const TimePoint now = Clock::now();
+      std::unique_lock lk(mu_);
+      Line& line = lines_[key];  // present: a line with its turn out is never erased
+      if (!r.ok()) {
+        return_turn_locked(key, line, std::nullopt);
+        co_return std::move(r).error();
+      }
+      const TimePoint lease_end =
+          now + milliseconds(std::max<TimeMs>(0, r->record.lease_expires_at - r->now));
+      if (r->acquired) {
+        return_turn_locked(key, line, lease_end);
+        lk.unlock();
+        if (cancelled(cs)) {  // W5: granted to a client that is gone
+          co_await release_for_gone_client(req.ref, r->record.token);
+          co_return cancelled_error();
+        }
+        co_return AcquireLockOutcome{true, std::move(r->record)};
+      }
+      if (line.gen != gen && !cancelled(cs)) {  // W3: it may have been freed meanwhile
+        gen = line.gen;
+        continue;
+      }
+      if (cancelled(cs) || now >= deadline) {
+        return_turn_locked(key, line, lease_end);
+        if (cancelled(cs)) co_return cancelled_error();
+        co_return AcquireLockOutcome{false, std::move(r->record)};
+      }
+      if (line.queue.size() >= limits_.max_waiters_per_lock ||
+          total_ >= limits_.max_waiters_total) {
+        return_turn_locked(key, line, lease_end);
+        co_return too_many_waiters(limits_.max_waiters_per_lock);
+      }
+      if (!me) me = std::make_shared<Waiter>(ex, deadline);
+      me->has_turn = false;
+      me->poked = false;
+      me->lease_end = lease_end;
+      line.queue.push_front(me);  // W2: it was first
+      ++total_;
+      line.turn_out = false;
+      turn = false;
+    }
+
+    TimePoint expiry;
+    {
+      std::lock_guard lk(mu_);
+      expiry = std::min(me->deadline, me->lease_end);
+    }
+    me->timer.expires_at(expiry);
+    auto [ec] = co_await me->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    (void)ec;  // the reason is read from the flags below, under the mutex
+    std::unique_lock lk(mu_);
+    Line& line = lines_[key];  // present: `me` is in it or holds its turn
+    if (me->has_turn) {
+      me->has_turn = false;
+      turn = true;
+      gen = line.gen;
+      continue;
+    }
+    if (cancelled(cs)) {
+      leave_locked(key, line, me);
+      co_return cancelled_error();
+    }
+    if (me->poked) {
+      me->poked = false;
+      continue;
+    }
+    const TimePoint now = Clock::now();
+    if (now >= me->deadline) {
+      leave_locked(key, line, me);
+      lk.unlock();
+      co_return co_await not_acquired(req.ref);
+    }
+    if (now >= me->lease_end) {  // W4: the holder's lease ended; retry if nobody else is
+      me->lease_end = TimePoint::max();
+      if (!line.turn_out && !line.queue.empty() && line.queue.front() == me) {
+        line.queue.pop_front();
+        --total_;
+        line.turn_out = true;
+        turn = true;
+        gen = line.gen;
+      }
+    }
+  }
+}
+
+asio::awaitable<Result<Unit>> LockService::release(ReleaseLockCmd cmd) {
+  if (auto r = validate_lock_ref(cmd.ref); !r.ok()) co_return std::move(r).error();
+  const std::string key = key_of(cmd.ref);
+  auto r = co_await call_store<Unit>(
+      [&](auto cb) { store_.release_lock(std::move(cmd), std::move(cb)); });
+  if (r.ok()) {
+    std::lock_guard lk(mu_);
+    notify_locked(key);
+  }
+  co_return r;
+}
+
+asio::awaitable<Result<core::LockRecord>> LockService::renew(RenewLockCmd cmd) {
+  if (auto r = validate_lock_ref(cmd.ref); !r.ok()) co_return std::move(r).error();
+  if (auto r = core::validate_lease_ms(cmd.lease_ms); !r.ok()) co_return std::move(r).error();
+  const std::string key = key_of(cmd.ref);
+  const std::int64_t lease_ms = cmd.lease_ms;
+  auto r = co_await call_store<core::LockRecord>(
+      [&](auto cb) { store_.renew_lock(std::move(cmd), std::move(cb)); });
+  if (r.ok()) {
+    // A renewal may shorten the lease: the front waiter must not sleep past the new end.
+    std::lock_guard lk(mu_);
+    if (auto it = lines_.find(key); it != lines_.end()) {
+      poke_front_locked(it->second, Clock::now() + milliseconds(lease_ms));
+    }
+  }
+  co_return r;
+}
+
+asio::awaitable<Result<ForceReleaseReply>> LockService::force_release(LockRef ref) {
+  if (auto r = validate_lock_ref(ref); !r.ok()) co_return std::move(r).error();
+  const std::string key = key_of(ref);
+  auto r = co_await call_store<ForceReleaseReply>(
+      [&](auto cb) { store_.force_release_lock(std::move(ref), std::move(cb)); });
+  if (r.ok()) {
+    // Also when nothing was held: an operator's force-release is a cue for the head waiter to
+    // look again (harmless when the lock is in fact held: it parks again at the front).
+    std::lock_guard lk(mu_);
+    notify_locked(key);
+  }
+  co_return r;
+}
+
+asio::awaitable<Result<LockStatus>> LockService::get(LockRef ref) {
+  if (auto r = validate_lock_ref(ref); !r.ok()) co_return std::move(r).error();
+  const std::size_t n = waiters(ref);
+  auto s = co_await call_store<LockState>(
+      [&](auto cb) { store_.get_lock(std::move(ref), std::move(cb)); });
+  if (!s.ok()) co_return std::move(s).error();
+  co_return LockStatus{std::move(s->holder), n};
+}
+
+asio::awaitable<Result<std::vector<core::LockRecord>>> LockService::list(std::string ns) {
+  if (auto r = core::validate_name(ns, "ns"); !r.ok()) co_return std::move(r).error();
+  co_return co_await call_store<std::vector<core::LockRecord>>(
+      [&](auto cb) { store_.list_locks(std::move(ns), std::move(cb)); });
+}
+
+std::size_t LockService::waiters(const LockRef& ref) const {
+  std::lock_guard lk(mu_);
+  auto it = lines_.find(key_of(ref));
+  if (it == lines_.end()) return 0;
+  return it->second.queue.size() + (it->second.turn_out ? 1 : 0);
+}
+
+std::size_t LockService::total_waiters() const {
+  std::lock_guard lk(mu_);
+  return total_;
+}
+
+}  // namespace ichido::service

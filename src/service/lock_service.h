@@ -1,0 +1,130 @@
+// LockService: the Locks API as C++ — validation, the store's durable answers, and fair waiting.
+//
+// Waiting line. Each lock with requests waiting has a Line: a FIFO of parked waiters and a
+// "turn". Only the holder of the turn asks the store to acquire while others wait, so requests
+// are granted in arrival order:
+//   W1. A newcomer takes the turn only when the line is empty and nobody holds the turn;
+//       otherwise it parks at the tail (or, with wait_ms = 0, answers acquired=false at once).
+//       So a newcomer never overtakes a queued waiter, even when the lock looks free.
+//   W2. At most one request per lock holds the turn. It keeps it across a store round trip;
+//       if the lock turns out busy it parks at the FRONT (it was first) and gives the turn back.
+//   W3. Every event that may free the lock (release, force-release, and a parked front waiter's
+//       timer reaching the holder's lease end) bumps the line's generation and hands the turn
+//       to the front waiter if nobody holds it. A turn holder that finds the lock busy but sees
+//       the generation moved during its store call retries at once, so no wake-up is lost.
+//   W4. The front waiter's timer expires at min(its deadline, the holder's lease end): the lease
+//       end timer is what hands a lapsed lock on, no polling. Whoever leaves the front (grant,
+//       timeout, disconnect) passes the known lease end to the new front.
+//   W5. A waiter that leaves (deadline, client gone) is removed from the line; a waiter that
+//       leaves while holding the turn passes it on; a grant to a client already gone is
+//       released again, so a disconnected client never keeps anyone waiting longer than needed.
+//
+// Waiters are coroutines parked on their own steady_timer (no thread per waiter). Timers are
+// touched only on the waiter's executor, which must be a strand (each HTTP connection runs on
+// one): wake-ups are posted there, so a wake-up posted between parking and the timer wait runs
+// after the wait has started.
+// Thread-safety: every method may be called from any thread / coroutine.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "ichido/store.h"
+
+namespace ichido::service {
+
+struct LockLimits {
+  std::size_t max_waiters_per_lock = 10000;
+  std::size_t max_waiters_total = 100000;
+};
+
+struct AcquireLockRequest {
+  LockRef ref;
+  std::string owner;
+  std::int64_t wait_ms = 0;
+  std::int64_t lease_ms = core::kDefaultLeaseMs;
+};
+
+struct AcquireLockOutcome {
+  bool acquired = false;
+  // acquired: the grant. Otherwise the live holder when known; empty in the instant the lock is
+  // being handed from one holder to a queued waiter (see docs/decisions/021).
+  std::optional<core::LockRecord> record;
+};
+
+struct LockStatus {
+  std::optional<core::LockRecord> holder;  // live holder
+  std::size_t waiters = 0;
+};
+
+class LockService {
+ public:
+  LockService(Store& store, LockLimits limits) : store_(store), limits_(limits) {}
+
+  // Acquire, waiting up to wait_ms in line. Errors: invalid_request (field), too_many_waiters,
+  // store errors; errc::internal "cancelled" when the caller's coroutine was cancelled (its
+  // client went away) — nobody is left waiting or holding on its behalf then.
+  boost::asio::awaitable<Result<AcquireLockOutcome>> acquire(AcquireLockRequest req);
+  boost::asio::awaitable<Result<Unit>> release(ReleaseLockCmd cmd);
+  boost::asio::awaitable<Result<core::LockRecord>> renew(RenewLockCmd cmd);
+  boost::asio::awaitable<Result<ForceReleaseReply>> force_release(LockRef ref);
+  boost::asio::awaitable<Result<LockStatus>> get(LockRef ref);
+  boost::asio::awaitable<Result<std::vector<core::LockRecord>>> list(std::string ns);
+
+  std::size_t waiters(const LockRef& ref) const;
+  std::size_t total_waiters() const;
+
+  using TimePoint = std::chrono::steady_clock::time_point;
+
+  // One parked request. Its timer is touched only on its own executor; the flags only under mu_.
+  struct Waiter {
+    Waiter(boost::asio::any_io_executor ex, TimePoint deadline_at)
+        : timer(std::move(ex)), deadline(deadline_at) {}
+    boost::asio::steady_timer timer;
+    const TimePoint deadline;
+    bool has_turn = false;                   // popped from the line and handed the turn (W3)
+    bool poked = false;                      // lease_end moved earlier: re-arm the timer (W4)
+    TimePoint lease_end = TimePoint::max();  // the holder's lease end, when this waiter is front
+  };
+  // The waiting line of one lock; exists while someone waits or holds the turn.
+  struct Line {
+    std::deque<std::shared_ptr<Waiter>> queue;  // parked, first come first served
+    bool turn_out = false;                      // W2: someone is asking the store right now
+    std::uint64_t gen = 0;                      // W3: bumped by every event that may free it
+  };
+
+ private:
+  static std::string key_of(const LockRef& ref);
+
+  // All *_locked helpers require mu_.
+  void notify_locked(const std::string& key);
+  void give_turn_locked(Line& line);
+  void return_turn_locked(const std::string& key, Line& line,
+                          std::optional<TimePoint> holder_lease_end);
+  void leave_locked(const std::string& key, Line& line, const std::shared_ptr<Waiter>& w);
+  void poke_front_locked(Line& line, TimePoint lease_end);
+  void erase_if_idle_locked(const std::string& key);
+
+  boost::asio::awaitable<void> release_for_gone_client(LockRef ref, std::int64_t token);
+  boost::asio::awaitable<Result<AcquireLockOutcome>> not_acquired(LockRef ref);
+
+  Store& store_;
+  const LockLimits limits_;
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, Line> lines_;  // guarded by mu_
+  std::size_t total_ = 0;                        // parked waiters; guarded by mu_
+};
+
+}  // namespace ichido::service

@@ -1,0 +1,257 @@
+// LockService: fair waiting, timeouts, cancellation, lease-end hand-over and limits, on the
+// memory store. Store time is a ManualClock; the only real time that passes is the waiters' own
+// short deadlines (the behaviour under test) — nothing sleeps to let a race settle: the tests run
+// the io_context until a named condition holds (bounded).
+#include "service/lock_service.h"
+
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <gtest/gtest.h>
+
+#include "store/memory/memory_store.h"
+
+namespace ichido::service {
+namespace {
+
+namespace asio = boost::asio;
+constexpr TimeMs kT0 = 1'780'000'000'000;
+
+class LockServiceTest : public ::testing::Test {
+ protected:
+  using Slot = std::shared_ptr<std::optional<Result<AcquireLockOutcome>>>;
+
+  // Runs the io_context until `done()` holds; fails after 10 s instead of hanging.
+  bool RunUntil(const std::function<bool()>& done) {
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > limit) return false;
+      ioc_.restart();
+      ioc_.run_one_for(std::chrono::milliseconds(5));
+    }
+    return true;
+  }
+
+  Slot Acquire(const std::string& owner, std::int64_t wait_ms, std::int64_t lease_ms = 60000,
+               asio::cancellation_signal* cancel = nullptr, const std::string& name = "l") {
+    auto slot = std::make_shared<std::optional<Result<AcquireLockOutcome>>>();
+    auto body = [this, slot, owner, wait_ms, lease_ms, name]() -> asio::awaitable<void> {
+      AcquireLockRequest req{LockRef{"ns", name}, owner, wait_ms, lease_ms};
+      auto r = co_await svc_.acquire(std::move(req));
+      slot->emplace(std::move(r));
+    };
+    if (cancel) {
+      asio::co_spawn(ioc_, body, asio::bind_cancellation_slot(cancel->slot(), asio::detached));
+    } else {
+      asio::co_spawn(ioc_, body, asio::detached);
+    }
+    return slot;
+  }
+
+  template <class T, class F>
+  Result<T> Run(F f) {
+    std::optional<Result<T>> out;
+    asio::co_spawn(ioc_, [&]() -> asio::awaitable<void> { out.emplace(co_await f()); },
+                   asio::detached);
+    EXPECT_TRUE(RunUntil([&] { return out.has_value(); }));
+    if (!out) return Error(errc::internal, "did not finish");
+    return std::move(*out);
+  }
+
+  Result<Unit> Release(std::int64_t token, const std::string& name = "l") {
+    return Run<Unit>([&] { return svc_.release(ReleaseLockCmd{LockRef{"ns", name}, token}); });
+  }
+
+  core::LockRecord Granted(const Slot& s) {
+    EXPECT_TRUE(s->has_value());
+    if (!s->has_value()) return {};
+    EXPECT_TRUE((*s)->ok()) << (*s)->error().message;
+    if (!(*s)->ok()) return {};
+    EXPECT_TRUE((**s)->acquired);
+    return (**s)->record.value_or(core::LockRecord{});
+  }
+
+  std::size_t Waiters(const std::string& name = "l") { return svc_.waiters(LockRef{"ns", name}); }
+
+  asio::io_context ioc_;
+  ManualClock clock_{kT0};
+  store::memory::MemoryStore store_{&clock_};
+  LockService svc_{store_, LockLimits{3, 5}};
+};
+
+TEST_F(LockServiceTest, FreeLockIsGrantedAndABusyOneAnswersTheHolder) {
+  auto a = Acquire("A", 0);
+  ASSERT_TRUE(RunUntil([&] { return a->has_value(); }));
+  auto held = Granted(a);
+  auto b = Acquire("B", 0);
+  ASSERT_TRUE(RunUntil([&] { return b->has_value(); }));
+  ASSERT_TRUE((*b)->ok());
+  EXPECT_FALSE((**b)->acquired);
+  ASSERT_TRUE((**b)->record.has_value());
+  EXPECT_EQ(*(**b)->record, held);
+  EXPECT_EQ(Waiters(), 0u);
+}
+
+TEST_F(LockServiceTest, WaitersAreGrantedInArrivalOrder) {
+  auto h = Acquire("H", 0);
+  ASSERT_TRUE(RunUntil([&] { return h->has_value(); }));
+  std::int64_t token = Granted(h).token;
+  std::vector<Slot> waiters;
+  for (int i = 0; i < 3; ++i) {
+    waiters.push_back(Acquire("W" + std::to_string(i), 60000));
+    ASSERT_TRUE(RunUntil([&] { return Waiters() == static_cast<std::size_t>(i + 1); }));
+  }
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(Release(token).ok());
+    ASSERT_TRUE(RunUntil([&] { return waiters[i]->has_value(); }));
+    for (int j = i + 1; j < 3; ++j) EXPECT_FALSE(waiters[j]->has_value()) << j;
+    auto g = Granted(waiters[i]);
+    EXPECT_EQ(g.owner, "W" + std::to_string(i));
+    EXPECT_GT(g.token, token);
+    token = g.token;
+  }
+  EXPECT_EQ(Waiters(), 0u);
+}
+
+TEST_F(LockServiceTest, NewcomerDoesNotOvertakeAQueuedWaiterEvenWhenTheLockLooksFree) {
+  auto h = Acquire("H", 0);
+  ASSERT_TRUE(RunUntil([&] { return h->has_value(); }));
+  auto w = Acquire("W", 60000);
+  ASSERT_TRUE(RunUntil([&] { return Waiters() == 1u; }));
+  // Free the lock behind the service's back: the store says free, W is still parked.
+  std::optional<Result<Unit>> rel;
+  store_.release_lock({LockRef{"ns", "l"}, Granted(h).token}, [&](Result<Unit> r) { rel = r; });
+  ASSERT_TRUE(rel && rel->ok());
+  auto n = Acquire("N", 0);
+  ASSERT_TRUE(RunUntil([&] { return n->has_value(); }));
+  ASSERT_TRUE((*n)->ok());
+  EXPECT_FALSE((**n)->acquired) << "a newcomer took the lock ahead of a queued waiter";
+  EXPECT_FALSE(w->has_value());
+  // An admin force-release is an event: the queued waiter gets its turn and the lock.
+  auto f = Run<ForceReleaseReply>([&] { return svc_.force_release(LockRef{"ns", "l"}); });
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(RunUntil([&] { return w->has_value(); }));
+  EXPECT_EQ(Granted(w).owner, "W");
+}
+
+TEST_F(LockServiceTest, WaitTimeoutAnswersNotAcquiredWithTheHolderAndLeavesTheLine) {
+  auto h = Acquire("H", 0);
+  ASSERT_TRUE(RunUntil([&] { return h->has_value(); }));
+  auto w = Acquire("W", 30);
+  ASSERT_TRUE(RunUntil([&] { return w->has_value(); }));
+  ASSERT_TRUE((*w)->ok());
+  EXPECT_FALSE((**w)->acquired);
+  ASSERT_TRUE((**w)->record.has_value());
+  EXPECT_EQ((**w)->record->owner, "H");
+  EXPECT_EQ(Waiters(), 0u);
+  EXPECT_EQ(svc_.total_waiters(), 0u);
+}
+
+TEST_F(LockServiceTest, CancelledWaiterLeavesTheLineAndTheNextIsServed) {
+  auto h = Acquire("H", 0);
+  ASSERT_TRUE(RunUntil([&] { return h->has_value(); }));
+  asio::cancellation_signal cancel;
+  auto gone = Acquire("gone", 60000, 60000, &cancel);
+  ASSERT_TRUE(RunUntil([&] { return Waiters() == 1u; }));
+  auto next = Acquire("next", 60000);
+  ASSERT_TRUE(RunUntil([&] { return Waiters() == 2u; }));
+  cancel.emit(asio::cancellation_type::terminal);
+  ASSERT_TRUE(RunUntil([&] { return gone->has_value(); }));
+  EXPECT_FALSE((*gone)->ok());
+  EXPECT_EQ(Waiters(), 1u);
+  ASSERT_TRUE(Release(Granted(h).token).ok());
+  ASSERT_TRUE(RunUntil([&] { return next->has_value(); }));
+  EXPECT_EQ(Granted(next).owner, "next");
+}
+
+TEST_F(LockServiceTest, GrantToAClientThatLeftIsReleasedAndPassedOn) {
+  auto h = Acquire("H", 0);
+  ASSERT_TRUE(RunUntil([&] { return h->has_value(); }));
+  asio::cancellation_signal cancel;
+  auto gone = Acquire("gone", 60000, 60000, &cancel);
+  ASSERT_TRUE(RunUntil([&] { return Waiters() == 1u; }));
+  auto next = Acquire("next", 60000);
+  ASSERT_TRUE(RunUntil([&] { return Waiters() == 2u; }));
+  // Release (hands the turn to `gone`, wake-up posted) and cancel `gone` before it runs.
+  std::optional<Result<Unit>> rel;
+  const std::int64_t token = Granted(h).token;
+  asio::co_spawn(ioc_, [&]() -> asio::awaitable<void> {
+    // A named local: g++ 12 miscompiles non-trivial temporaries inside co_await expressions.
+    ReleaseLockCmd cmd{LockRef{"ns", "l"}, token};
+    auto r = co_await svc_.release(std::move(cmd));
+    rel.emplace(std::move(r));
+    cancel.emit(asio::cancellation_type::terminal);
+  }, asio::detached);
+  ASSERT_TRUE(RunUntil([&] { return next->has_value(); }));
+  ASSERT_TRUE(rel && rel->ok());
+  ASSERT_TRUE(gone->has_value());
+  EXPECT_FALSE((*gone)->ok());
+  EXPECT_EQ(Granted(next).owner, "next");
+}
+
+TEST_F(LockServiceTest, LeaseEndHandsTheLockToTheHeadWaiterWithoutARelease) {
+  auto h = Acquire("H", 0, 1000);
+  ASSERT_TRUE(RunUntil([&] { return h->has_value(); }));
+  const auto old = Granted(h);
+  clock_.advance(990);  // 10 ms of lease left in store time
+  auto w = Acquire("W", 60000);
+  ASSERT_TRUE(RunUntil([&] { return Waiters() == 1u; }));
+  clock_.advance(10);  // the lease lapses; only the waiter's lease-end timer can notice
+  ASSERT_TRUE(RunUntil([&] { return w->has_value(); }));
+  auto g = Granted(w);
+  EXPECT_GT(g.token, old.token);
+  auto r = Release(old.token);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, errc::not_holder);
+}
+
+TEST_F(LockServiceTest, WaiterLimitsPerLockAndInTotal) {
+  auto h = Acquire("H", 0);
+  ASSERT_TRUE(RunUntil([&] { return h->has_value(); }));
+  std::vector<Slot> parked;
+  for (int i = 0; i < 3; ++i) {
+    parked.push_back(Acquire("W" + std::to_string(i), 60000));
+    ASSERT_TRUE(RunUntil([&] { return Waiters() == static_cast<std::size_t>(i + 1); }));
+  }
+  auto over = Acquire("over", 60000);
+  ASSERT_TRUE(RunUntil([&] { return over->has_value(); }));
+  ASSERT_FALSE((*over)->ok());
+  EXPECT_EQ((*over)->error().code, errc::too_many_waiters);
+  // Total bound (5): two more on another lock fit, a third does not.
+  auto h2 = Acquire("H2", 0, 60000, nullptr, "m");
+  ASSERT_TRUE(RunUntil([&] { return h2->has_value(); }));
+  auto m1 = Acquire("M1", 60000, 60000, nullptr, "m");
+  ASSERT_TRUE(RunUntil([&] { return Waiters("m") == 1u; }));
+  auto m2 = Acquire("M2", 60000, 60000, nullptr, "m");
+  ASSERT_TRUE(RunUntil([&] { return Waiters("m") == 2u; }));
+  EXPECT_EQ(svc_.total_waiters(), 5u);
+  auto m3 = Acquire("M3", 60000, 60000, nullptr, "m");
+  ASSERT_TRUE(RunUntil([&] { return m3->has_value(); }));
+  ASSERT_FALSE((*m3)->ok());
+  EXPECT_EQ((*m3)->error().code, errc::too_many_waiters);
+  ioc_.stop();
+}
+
+TEST_F(LockServiceTest, BadInputIsRejectedBeforeAnythingHappens) {
+  auto bad_wait = Acquire("A", 300001);
+  ASSERT_TRUE(RunUntil([&] { return bad_wait->has_value(); }));
+  EXPECT_EQ((*bad_wait)->error().field, "wait_ms");
+  auto bad_lease = Acquire("A", 0, 999);
+  ASSERT_TRUE(RunUntil([&] { return bad_lease->has_value(); }));
+  EXPECT_EQ((*bad_lease)->error().field, "lease_ms");
+  auto bad_name = Acquire("A", 0, 1000, nullptr, "..");
+  ASSERT_TRUE(RunUntil([&] { return bad_name->has_value(); }));
+  EXPECT_EQ((*bad_name)->error().field, "name");
+  auto s = Run<LockStatus>([&] { return svc_.get(LockRef{"ns", "l"}); });
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(s->holder.has_value());
+}
+
+}  // namespace
+}  // namespace ichido::service

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "cli/counter_cmd.h"
+#include "cli/lock_cmd.h"
 #include "cli/output.h"
 
 #ifndef ICHIDO_VERSION
@@ -52,6 +53,7 @@ Cli::Cli(CliDeps deps)
   // One call per command group; later: add_once_commands, add_lock_commands, add_token_commands.
   add_serve_command(tree_, std::move(deps.serve));
   add_counter_commands(tree_);
+  add_lock_commands(tree_);
 }
 
 std::optional<int> Cli::parse(int argc, const char* const* argv, Output& o) {

@@ -44,6 +44,14 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
   cmd->add_option("--max-connections", cfg->max_connections, "Connections beyond this are refused")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--max-waiters-per-lock", cfg->max_waiters_per_lock,
+                  "Requests waiting for one lock at most (more: 429 too_many_waiters)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-waiters", cfg->max_waiters,
+                  "Requests waiting for any lock at most (more: 429 too_many_waiters)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
 }
 
 }  // namespace ichido::cli

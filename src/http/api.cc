@@ -7,9 +7,19 @@
 namespace ichido::http {
 
 Api::Api(Store& store, Metrics& metrics, ApiOptions options)
-    : opt_(options), metrics_(metrics), counters_(store) {
+    : opt_(options), metrics_(metrics), counters_(store), locks_(store, options.locks) {
   add_ops_routes(router_, store, metrics_);
   add_counter_routes(router_, counters_);
+  add_lock_routes(router_, locks_);
+}
+
+bool Api::may_wait(const BeastRequest& req) {
+  if (req.method() != beast_http::verb::post) return false;
+  std::string_view path = req.target();
+  path = path.substr(0, path.find('?'));
+  constexpr std::string_view kAcquire = "/acquire";
+  return path.size() >= kAcquire.size() &&
+         path.substr(path.size() - kAcquire.size()) == kAcquire;
 }
 
 BeastResponse Api::to_beast(Response r, unsigned version, bool keep_alive) {

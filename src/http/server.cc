@@ -4,6 +4,7 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -27,6 +28,34 @@ struct HttpServer::Conn {
   bool busy = false;  // a request is being read or answered; touched only on the strand
   std::uint64_t id = 0;
 };
+
+namespace {
+
+// Watches a connection while a parked request (a lock acquire with wait_ms) waits for its
+// answer. Completes only when the peer is gone (EOF, reset); bytes that arrive meanwhile — a
+// pipelined next request — are kept in `buffer` for the session, up to `limit` bytes, after which
+// it stops reading and just waits to be cancelled. Raced against the handler with ||: whichever
+// finishes first cancels the other, so a client that hangs up cancels its wait (it leaves the
+// lock's line at once) and a finished handler stops the watch.
+// Treats a half-close (the client shut down its sending side) as going away, like most proxies.
+asio::awaitable<void> watch_peer(tcp::socket& socket, beast::flat_buffer& buffer,
+                                 std::size_t limit) {
+  for (;;) {
+    auto [ec] = co_await socket.async_wait(tcp::socket::wait_read, use_tuple);
+    if (ec) co_return;
+    if (buffer.size() >= limit) {
+      asio::steady_timer forever(socket.get_executor(), std::chrono::steady_clock::time_point::max());
+      co_await forever.async_wait(use_tuple);
+      co_return;
+    }
+    auto [rec, n] = co_await socket.async_read_some(
+        buffer.prepare(std::min<std::size_t>(4096, limit - buffer.size())), use_tuple);
+    if (rec) co_return;  // EOF or reset: the client went away (or we were cancelled)
+    buffer.commit(n);
+  }
+}
+
+}  // namespace
 
 HttpServer::HttpServer(asio::io_context& ioc, Api& api, Metrics& metrics, Limits limits)
     : ioc_(ioc), api_(api), metrics_(metrics), limits_(limits), acceptor_(ioc) {}
@@ -133,7 +162,20 @@ asio::awaitable<void> HttpServer::session(std::shared_ptr<Conn> conn) {
       break;
     }
     auto req = parser.release();
-    auto res = co_await api_.handle(req);
+    BeastResponse res;
+    if (Api::may_wait(req)) {
+      using namespace asio::experimental::awaitable_operators;
+      // Named locals, not temporaries, inside co_await (g++ 12).
+      auto handling = api_.handle(req);
+      auto watching =
+          watch_peer(stream.socket(), buffer, limits_.max_header_bytes + limits_.max_body_bytes);
+      auto raced = std::move(handling) || std::move(watching);
+      auto outcome = co_await std::move(raced);
+      if (outcome.index() == 1) break;  // the client went away; its wait was cancelled
+      res = std::move(std::get<0>(outcome));
+    } else {
+      res = co_await api_.handle(req);
+    }
     if (draining_.load()) res.keep_alive(false);
     keep_going = res.keep_alive();
     stream.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));

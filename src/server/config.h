@@ -19,6 +19,8 @@ struct ServeConfig {
   std::uint32_t idle_timeout_ms = 60000;   // keep-alive connections idle longer are closed
   std::uint32_t drain_timeout_ms = 10000;  // on SIGTERM, in-flight requests get this long
   std::size_t max_connections = 10000;
+  std::size_t max_waiters_per_lock = 10000;  // more waiters on one lock: 429 too_many_waiters
+  std::size_t max_waiters = 100000;          // waiters over all locks, same answer beyond it
 };
 
 // Runs the server until SIGTERM or SIGINT, then drains and closes the store. Prints

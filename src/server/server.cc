@@ -48,7 +48,10 @@ int run_server(const ServeConfig& cfg) {
                                       : std::max(1u, std::thread::hardware_concurrency());
   boost::asio::io_context ioc(threads);
   http::Metrics metrics;
-  http::Api api(**store, metrics);
+  http::ApiOptions api_options;
+  api_options.locks.max_waiters_per_lock = cfg.max_waiters_per_lock;
+  api_options.locks.max_waiters_total = cfg.max_waiters;
+  http::Api api(**store, metrics, api_options);
   http::Limits limits;
   limits.max_body_bytes = cfg.max_body_bytes;
   limits.max_header_bytes = cfg.max_header_bytes;

@@ -40,6 +40,7 @@ class ServerProcess {
   // SIGKILL and reap: a crash at an arbitrary point.
   void kill9();
   bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
 
   std::uint16_t port() const { return port_; }
   cli::BaseUrl url() const;

@@ -1,0 +1,56 @@
+// `ichido lock …`: named locks with leases and fencing tokens (see API.md, "Locks").
+// acquire/release/renew/get/list/force-release map to one HTTP call each; `lock run` is flock(1)
+// across machines: wait for the lock, run a command while renewing the lease, release on exit.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/command.h"
+
+namespace ichido::cli {
+
+// Exit codes of `ichido lock run` besides the command's own.
+inline constexpr int kExitLockTimeout = 75;  // the wait ended without the lock (EX_TEMPFAIL)
+inline constexpr int kExitLockLost = 76;     // the lease was lost while the command ran
+
+// "30s", "500ms", "2m", "1h", or a bare number of seconds. nullopt when malformed.
+std::optional<std::int64_t> parse_duration_ms(std::string_view text);
+
+struct LockAcquireArgs {
+  std::string name;
+  std::string owner;
+  std::int64_t wait_ms = 0;
+  std::optional<std::int64_t> lease_ms;
+};
+
+struct LockRunArgs {
+  std::string name;
+  std::string owner;  // default: "HOST:PID"
+  std::int64_t wait_ms = 30000;
+  std::int64_t lease_ms = 30000;
+  std::int64_t grace_ms = 10000;  // after SIGTERM on a lost lease, SIGKILL follows this late
+  std::vector<std::string> command;
+};
+
+std::string lock_path(std::string_view ns, std::string_view name = {});
+
+HttpCall lock_acquire_call(std::string_view ns, const LockAcquireArgs& args);
+HttpCall lock_release_call(std::string_view ns, std::string_view name, std::int64_t token);
+HttpCall lock_renew_call(std::string_view ns, std::string_view name, std::int64_t token,
+                         std::optional<std::int64_t> lease_ms);
+HttpCall lock_get_call(std::string_view ns, std::string_view name,
+                       std::optional<std::int64_t> token);
+HttpCall lock_list_call(std::string_view ns);
+HttpCall lock_force_release_call(std::string_view ns, std::string_view name);
+
+// Runs `lock run` to completion and returns the process exit code.
+int lock_run(const ConnectionOptions& conn, const LockRunArgs& args, Output& o);
+
+void add_lock_commands(CommandTree& tree);
+
+}  // namespace ichido::cli

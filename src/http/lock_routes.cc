@@ -1,0 +1,150 @@
+// Handlers of the Locks section of API.md: JSON <-> LockService calls.
+#include <boost/json.hpp>
+
+#include "core/lock.h"
+#include "http/json_fields.h"
+#include "http/routes.h"
+
+namespace ichido::http {
+namespace {
+
+namespace json = boost::json;
+using verb = beast_http::verb;
+
+LockRef ref_of(const Params& p) {
+  auto get = [&](const char* k) {
+    auto it = p.find(k);
+    return it == p.end() ? std::string() : it->second;
+  };
+  return LockRef{get("ns"), get("name")};
+}
+
+json::object holder_json(const core::LockRecord& r) {
+  return json::object{{"owner", r.owner},
+                      {"lease_expires_at", format_rfc3339(r.lease_expires_at)}};
+}
+
+json::object held_json(const core::LockRecord& r) {
+  json::object o;
+  o["name"] = r.name;
+  o["held"] = true;
+  o["owner"] = r.owner;
+  o["token"] = r.token;
+  o["acquired_at"] = format_rfc3339(r.acquired_at);
+  o["lease_expires_at"] = format_rfc3339(r.lease_expires_at);
+  return o;
+}
+
+#define TRY_BODY(var, expr)                                      \
+  auto var##_r = (expr);                                         \
+  if (!var##_r.ok()) co_return Response::error(var##_r.error()); \
+  auto& var = *var##_r
+
+// Commands are named locals, never temporaries inside co_await (g++ 12 miscompiles those).
+boost::asio::awaitable<Response> post_acquire(service::LockService& svc, const Request& req,
+                                              const Params& p) {
+  TRY_BODY(body, parse_body(req.body));
+  Fields f(body);
+  TRY_BODY(owner, f.opt_string("owner"));
+  TRY_BODY(wait_ms, f.opt_int("wait_ms", 0, core::kMaxWaitMs));
+  TRY_BODY(lease_ms, f.opt_int("lease_ms", core::kMinLeaseMs, core::kMaxLeaseMs));
+  service::AcquireLockRequest cmd{ref_of(p), owner.value_or(""), wait_ms.value_or(0),
+                                  lease_ms.value_or(core::kDefaultLeaseMs)};
+  auto r = co_await svc.acquire(std::move(cmd));
+  if (!r.ok()) co_return Response::error(r.error());
+  json::object o;
+  o["acquired"] = r->acquired;
+  if (r->acquired) {
+    o["token"] = r->record->token;
+    o["lease_expires_at"] = format_rfc3339(r->record->lease_expires_at);
+  } else {
+    o["holder"] = r->record ? json::value(holder_json(*r->record)) : json::value(nullptr);
+  }
+  co_return Response::json(200, o);
+}
+
+boost::asio::awaitable<Response> post_release(service::LockService& svc, const Request& req,
+                                              const Params& p) {
+  TRY_BODY(body, parse_body(req.body));
+  Fields f(body);
+  TRY_BODY(token, f.req_int("token"));
+  ReleaseLockCmd cmd{ref_of(p), token};
+  auto r = co_await svc.release(std::move(cmd));
+  if (!r.ok()) co_return Response::error(r.error());
+  co_return Response::json(200, json::object{{"released", true}});
+}
+
+boost::asio::awaitable<Response> post_renew(service::LockService& svc, const Request& req,
+                                            const Params& p) {
+  TRY_BODY(body, parse_body(req.body));
+  Fields f(body);
+  TRY_BODY(token, f.req_int("token"));
+  TRY_BODY(lease_ms, f.opt_int("lease_ms", core::kMinLeaseMs, core::kMaxLeaseMs));
+  RenewLockCmd cmd{ref_of(p), token, lease_ms.value_or(core::kDefaultLeaseMs)};
+  auto r = co_await svc.renew(std::move(cmd));
+  if (!r.ok()) co_return Response::error(r.error());
+  json::object o{{"token", r->token},
+                 {"lease_expires_at", format_rfc3339(r->lease_expires_at)}};
+  co_return Response::json(200, o);
+}
+
+boost::asio::awaitable<Response> post_force_release(service::LockService& svc,
+                                                    const Request& req, const Params& p) {
+  TRY_BODY(body, parse_body(req.body));
+  (void)body;
+  LockRef ref = ref_of(p);
+  auto r = co_await svc.force_release(std::move(ref));
+  if (!r.ok()) co_return Response::error(r.error());
+  json::object o{{"released", r->released}};
+  if (r->previous) o["previous"] = holder_json(*r->previous);
+  co_return Response::json(200, o);
+}
+
+boost::asio::awaitable<Response> get_lock(service::LockService& svc, const Request& req,
+                                          const Params& p) {
+  std::optional<std::int64_t> token;
+  if (const auto* t = req.param("token")) {
+    TRY_BODY(v, parse_query_int(*t, "token", 0, core::kMaxJsonInteger));
+    token = v;
+  }
+  LockRef ref = ref_of(p);
+  auto r = co_await svc.get(std::move(ref));
+  if (!r.ok()) co_return Response::error(r.error());
+  json::object o;
+  if (r->holder) {
+    o = held_json(*r->holder);
+  } else {
+    o["name"] = ref_of(p).name;
+    o["held"] = false;
+  }
+  o["waiters"] = static_cast<std::int64_t>(r->waiters);
+  if (token) o["holder"] = r->holder.has_value() && r->holder->token == *token;
+  co_return Response::json(200, o);
+}
+
+boost::asio::awaitable<Response> list_locks(service::LockService& svc, const Request&,
+                                            const Params& p) {
+  std::string ns = ref_of(p).ns;
+  auto r = co_await svc.list(std::move(ns));
+  if (!r.ok()) co_return Response::error(r.error());
+  json::array items;
+  for (const auto& l : *r) items.push_back(held_json(l));
+  co_return Response::json(200, json::object{{"items", std::move(items)}});
+}
+
+}  // namespace
+
+void add_lock_routes(Router& router, service::LockService& svc) {
+  auto bind = [&svc](auto fn) {
+    return [&svc, fn](const Request& req, const Params& p) { return fn(svc, req, p); };
+  };
+  const std::string base = "/v1/ns/{ns}/locks";
+  router.add(verb::get, base, bind(list_locks));
+  router.add(verb::get, base + "/{name}", bind(get_lock));
+  router.add(verb::post, base + "/{name}/acquire", bind(post_acquire));
+  router.add(verb::post, base + "/{name}/release", bind(post_release));
+  router.add(verb::post, base + "/{name}/renew", bind(post_renew));
+  router.add(verb::post, base + "/{name}/force-release", bind(post_force_release));
+}
+
+}  // namespace ichido::http

@@ -79,7 +79,14 @@ struct RequestSpec {
 class Workload {
  public:
   virtual ~Workload() = default;
-  virtual void make(unsigned conn, std::uint64_t seq, RequestSpec& out) const = 0;
+  // `state`: the connection's state word as check() last left it (e.g. a lock token to release).
+  virtual void make(unsigned conn, std::uint64_t seq, std::uint64_t state,
+                    RequestSpec& out) const = 0;
+  // True when the connection must send request `seq` even after the window ended (a lock it
+  // holds must be released, or the others would wait for its lease). Default: never.
+  virtual bool owes(std::uint64_t /*seq*/) const { return false; }
+  // Extra result lines (e.g. wake-up latency), printed after the run. Default: none.
+  virtual void report(std::FILE*) const {}
   // Called for 2xx answers only. Returns nullptr when the answer is right, else a short reason
   // (static storage).
   virtual const char* check(std::string_view body, std::uint64_t& state) const = 0;
@@ -121,7 +128,7 @@ class CounterNext final : public Workload {
     key_prefix_.append("{\"key\":\"k-").append(run_id).append("-");
   }
 
-  void make(unsigned conn, std::uint64_t seq, RequestSpec& out) const override {
+  void make(unsigned conn, std::uint64_t seq, std::uint64_t, RequestSpec& out) const override {
     out.method = "POST";
     if (out.target != target_) out.target = target_;
     out.body.clear();
@@ -156,7 +163,7 @@ class CounterNext final : public Workload {
 class Get final : public Workload {
  public:
   Get(std::string_view prefix, std::string_view path) { target_.append(prefix).append(path); }
-  void make(unsigned, std::uint64_t, RequestSpec& out) const override {
+  void make(unsigned, std::uint64_t, std::uint64_t, RequestSpec& out) const override {
     out.method = "GET";
     if (out.target != target_) out.target = target_;
     out.body.clear();
@@ -165,6 +172,96 @@ class Get final : public Workload {
 
  private:
   std::string target_;
+};
+
+// Locks: each connection alternates acquire (even seq) and release (odd seq) of a lock; the state
+// word carries the token from the acquire answer to the release. A check fails when an acquire is
+// not granted or a release is refused, so every counted pair was a real grant and release.
+//   lock-pairs:   one lock per connection (NAME-CONN): the uncontended cost of a durable
+//                 acquire + release (ops_s / 2 = pairs/s).
+//   lock-handoff: every connection on one lock NAME with wait_ms 30000: the hand-off rate
+//                 (ops_s / 2 = grants/s). Also measures the wake-up latency: from writing a
+//                 release to receiving the next grant (grants and releases of one lock strictly
+//                 alternate, so the grant that follows a release is the one it woke).
+class LockPairs final : public Workload {
+ public:
+  LockPairs(std::string_view prefix, std::string_view ns, std::string_view name, bool contended)
+      : contended_(contended) {
+    base_.append(prefix).append("/v1/ns/").append(ns).append("/locks/").append(name);
+    acquire_body_ = contended ? R"({"owner":"bench","wait_ms":30000,"lease_ms":30000})"
+                              : R"({"owner":"bench","lease_ms":30000})";
+  }
+
+  void make(unsigned conn, std::uint64_t seq, std::uint64_t token,
+            RequestSpec& out) const override {
+    out.method = "POST";
+    out.target.clear();
+    out.target.append(base_);
+    if (!contended_) {
+      out.target.push_back('-');
+      append_uint(out.target, conn);
+    }
+    out.body.clear();
+    if (seq % 2 == 0) {
+      out.target.append("/acquire");
+      out.body.append(acquire_body_);
+    } else {
+      out.target.append("/release");
+      out.body.append("{\"token\":");
+      append_uint(out.body, token);
+      out.body.push_back('}');
+      if (contended_) {
+        std::lock_guard lk(mu_);
+        release_sent_ = Clock::now();
+      }
+    }
+  }
+
+  bool owes(std::uint64_t seq) const override { return seq % 2 == 1; }
+
+  const char* check(std::string_view body, std::uint64_t& token) const override {
+    if (const auto acquired = json_field(body, "\"acquired\"")) {
+      if (!acquired->starts_with("true")) return "acquire was not granted";
+      const auto t = json_field(body, "\"token\"");
+      std::uint64_t v = 0;
+      if (!t || std::from_chars(t->data(), t->data() + t->size(), v).ec != std::errc{}) {
+        return "grant without a token";
+      }
+      token = v;
+      if (contended_) {
+        const auto now = Clock::now();
+        std::lock_guard lk(mu_);
+        if (release_sent_ != Clock::time_point{}) {
+          wakeup_us_.record(static_cast<std::uint64_t>(
+              std::chrono::duration_cast<microseconds>(now - release_sent_).count()));
+        }
+      }
+      return nullptr;
+    }
+    const auto released = json_field(body, "\"released\"");
+    if (!released || !released->starts_with("true")) return "release was refused";
+    return nullptr;
+  }
+
+  void report(std::FILE* to) const override {
+    if (!contended_) return;
+    std::lock_guard lk(mu_);
+    std::fprintf(to, "wakeup (release written -> next grant received): n=%llu p50_ms=%.3f "
+                     "p99_ms=%.3f max_ms=%.3f\n",
+                 static_cast<unsigned long long>(wakeup_us_.count()),
+                 static_cast<double>(wakeup_us_.quantile(0.5)) / 1000.0,
+                 static_cast<double>(wakeup_us_.quantile(0.99)) / 1000.0,
+                 static_cast<double>(wakeup_us_.max()) / 1000.0);
+  }
+
+ private:
+  bool contended_;
+  std::string base_;
+  std::string acquire_body_;
+  // Shared by the connections of lock-handoff (the one place a workload keeps shared state).
+  mutable std::mutex mu_;
+  mutable Clock::time_point release_sent_{};
+  mutable Histogram wakeup_us_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -300,7 +397,7 @@ asio::awaitable<void> connection_loop(Shared& sh, ThreadStats& st, unsigned conn
   bool connected = false;
   beast::error_code ec;
 
-  while (Clock::now() < sh.end) {
+  while (Clock::now() < sh.end || (connected && sh.workload.owes(seq))) {
     if (!connected) {
       co_await asio::async_connect(sock, sh.endpoints,
                                    asio::redirect_error(asio::use_awaitable, ec));
@@ -317,7 +414,7 @@ asio::awaitable<void> connection_loop(Shared& sh, ThreadStats& st, unsigned conn
       check_state = 0;
       buf.clear();
     }
-    sh.workload.make(conn, seq, spec);
+    sh.workload.make(conn, seq, check_state, spec);
     build_request(sh, spec, request);
     const auto t0 = Clock::now();
     co_await asio::async_write(sock, asio::buffer(request),
@@ -371,7 +468,7 @@ void usage(std::FILE* to) {
       "  --duration D         measured time, e.g. 10s, 500ms (default 10s, max 1h)\n"
       "  --warmup D           unmeasured time before it (default 2s, max 10m)\n"
       "  --grace D            how long in-flight requests may finish after it (default 10s)\n"
-      "  --workload W         counter-next (default) | get\n"
+      "  --workload W         counter-next (default) | get | lock-pairs | lock-handoff\n"
       "  --ns NS --name NAME  counter for counter-next (default bench/bench)\n"
       "  --path PATH          path for get (default /healthz)\n"
       "  --token T            send Authorization: Bearer T\n"
@@ -457,7 +554,7 @@ int parse_args(int argc, char** argv, Options& o) {
       if (ok) (a == "--duration" ? o.duration : a == "--warmup" ? o.warmup : o.grace) = *d;
     } else if (a == "--workload") {
       o.workload = v;
-      ok = v == "counter-next" || v == "get";
+      ok = v == "counter-next" || v == "get" || v == "lock-pairs" || v == "lock-handoff";
     } else if (a == "--ns") {
       o.ns = v;
       ok = valid_name(v);
@@ -506,6 +603,10 @@ int run(const Options& opt) {
   std::unique_ptr<Workload> workload;
   if (opt.workload == "counter-next")
     workload = std::make_unique<CounterNext>(opt.prefix, opt.ns, opt.name, opt.run_id, opt.verify);
+  else if (opt.workload == "lock-pairs")
+    workload = std::make_unique<LockPairs>(opt.prefix, opt.ns, opt.name, false);
+  else if (opt.workload == "lock-handoff")
+    workload = std::make_unique<LockPairs>(opt.prefix, opt.ns, opt.name, true);
   else
     workload = std::make_unique<Get>(opt.prefix, opt.path);
 
@@ -584,6 +685,7 @@ int run(const Options& opt) {
 
   for (const auto& s : sh.samples.take())
     std::fprintf(stderr, "ichido-loadgen: error: %s\n", s.c_str());
+  workload->report(opt.json ? stderr : stdout);
   std::fprintf(opt.json ? stderr : stdout,
                "%s %s: conc=%u threads=%u %.1fs: %.0f ops/s, %llu ok, %llu errors "
                "(%llu non-2xx, %llu bad answers, %llu transport, %llu timed out); latency ms "

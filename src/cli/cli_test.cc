@@ -16,6 +16,7 @@
 #include "cli/client.h"
 #include "cli/command.h"
 #include "cli/counter_cmd.h"
+#include "cli/lock_cmd.h"
 
 namespace ichido::cli {
 namespace {
@@ -300,6 +301,70 @@ TEST_F(CliTest, ServeDefaultsAreTheConfigDefaults) {
   EXPECT_EQ(served_.max_body_bytes, defaults.max_body_bytes);
   EXPECT_EQ(served_.max_connections, defaults.max_connections);
 }
+
+TEST_F(CliTest, ServeTakesTheWaiterLimits) {
+  ASSERT_FALSE(
+      parse({"serve", "--max-waiters-per-lock", "5", "--max-waiters", "9"}).has_value())
+      << err_.str();
+  EXPECT_EQ(cli_.run(out_), 7);
+  EXPECT_EQ(served_.max_waiters_per_lock, 5u);
+  EXPECT_EQ(served_.max_waiters, 9u);
+}
+
+// --- lock ------------------------------------------------------------------------------------
+
+TEST(LockDuration, ParsesUnitsAndBareSeconds) {
+  EXPECT_EQ(parse_duration_ms("30s"), 30000);
+  EXPECT_EQ(parse_duration_ms("30"), 30000);
+  EXPECT_EQ(parse_duration_ms("250ms"), 250);
+  EXPECT_EQ(parse_duration_ms("2m"), 120000);
+  EXPECT_EQ(parse_duration_ms("1h"), 3600000);
+  EXPECT_EQ(parse_duration_ms("0"), 0);
+  for (const char* bad : {"", "s", "-1s", "1.5s", "10x", "ms"}) {
+    EXPECT_FALSE(parse_duration_ms(bad).has_value()) << bad;
+  }
+}
+
+TEST_F(CliTest, LockAcquireSendsOwnerWaitAndLease) {
+  Request r = request_of(
+      {"lock", "acquire", "invoices", "--owner", "script-A", "--wait", "10s", "--lease", "45s"});
+  EXPECT_EQ(r.method, "POST");
+  EXPECT_EQ(r.target, "/v1/ns/default/locks/invoices/acquire");
+  EXPECT_EQ(body_of(r), json::parse(R"({"owner":"script-A","wait_ms":10000,"lease_ms":45000})"));
+  EXPECT_GE(r.read_timeout, std::chrono::milliseconds(10000)) << "must outlast the wait";
+}
+
+TEST_F(CliTest, LockReleaseRenewGetListForceRelease) {
+  Request rel = request_of({"lock", "release", "l", "--token", "7"});
+  EXPECT_EQ(rel.target, "/v1/ns/default/locks/l/release");
+  EXPECT_EQ(body_of(rel), json::parse(R"({"token":7})"));
+}
+
+TEST_F(CliTest, LockRenew) {
+  Request r = request_of({"lock", "renew", "l", "--token", "7", "--lease", "2m"});
+  EXPECT_EQ(r.target, "/v1/ns/default/locks/l/renew");
+  EXPECT_EQ(body_of(r), json::parse(R"({"token":7,"lease_ms":120000})"));
+}
+
+TEST_F(CliTest, LockGetWithToken) {
+  Request r = request_of({"lock", "get", "l", "--token", "9", "--ns", "acct"});
+  EXPECT_EQ(r.method, "GET");
+  EXPECT_EQ(r.target, "/v1/ns/acct/locks/l?token=9");
+}
+
+TEST_F(CliTest, LockListAndForceRelease) {
+  EXPECT_EQ(request_of({"lock", "list"}).target, "/v1/ns/default/locks");
+  Request f = request_of({"lock", "force-release", "l"});
+  EXPECT_EQ(f.method, "POST");
+  EXPECT_EQ(f.target, "/v1/ns/default/locks/l/force-release");
+}
+
+TEST_F(CliTest, LockReleaseNeedsAToken) {
+  EXPECT_EQ(parse({"lock", "release", "l"}), kExitUsage);
+  EXPECT_EQ(parse({"lock", "acquire", "l", "--wait", "soon"}), kExitUsage);
+}
+
+TEST_F(CliTest, LockRunNeedsACommand) { EXPECT_EQ(parse({"lock", "run", "l"}), kExitUsage); }
 
 // ---------------------------------------------------------------------------------------------
 // Running a call: output and exit codes, with a fake transport

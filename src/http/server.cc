@@ -96,6 +96,12 @@ asio::awaitable<void> HttpServer::accept_loop() {
 asio::awaitable<void> HttpServer::session(std::shared_ptr<Conn> conn) {
   auto& stream = conn->stream;
   beast::flat_buffer buffer;
+  std::string remote;
+  {
+    boost::system::error_code ec;
+    const auto ep = stream.socket().remote_endpoint(ec);
+    if (!ec) remote = ep.address().to_string() + ":" + std::to_string(ep.port());
+  }
   bool keep_going = true;
   while (keep_going && !draining_.load()) {
     // Idle phase: wait for the first bytes of the next request (unless pipelined data is here).
@@ -133,7 +139,7 @@ asio::awaitable<void> HttpServer::session(std::shared_ptr<Conn> conn) {
       break;
     }
     auto req = parser.release();
-    auto res = co_await api_.handle(req);
+    auto res = co_await api_.handle(req, remote);
     if (draining_.load()) res.keep_alive(false);
     keep_going = res.keep_alive();
     stream.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "ichido/clock.h"
 #include "ichido/store.h"
@@ -33,16 +34,49 @@ class TableStore : public Store {
   void list_counters(std::string ns, Callback<std::vector<core::CounterInfo>> done) override;
   void list_issued(IssuedQuery q, Callback<IssuedPage> done) override;
 
+  // admin_ops.cc
+  void create_token(core::TokenInfo token, Callback<core::TokenInfo> done) override;
+  void revoke_token(std::string id, Callback<core::TokenInfo> done) override;
+  void list_tokens(Callback<std::vector<core::TokenInfo>> done) override;
+  void append_audit(core::AuditEntry entry, Callback<core::AuditEntry> done) override;
+  void list_audit(std::int64_t after, int limit,
+                  Callback<std::vector<core::AuditEntry>> done) override;
+
  protected:
   // Backends run `job` durably (write) or on a consistent snapshot (read), then call finish.
   virtual void submit_write(Job job) = 0;
   virtual void submit_read(Job job) = 0;
 
- private:
+ protected:
+  // Runs `fn` as a write (durable) or read job and delivers its result to `done`.
   template <class T>
-  void write(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done);
+  void write(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done) {
+    submit_write(make_job<T>(std::move(fn), std::move(done)));
+  }
   template <class T>
-  void read(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done);
+  void read(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done) {
+    submit_read(make_job<T>(std::move(fn), std::move(done)));
+  }
+
+  template <class T>
+  static Job make_job(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done) {
+    auto slot = std::make_shared<std::optional<Result<T>>>();
+    Job job;
+    job.apply = [fn = std::move(fn), slot](Tables& t, TimeMs now) {
+      slot->emplace(fn(t, now));
+      return (*slot)->ok();
+    };
+    job.finish = [slot, done = std::move(done)](const Error* store_error) {
+      if (store_error) {
+        done(*store_error);
+      } else if (*slot) {
+        done(std::move(**slot));
+      } else {
+        done(Error(errc::internal, "The command was never applied; retry it."));
+      }
+    };
+    return job;
+  }
 };
 
 }  // namespace ichido::store

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "core/auth.h"
 #include "core/counter.h"
 #include "core/lock.h"
 #include "ichido/result.h"
@@ -152,6 +153,18 @@ class Store {
   // Errors: counter_not_found, invalid_request (field period, or limit outside 1..1000).
   virtual void list_issued(IssuedQuery q, Callback<IssuedPage> done) = 0;
 
+  // --- tokens and the audit log ---
+  // Stores a new token (its hash, never the secret). Errors: invalid_request.
+  virtual void create_token(core::TokenInfo token, Callback<core::TokenInfo> done) = 0;
+  // Marks a token revoked (idempotent; the first revocation time is kept). Errors:
+  // token_not_found.
+  virtual void revoke_token(std::string id, Callback<core::TokenInfo> done) = 0;
+  virtual void list_tokens(Callback<std::vector<core::TokenInfo>> done) = 0;
+  // Appends one audit record; the store assigns its id (increasing).
+  virtual void append_audit(core::AuditEntry entry, Callback<core::AuditEntry> done) = 0;
+  // Up to `limit` records with id > after, oldest first.
+  virtual void list_audit(std::int64_t after, int limit,
+                          Callback<std::vector<core::AuditEntry>> done) = 0;
   // --- locks (rules: core/lock.h) ---
   // Grants the lock when it is free or lapsed (with a fresh token from the store's sequence), or
   // answers acquired=false with the live holder; the lock is unchanged then. Errors: none beyond

@@ -313,15 +313,17 @@ TEST_F(CliTest, ServeTakesTheWaiterLimits) {
 
 // --- lock ------------------------------------------------------------------------------------
 
-TEST(LockDuration, ParsesUnitsAndBareSeconds) {
-  EXPECT_EQ(parse_duration_ms("30s"), 30000);
-  EXPECT_EQ(parse_duration_ms("30"), 30000);
-  EXPECT_EQ(parse_duration_ms("250ms"), 250);
-  EXPECT_EQ(parse_duration_ms("2m"), 120000);
-  EXPECT_EQ(parse_duration_ms("1h"), 3600000);
-  EXPECT_EQ(parse_duration_ms("0"), 0);
-  for (const char* bad : {"", "s", "-1s", "1.5s", "10x", "ms"}) {
-    EXPECT_FALSE(parse_duration_ms(bad).has_value()) << bad;
+TEST(LockDuration, ParsesUnitsBareSecondsAndZero) {
+  EXPECT_EQ(parse_wait_ms("30s"), 30000);
+  EXPECT_EQ(parse_wait_ms("30"), 30000);
+  EXPECT_EQ(parse_wait_ms("250ms"), 250);
+  EXPECT_EQ(parse_wait_ms("2m"), 120000);
+  EXPECT_EQ(parse_wait_ms("1h"), 3600000);
+  EXPECT_EQ(parse_wait_ms("0"), 0);
+  EXPECT_EQ(parse_wait_ms("0s"), 0);
+  EXPECT_EQ(parse_wait_ms("00ms"), 0);
+  for (const char* bad : {"", "s", "-1s", "1.5s", "10x", "ms", "0x"}) {
+    EXPECT_FALSE(parse_wait_ms(bad).has_value()) << bad;
   }
 }
 

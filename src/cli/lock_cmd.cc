@@ -19,6 +19,7 @@
 #include <ostream>
 #include <thread>
 
+#include "cli/duration.h"
 #include "cli/output.h"
 
 namespace ichido::cli {
@@ -52,7 +53,7 @@ CLI::Option* add_duration(CLI::App& cmd, const std::string& flag, T& ms, const s
   return cmd.add_option_function<std::string>(
                 flag,
                 [&ms](const std::string& text) {
-                  auto v = parse_duration_ms(text);
+                  auto v = parse_wait_ms(text);
                   if (!v) throw CLI::ValidationError("duration", "expected e.g. 30s, 500ms, 2m");
                   ms = *v;
                 },
@@ -86,20 +87,13 @@ void forward_signal(int sig) {
 
 }  // namespace
 
-std::optional<std::int64_t> parse_duration_ms(std::string_view t) {
-  std::size_t i = 0;
-  std::int64_t n = 0;
-  while (i < t.size() && t[i] >= '0' && t[i] <= '9') {
-    if (n > 1'000'000'000'000) return std::nullopt;
-    n = n * 10 + (t[i] - '0');
-    ++i;
+std::optional<std::int64_t> parse_wait_ms(std::string_view text) {
+  if (auto ms = parse_duration_ms(text)) return ms;
+  const auto digits = text.find_first_not_of('0');
+  const std::string_view unit = digits == std::string_view::npos ? "" : text.substr(digits);
+  if (!text.empty() && digits != 0 && (unit.empty() || unit == "ms" || unit == "s" || unit == "m" || unit == "h")) {
+    return 0;
   }
-  if (i == 0) return std::nullopt;
-  const std::string_view unit = t.substr(i);
-  if (unit.empty() || unit == "s") return n * 1000;
-  if (unit == "ms") return n;
-  if (unit == "m") return n * 60'000;
-  if (unit == "h") return n * 3'600'000;
   return std::nullopt;
 }
 

@@ -1,10 +1,19 @@
 // Api: the whole HTTP API as one function from a Beast request to a Beast response. It owns the
 // services and the route table; the socket side (server.h) only moves bytes. Built once at
 // start-up; handle() is safe to call concurrently from any connection.
+//
+// Order of checks for /v1 calls (API.md, "Common rules"): the token first (401 unauthenticated
+// before anything else), then the route (404/405), then role and namespace scope (403), then
+// the handler. Every admin call, and every authentication or authorization failure (at most
+// kMaxFailureAuditsPerSecond of them, so a flood cannot turn into a flood of disk writes), is
+// written to the audit log.
 #pragma once
+
+#include <atomic>
 
 #include <boost/asio/awaitable.hpp>
 
+#include "http/auth.h"
 #include "http/message.h"
 #include "http/metrics.h"
 #include "http/router.h"
@@ -16,14 +25,19 @@ namespace ichido::http {
 struct ApiOptions {
   std::size_t max_target_bytes = 8192;  // longer request targets get 414 uri_too_long
   service::LockLimits locks;            // waiter limits (--max-waiters-per-lock, --max-waiters)
+  Authenticator* auth = nullptr;        // nullptr: --no-auth (every call allowed)
+  bool metrics_open = false;            // /metrics without a token even when auth is on
+  const Clock* clock = &SystemClock::instance();
 };
 
 class Api {
  public:
+  static constexpr int kMaxFailureAuditsPerSecond = 20;
+
   Api(Store& store, Metrics& metrics, ApiOptions options = {});
 
   // Never throws: a failure inside a handler becomes a 500 internal error response.
-  boost::asio::awaitable<BeastResponse> handle(const BeastRequest& req);
+  boost::asio::awaitable<BeastResponse> handle(const BeastRequest& req, std::string remote = {});
   // Builds the response for an error found before the request could be routed.
   BeastResponse error_response(const Error& e, unsigned version, bool keep_alive);
   const Router& router() const { return router_; }
@@ -33,13 +47,18 @@ class Api {
   const service::LockService& locks() const { return locks_; }
 
  private:
+  boost::asio::awaitable<Response> route(Request& req);
   BeastResponse to_beast(Response r, unsigned version, bool keep_alive);
+  void audit_failure(const Request& req, const Error& e, const std::string& actor);
 
   ApiOptions opt_;
+  Store& store_;
   Metrics& metrics_;
   service::CounterService counters_;
   service::LockService locks_;
   Router router_;
+  std::atomic<std::int64_t> audit_window_{0};  // the second the count below belongs to
+  std::atomic<int> audits_in_window_{0};
 };
 
 }  // namespace ichido::http

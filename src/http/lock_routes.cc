@@ -144,7 +144,7 @@ void add_lock_routes(Router& router, service::LockService& svc) {
   router.add(verb::post, base + "/{name}/acquire", bind(post_acquire));
   router.add(verb::post, base + "/{name}/release", bind(post_release));
   router.add(verb::post, base + "/{name}/renew", bind(post_renew));
-  router.add(verb::post, base + "/{name}/force-release", bind(post_force_release));
+  router.add_admin(verb::post, base + "/{name}/force-release", bind(post_force_release));
 }
 
 }  // namespace ichido::http

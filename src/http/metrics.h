@@ -16,6 +16,7 @@ class Metrics {
   void count_response(unsigned status);
   void connection_opened() { connections_.fetch_add(1); connections_total_.fetch_add(1); }
   void connection_closed() { connections_.fetch_sub(1); }
+  void count_dropped_audit() { dropped_audits_.fetch_add(1, std::memory_order_relaxed); }
   std::int64_t active_connections() const { return connections_.load(); }
 
   std::string render(const StoreStats& store) const;
@@ -24,6 +25,7 @@ class Metrics {
   std::array<std::atomic<std::uint64_t>, 600> by_status_{};
   std::atomic<std::int64_t> connections_{0};
   std::atomic<std::uint64_t> connections_total_{0};
+  std::atomic<std::uint64_t> dropped_audits_{0};
 };
 
 }  // namespace ichido::http

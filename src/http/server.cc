@@ -125,6 +125,12 @@ asio::awaitable<void> HttpServer::accept_loop() {
 asio::awaitable<void> HttpServer::session(std::shared_ptr<Conn> conn) {
   auto& stream = conn->stream;
   beast::flat_buffer buffer;
+  std::string remote;
+  {
+    boost::system::error_code ec;
+    const auto ep = stream.socket().remote_endpoint(ec);
+    if (!ec) remote = ep.address().to_string() + ":" + std::to_string(ep.port());
+  }
   bool keep_going = true;
   while (keep_going && !draining_.load()) {
     // Idle phase: wait for the first bytes of the next request (unless pipelined data is here).
@@ -166,7 +172,7 @@ asio::awaitable<void> HttpServer::session(std::shared_ptr<Conn> conn) {
     if (Api::may_wait(req)) {
       using namespace asio::experimental::awaitable_operators;
       // Named locals, not temporaries, inside co_await (g++ 12).
-      auto handling = api_.handle(req);
+      auto handling = api_.handle(req, remote);
       auto watching =
           watch_peer(stream.socket(), buffer, limits_.max_header_bytes + limits_.max_body_bytes);
       auto raced = std::move(handling) || std::move(watching);
@@ -174,7 +180,7 @@ asio::awaitable<void> HttpServer::session(std::shared_ptr<Conn> conn) {
       if (outcome.index() == 1) break;  // the client went away; its wait was cancelled
       res = std::move(std::get<0>(outcome));
     } else {
-      res = co_await api_.handle(req);
+      res = co_await api_.handle(req, remote);
     }
     if (draining_.load()) res.keep_alive(false);
     keep_going = res.keep_alive();

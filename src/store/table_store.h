@@ -35,6 +35,13 @@ class TableStore : public Store {
   void list_counters(std::string ns, Callback<std::vector<core::CounterInfo>> done) override;
   void list_issued(IssuedQuery q, Callback<IssuedPage> done) override;
 
+  // admin_ops.cc
+  void create_token(core::TokenInfo token, Callback<core::TokenInfo> done) override;
+  void revoke_token(std::string id, Callback<core::TokenInfo> done) override;
+  void list_tokens(Callback<std::vector<core::TokenInfo>> done) override;
+  void append_audit(core::AuditEntry entry, Callback<core::AuditEntry> done) override;
+  void list_audit(std::int64_t after, int limit,
+                  Callback<std::vector<core::AuditEntry>> done) override;
   // Locks: defined in lock_ops.cc.
   void acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> done) override;
   void release_lock(ReleaseLockCmd cmd, Callback<Unit> done) override;
@@ -48,8 +55,8 @@ class TableStore : public Store {
   virtual void submit_write(Job job) = 0;
   virtual void submit_read(Job job) = 0;
 
- private:
-  // Run `fn` as one write (durable) or read job and deliver its result to `done`.
+ protected:
+  // Runs `fn` as a write (durable) or read job and delivers its result to `done`.
   template <class T>
   void write(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done) {
     submit_write(make_job<T>(std::move(fn), std::move(done)));
@@ -59,7 +66,6 @@ class TableStore : public Store {
     submit_read(make_job<T>(std::move(fn), std::move(done)));
   }
 
-  // Wraps `fn` into a Job whose result reaches `done` only once the transaction's fate is known.
   template <class T>
   static Job make_job(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done) {
     auto slot = std::make_shared<std::optional<Result<T>>>();

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/auth.h"
 #include "core/counter.h"
 #include "core/lock.h"
 #include "ichido/result.h"
@@ -68,6 +69,15 @@ class Tables {
                                                               const std::string& period,
                                                               std::int64_t after, int limit) = 0;
 
+  // --- tokens and audit ---
+  virtual Result<void> insert_token(const core::TokenInfo& t) = 0;
+  virtual Result<std::optional<core::TokenInfo>> find_token(const std::string& id) = 0;
+  // Replaces the stored token with the same id.
+  virtual Result<void> save_token(const core::TokenInfo& t) = 0;
+  virtual Result<std::vector<core::TokenInfo>> list_tokens() = 0;
+  // Returns the new record's id.
+  virtual Result<std::int64_t> insert_audit(const core::AuditEntry& e) = 0;
+  virtual Result<std::vector<core::AuditEntry>> list_audit(std::int64_t after, int limit) = 0;
   // --- locks: one row per lock that has a holder (held or lapsed) ---
   virtual Result<std::optional<core::LockRecord>> find_lock(const std::string& ns,
                                                             const std::string& name) = 0;

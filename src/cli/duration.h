@@ -1,0 +1,14 @@
+// Human durations on the command line: "1500ms", "30s", "5m", "12h", "90d" (a bare number is
+// seconds). Used by --expires, --lease, --wait.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace ichido::cli {
+
+// Milliseconds, or nullopt when `text` is not a positive duration below ~100 years.
+std::optional<std::int64_t> parse_duration_ms(std::string_view text);
+
+}  // namespace ichido::cli

@@ -7,13 +7,13 @@
 
 #include <CLI/CLI.hpp>
 #include <array>
+#include <atomic>
+#include <boost/json.hpp>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
-#include <atomic>
-#include <boost/json.hpp>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <ostream>
@@ -50,14 +50,15 @@ void add_name(CLI::App& cmd, std::string& name) {
 // A CLI11 option taking a duration ("30s", "500ms", "2m"); stores milliseconds.
 template <class T>
 CLI::Option* add_duration(CLI::App& cmd, const std::string& flag, T& ms, const std::string& what) {
-  return cmd.add_option_function<std::string>(
-                flag,
-                [&ms](const std::string& text) {
-                  auto v = parse_wait_ms(text);
-                  if (!v) throw CLI::ValidationError("duration", "expected e.g. 30s, 500ms, 2m");
-                  ms = *v;
-                },
-                what + " (e.g. 30s, 500ms, 2m; a bare number means seconds)")
+  return cmd
+      .add_option_function<std::string>(
+          flag,
+          [&ms](const std::string& text) {
+            auto v = parse_wait_ms(text);
+            if (!v) throw CLI::ValidationError("duration", "expected e.g. 30s, 500ms, 2m");
+            ms = *v;
+          },
+          what + " (e.g. 30s, 500ms, 2m; a bare number means seconds)")
       ->type_name("DURATION");
 }
 
@@ -91,7 +92,8 @@ std::optional<std::int64_t> parse_wait_ms(std::string_view text) {
   if (auto ms = parse_duration_ms(text)) return ms;
   const auto digits = text.find_first_not_of('0');
   const std::string_view unit = digits == std::string_view::npos ? "" : text.substr(digits);
-  if (!text.empty() && digits != 0 && (unit.empty() || unit == "ms" || unit == "s" || unit == "m" || unit == "h")) {
+  if (!text.empty() && digits != 0 &&
+      (unit.empty() || unit == "ms" || unit == "s" || unit == "m" || unit == "h")) {
     return 0;
   }
   return std::nullopt;
@@ -272,8 +274,8 @@ int lock_run(const ConnectionOptions& conn, const LockRunArgs& a, Output& o) {
       }
       lost.store(true);
       o.err << "ichido lock run: lost the lease on lock " << a.name << ": " << why
-            << "; stopping the command (SIGTERM, then SIGKILL after "
-            << a.grace_ms << " ms)" << std::endl;
+            << "; stopping the command (SIGTERM, then SIGKILL after " << a.grace_ms << " ms)"
+            << std::endl;
       ::kill(child, SIGTERM);
       std::unique_lock lk(mu);
       if (!cv.wait_for(lk, std::chrono::milliseconds(a.grace_ms), [&] { return done; })) {
@@ -361,10 +363,10 @@ void add_lock_commands(CommandTree& tree) {
                         [&conn] { return lock_list_call(conn.ns); });
   {
     auto name = std::make_shared<std::string>();
-    CLI::App* cmd = tree.add_http_command(
-        *group, "force-release", "End a holder's lease now (admin)",
-        "ichido lock force-release invoices",
-        [name, &conn] { return lock_force_release_call(conn.ns, *name); });
+    CLI::App* cmd =
+        tree.add_http_command(*group, "force-release", "End a holder's lease now (admin)",
+                              "ichido lock force-release invoices",
+                              [name, &conn] { return lock_force_release_call(conn.ns, *name); });
     add_name(*cmd, *name);
   }
   {
@@ -375,8 +377,7 @@ void add_lock_commands(CommandTree& tree) {
         "renews the lease while the command runs, releases when it exits and exits with its "
         "code. 75: the wait timed out. 76: the lease was lost (the command got SIGTERM, then "
         "SIGKILL). The command sees the fencing token in $ICHIDO_FENCING_TOKEN",
-        "ichido lock run nightly-export --wait 30s --lease 30s -- ./export.sh --full",
-        [a, &conn] {
+        "ichido lock run nightly-export --wait 30s --lease 30s -- ./export.sh --full", [a, &conn] {
           Output o{std::cout, std::cerr};
           return lock_run(conn, *a, o);
         });
@@ -387,8 +388,7 @@ void add_lock_commands(CommandTree& tree) {
     add_duration(*cmd, "--lease", a->lease_ms, "Lease length, renewed every third (default 30s)");
     add_duration(*cmd, "--grace", a->grace_ms,
                  "After SIGTERM on a lost lease, SIGKILL follows this late (default 10s)");
-    cmd->add_option("command", a->command, "The command and its arguments, after --")
-        ->required();
+    cmd->add_option("command", a->command, "The command and its arguments, after --")->required();
   }
 }
 

@@ -20,8 +20,7 @@ LockRef ref_of(const Params& p) {
 }
 
 json::object holder_json(const core::LockRecord& r) {
-  return json::object{{"owner", r.owner},
-                      {"lease_expires_at", format_rfc3339(r.lease_expires_at)}};
+  return json::object{{"owner", r.owner}, {"lease_expires_at", format_rfc3339(r.lease_expires_at)}};
 }
 
 json::object held_json(const core::LockRecord& r) {
@@ -83,13 +82,12 @@ boost::asio::awaitable<Response> post_renew(service::LockService& svc, const Req
   RenewLockCmd cmd{ref_of(p), token, lease_ms.value_or(core::kDefaultLeaseMs)};
   auto r = co_await svc.renew(std::move(cmd));
   if (!r.ok()) co_return Response::error(r.error());
-  json::object o{{"token", r->token},
-                 {"lease_expires_at", format_rfc3339(r->lease_expires_at)}};
+  json::object o{{"token", r->token}, {"lease_expires_at", format_rfc3339(r->lease_expires_at)}};
   co_return Response::json(200, o);
 }
 
-boost::asio::awaitable<Response> post_force_release(service::LockService& svc,
-                                                    const Request& req, const Params& p) {
+boost::asio::awaitable<Response> post_force_release(service::LockService& svc, const Request& req,
+                                                    const Params& p) {
   TRY_BODY(body, parse_body(req.body));
   (void)body;
   LockRef ref = ref_of(p);

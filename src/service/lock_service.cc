@@ -1,7 +1,6 @@
 #include "service/lock_service.h"
 
 #include <algorithm>
-
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/cancellation_state.hpp>
 #include <boost/asio/post.hpp>

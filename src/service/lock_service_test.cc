@@ -4,16 +4,16 @@
 // the io_context until a named condition holds (bounded).
 #include "service/lock_service.h"
 
-#include <functional>
-#include <optional>
-#include <vector>
+#include <gtest/gtest.h>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
-#include <gtest/gtest.h>
+#include <functional>
+#include <optional>
+#include <vector>
 
 #include "store/memory/memory_store.h"
 
@@ -57,8 +57,8 @@ class LockServiceTest : public ::testing::Test {
   template <class T, class F>
   Result<T> Run(F f) {
     std::optional<Result<T>> out;
-    asio::co_spawn(ioc_, [&]() -> asio::awaitable<void> { out.emplace(co_await f()); },
-                   asio::detached);
+    asio::co_spawn(
+        ioc_, [&]() -> asio::awaitable<void> { out.emplace(co_await f()); }, asio::detached);
     EXPECT_TRUE(RunUntil([&] { return out.has_value(); }));
     if (!out) return Error(errc::internal, "did not finish");
     return std::move(*out);
@@ -181,13 +181,16 @@ TEST_F(LockServiceTest, GrantToAClientThatLeftIsReleasedAndPassedOn) {
   // Release (hands the turn to `gone`, wake-up posted) and cancel `gone` before it runs.
   std::optional<Result<Unit>> rel;
   const std::int64_t token = Granted(h).token;
-  asio::co_spawn(ioc_, [&]() -> asio::awaitable<void> {
-    // A named local: g++ 12 miscompiles non-trivial temporaries inside co_await expressions.
-    ReleaseLockCmd cmd{LockRef{"ns", "l"}, token};
-    auto r = co_await svc_.release(std::move(cmd));
-    rel.emplace(std::move(r));
-    cancel.emit(asio::cancellation_type::terminal);
-  }, asio::detached);
+  asio::co_spawn(
+      ioc_,
+      [&]() -> asio::awaitable<void> {
+        // A named local: g++ 12 miscompiles non-trivial temporaries inside co_await expressions.
+        ReleaseLockCmd cmd{LockRef{"ns", "l"}, token};
+        auto r = co_await svc_.release(std::move(cmd));
+        rel.emplace(std::move(r));
+        cancel.emit(asio::cancellation_type::terminal);
+      },
+      asio::detached);
   ASSERT_TRUE(RunUntil([&] { return next->has_value(); }));
   ASSERT_TRUE(rel && rel->ok());
   ASSERT_TRUE(gone->has_value());

@@ -3,6 +3,7 @@
 // allows (1 s) and waits for events with bounded polls of the API, never a fixed sleep standing in
 // for synchronisation.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -19,8 +20,6 @@
 #include <sstream>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "api_client.h"
 #include "server_process.h"
@@ -320,9 +319,10 @@ TEST_F(LocksTest, FiveThousandWaitersOnOneLockFewThreadsLittleMemory) {
       << "waiters: " << waiters(api, "crowd");
   const long threads_busy = proc_status(server_.pid(), "Threads");
   const long rss_busy = proc_status(server_.pid(), "VmRSS");
-  std::printf("[ figures  ] server threads idle %ld, with %d waiters %ld; RSS idle %ld KiB, "
-              "with waiters %ld KiB\n",
-              threads_idle, kWaiters, threads_busy, rss_idle, rss_busy);
+  std::printf(
+      "[ figures  ] server threads idle %ld, with %d waiters %ld; RSS idle %ld KiB, "
+      "with waiters %ld KiB\n",
+      threads_idle, kWaiters, threads_busy, rss_idle, rss_busy);
   EXPECT_EQ(threads_busy, threads_idle) << "waiting must not add threads";
   EXPECT_LE(threads_busy, 8);
   EXPECT_LT(rss_busy, 200 * 1024);
@@ -390,6 +390,48 @@ TEST_F(LocksTest, FiveThousandWaitersOnOneLockFewThreadsLittleMemory) {
   EXPECT_GT(granted, 0);
   ASSERT_TRUE(eventually([&] { return waiters(api, "crowd") == 0; }));
   EXPECT_FALSE(api.send("GET", lock_path("crowd")).at("held").as_bool());
+}
+
+// The disconnect watch must not break pipelining: a request sent behind a waiting acquire on
+// the same connection is answered after it, in order, on the same connection.
+TEST_F(LocksTest, PipelinedRequestBehindAWaitingAcquireIsAnsweredInOrder) {
+  ApiClient api(server_.url());
+  auto h = acquire(api, "pipe", "holder", 0, 60000);
+  ASSERT_TRUE(h.at("acquired").as_bool());
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(server_.port());
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_TRUE(
+      send_all(fd, post(lock_path("pipe") + "/acquire", R"({"owner":"piped","wait_ms":60000})")));
+  ASSERT_TRUE(eventually([&] { return waiters(api, "pipe") == 1; }));
+  // Sent while the acquire waits: it reaches the disconnect watch, which must keep it for the
+  // session instead of taking readable bytes for a hang-up.
+  ASSERT_TRUE(send_all(fd, "GET " + lock_path("pipe") + " HTTP/1.1\r\nHost: t\r\n\r\n"));
+  ASSERT_EQ(release(api, "pipe", h.num("token")).status, 200);
+  std::string in;
+  std::vector<std::pair<int, std::string>> answers;
+  const auto limit = steady::now() + milliseconds(20000);
+  while (answers.size() < 2 && steady::now() < limit) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 500) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    in.append(buf, static_cast<std::size_t>(n));
+    while (auto r = take_response(in)) answers.push_back(*r);
+  }
+  ::close(fd);
+  ASSERT_EQ(answers.size(), 2u) << in;
+  auto first = json::parse(answers[0].second);
+  auto second = json::parse(answers[1].second);
+  EXPECT_TRUE(first.at("acquired").as_bool()) << answers[0].second;
+  EXPECT_TRUE(second.at("held").as_bool()) << answers[1].second;
+  EXPECT_EQ(std::string(second.at("owner").as_string()), "piped");
+  EXPECT_EQ(second.at("token"), first.at("token"));
 }
 
 // 6. A held lock stays held across a restart (clean and kill -9) until its lease lapses, and
@@ -477,8 +519,8 @@ TEST_F(LocksTest, LockRunFromTenShellsNeverOverlaps) {
       "; sleep 0.05; echo \"end $$\" >> " + file;
   std::vector<pid_t> shells;
   for (int i = 0; i < 10; ++i) {
-    shells.push_back(
-        spawn_ichido(run_args(server_, "deploy", {"--wait", "120s", "--lease", "1s"}, script), err));
+    shells.push_back(spawn_ichido(
+        run_args(server_, "deploy", {"--wait", "120s", "--lease", "1s"}, script), err));
   }
   for (pid_t p : shells) EXPECT_EQ(wait_exit(p), 0);
   std::ifstream in(file);

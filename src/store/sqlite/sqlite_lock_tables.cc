@@ -25,7 +25,8 @@ Result<std::optional<core::LockRecord>> SqliteTables::find_lock(const std::strin
 
 Result<void> SqliteTables::save_lock(const std::string& ns, const core::LockRecord& r) {
   auto q = db_.query(
-      "INSERT INTO locks (ns, " LOCK_COLUMNS ") VALUES (?, ?, ?, ?, ?, ?) "
+      "INSERT INTO locks (ns, " LOCK_COLUMNS
+      ") VALUES (?, ?, ?, ?, ?, ?) "
       "ON CONFLICT (ns, name) DO UPDATE SET owner = excluded.owner, token = excluded.token, "
       "acquired_at = excluded.acquired_at, lease_expires_at = excluded.lease_expires_at");
   if (!q.ok()) return std::move(q).error();

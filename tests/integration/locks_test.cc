@@ -475,6 +475,75 @@ TEST_F(LocksTest, CleanRestartKeepsAHeldLockUntilItsLeaseLapses) {
 
 TEST_F(LocksTest, KillNineKeepsAHeldLockUntilItsLeaseLapses) { restart_keeps_lock(server_, true); }
 
+// --max-waiters-per-lock: the line beyond the limit is refused with 429, nothing changes.
+TEST(LocksLimits, WaitersBeyondThePerLockLimitGet429) {
+  TempDir dir;
+  ServerProcess server(dir.path() + "/data", {"--max-waiters-per-lock", "2"});
+  std::string err;
+  ASSERT_TRUE(server.start(&err)) << err;
+  ApiClient api(server.url());
+  auto h = acquire(api, "narrow", "holder", 0, 60000);
+  ASSERT_TRUE(h.at("acquired").as_bool());
+  std::vector<Reply> parked(2);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      ApiClient w(server.url());
+      parked[i] = acquire(w, "narrow", "w" + std::to_string(i), 60000, 60000);
+      if (parked[i].status == 200 && parked[i].at("acquired").as_bool()) {
+        release(w, "narrow", parked[i].num("token"));
+      }
+    });
+    ASSERT_TRUE(eventually([&] { return waiters(api, "narrow") == i + 1; }));
+  }
+  auto over = acquire(api, "narrow", "over", 60000);
+  EXPECT_EQ(over.status, 429);
+  EXPECT_EQ(over.error_code(), "too_many_waiters");
+  EXPECT_EQ(waiters(api, "narrow"), 2);
+  ASSERT_EQ(release(api, "narrow", h.num("token")).status, 200);
+  for (auto& t : threads) t.join();
+  for (const auto& p : parked) EXPECT_TRUE(p.at("acquired").as_bool()) << p.body;
+}
+
+// With auth on: reading a lock needs a reader, taking it a writer, force-release an admin (and
+// is written to the audit log).
+TEST(LocksAuth, RolesApplyToLockRoutesAndForceReleaseIsAudited) {
+  TempDir dir;
+  ServerProcess server(dir.path() + "/data", {}, /*auth=*/true);
+  std::string err;
+  ASSERT_TRUE(server.start(&err)) << err;
+  std::string admin_token;
+  std::ifstream(dir.path() + "/data/admin.token") >> admin_token;
+  ASSERT_FALSE(admin_token.empty());
+  ApiClient admin(server.url(), "t", admin_token);
+  auto mint = [&](const std::string& role) {
+    auto r = admin.send("POST", "/v1/admin/tokens", R"({"ns":"t","role":")" + role + R"("})");
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.status == 201 ? r.str("token") : std::string();
+  };
+  ApiClient reader(server.url(), "t", mint("reader"));
+  ApiClient writer(server.url(), "t", mint("writer"));
+  ApiClient nobody(server.url(), "t", "");
+
+  EXPECT_EQ(acquire(nobody, "guarded", "x", 0).status, 401);
+  auto denied = acquire(reader, "guarded", "reader", 0);
+  EXPECT_EQ(denied.status, 403);
+  EXPECT_EQ(denied.error_code(), "forbidden");
+  EXPECT_EQ(reader.send("GET", lock_path("guarded")).status, 200);
+  auto g = acquire(writer, "guarded", "writer", 0, 60000);
+  ASSERT_EQ(g.status, 200) << g.body;
+  ASSERT_TRUE(g.at("acquired").as_bool());
+  EXPECT_EQ(writer.send("POST", lock_path("guarded") + "/force-release", "{}").status, 403);
+  EXPECT_TRUE(reader.send("GET", lock_path("guarded")).at("held").as_bool());
+  auto f = admin.send("POST", lock_path("guarded") + "/force-release", "{}");
+  ASSERT_EQ(f.status, 200) << f.body;
+  EXPECT_TRUE(f.at("released").as_bool());
+  EXPECT_EQ(release(writer, "guarded", g.num("token")).error_code(), "not_holder");
+  auto audit = admin.send("GET", "/v1/admin/audit");
+  ASSERT_EQ(audit.status, 200);
+  EXPECT_NE(audit.body.find("force-release"), std::string::npos) << audit.body;
+}
+
 // --- ichido lock run ----------------------------------------------------------------------
 
 // Runs `ichido ARGS...` and returns its exit status (or -1), stderr appended to `err_file`.

@@ -256,5 +256,139 @@ TEST_F(LockServiceTest, BadInputIsRejectedBeforeAnythingHappens) {
   EXPECT_FALSE(s->holder.has_value());
 }
 
+// A store whose acquire answers can be held back: the decision is taken at call time (like a
+// real store that has committed), but the answer reaches the service only when the test lets it.
+// Everything else is forwarded unchanged.
+class GatedStore final : public Store {
+ public:
+  explicit GatedStore(Store& inner) : in_(inner) {}
+  bool hold_acquires = false;
+  std::vector<std::function<void()>> held;
+  void deliver() {
+    auto h = std::move(held);
+    held.clear();
+    for (auto& f : h) f();
+  }
+
+  void acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> done) override {
+    if (!hold_acquires) return in_.acquire_lock(std::move(cmd), std::move(done));
+    in_.acquire_lock(std::move(cmd), [this, done](Result<AcquireLockReply> r) {
+      held.push_back([done, r]() { done(r); });
+    });
+  }
+  void create_counter(CreateCounterCmd c, Callback<CreateCounterReply> d) override {
+    in_.create_counter(std::move(c), std::move(d));
+  }
+  void next(NextCmd c, Callback<NextReply> d) override { in_.next(std::move(c), std::move(d)); }
+  void void_number(VoidCmd c, Callback<core::IssuedNumber> d) override {
+    in_.void_number(std::move(c), std::move(d));
+  }
+  void set_last_value(SetCmd c, Callback<core::CounterInfo> d) override {
+    in_.set_last_value(std::move(c), std::move(d));
+  }
+  void get_counter(CounterRef r, Callback<core::CounterInfo> d) override {
+    in_.get_counter(std::move(r), std::move(d));
+  }
+  void list_counters(std::string ns, Callback<std::vector<core::CounterInfo>> d) override {
+    in_.list_counters(std::move(ns), std::move(d));
+  }
+  void list_issued(IssuedQuery q, Callback<IssuedPage> d) override {
+    in_.list_issued(std::move(q), std::move(d));
+  }
+  void create_token(core::TokenInfo t, Callback<core::TokenInfo> d) override {
+    in_.create_token(std::move(t), std::move(d));
+  }
+  void revoke_token(std::string id, Callback<core::TokenInfo> d) override {
+    in_.revoke_token(std::move(id), std::move(d));
+  }
+  void list_tokens(Callback<std::vector<core::TokenInfo>> d) override {
+    in_.list_tokens(std::move(d));
+  }
+  void append_audit(core::AuditEntry e, Callback<core::AuditEntry> d) override {
+    in_.append_audit(std::move(e), std::move(d));
+  }
+  void list_audit(std::int64_t after, int limit,
+                  Callback<std::vector<core::AuditEntry>> d) override {
+    in_.list_audit(after, limit, std::move(d));
+  }
+  void release_lock(ReleaseLockCmd c, Callback<Unit> d) override {
+    in_.release_lock(std::move(c), std::move(d));
+  }
+  void renew_lock(RenewLockCmd c, Callback<core::LockRecord> d) override {
+    in_.renew_lock(std::move(c), std::move(d));
+  }
+  void force_release_lock(LockRef r, Callback<ForceReleaseReply> d) override {
+    in_.force_release_lock(std::move(r), std::move(d));
+  }
+  void get_lock(LockRef r, Callback<LockState> d) override {
+    in_.get_lock(std::move(r), std::move(d));
+  }
+  void list_locks(std::string ns, Callback<std::vector<core::LockRecord>> d) override {
+    in_.list_locks(std::move(ns), std::move(d));
+  }
+  Result<void> check_ready() override { return in_.check_ready(); }
+  StoreStats stats() const override { return in_.stats(); }
+  void close() override { in_.close(); }
+
+ private:
+  Store& in_;
+};
+
+// W3: a release that lands while the only requester is at the store (it has the turn and will
+// hear "busy") must not be lost: the requester sees the line's generation moved and retries at
+// once, instead of parking until the holder's (long) lease end.
+TEST(LockServiceRace, ReleaseDuringABusyAnswerIsNotLost) {
+  asio::io_context ioc;
+  ManualClock clock(kT0);
+  store::memory::MemoryStore mem(&clock);
+  GatedStore gated(mem);
+  LockService svc(gated, LockLimits{10, 10});
+  auto run_until = [&](const std::function<bool()>& done) {
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done() && std::chrono::steady_clock::now() < limit) {
+      ioc.restart();
+      ioc.run_one_for(std::chrono::milliseconds(5));
+    }
+    return done();
+  };
+  std::optional<Result<AcquireLockOutcome>> holder, waiter;
+  auto spawn = [&](std::optional<Result<AcquireLockOutcome>>& out, std::string owner) {
+    asio::co_spawn(
+        ioc,
+        [&svc, &out, owner]() -> asio::awaitable<void> {
+          AcquireLockRequest req{LockRef{"ns", "l"}, owner, 60000, 3600000};
+          auto r = co_await svc.acquire(std::move(req));
+          out.emplace(std::move(r));
+        },
+        asio::detached);
+  };
+  spawn(holder, "H");
+  ASSERT_TRUE(run_until([&] { return holder.has_value(); }));
+  ASSERT_TRUE(holder->ok() && (*holder)->acquired);
+
+  gated.hold_acquires = true;
+  spawn(waiter, "W");  // takes the turn; the store says busy, but the answer is held back
+  ASSERT_TRUE(run_until([&] { return !gated.held.empty(); }));
+  std::optional<Result<Unit>> rel;
+  const std::int64_t token = (*holder)->record->token;
+  asio::co_spawn(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        ReleaseLockCmd cmd{LockRef{"ns", "l"}, token};
+        auto r = co_await svc.release(std::move(cmd));
+        rel.emplace(std::move(r));
+      },
+      asio::detached);
+  ASSERT_TRUE(run_until([&] { return rel.has_value(); }));
+  ASSERT_TRUE(rel->ok());
+  gated.hold_acquires = false;
+  gated.deliver();  // "busy" arrives after the release
+  ASSERT_TRUE(run_until([&] { return waiter.has_value(); }))
+      << "the waiter parked until the holder's one-hour lease: the release was lost";
+  ASSERT_TRUE(waiter->ok());
+  EXPECT_TRUE((*waiter)->acquired);
+  EXPECT_GT((*waiter)->record->token, token);
+}
+
 }  // namespace
 }  // namespace ichido::service

@@ -5,7 +5,7 @@ DATA ?= ./ichido-data
 # In CI (CI=true) warnings are errors.
 CMAKE_FLAGS := $(if $(CI),-DICHIDO_WERROR=ON,)
 
-.PHONY: all deps build run test bench fuzz format clean
+.PHONY: all deps build run test bench bench-counters fuzz format clean
 
 all: build
 
@@ -22,7 +22,12 @@ run: build
 test: build
 	ctest --test-dir build --output-on-failure --timeout 600
 
-bench: build
+# Issue 6: ichido vs Redis, PostgreSQL and etcd in one run (~15 min; installs the peers).
+bench:
+	bench/compare
+
+# The quick counters-only benchmark (~1 min).
+bench-counters: build
 	bench/run
 
 clean:

@@ -6,7 +6,7 @@ DATA ?= ./ichido-data
 CMAKE_FLAGS := $(if $(CI),-DICHIDO_WERROR=ON,)
 FUZZ_SECONDS ?= 20
 
-.PHONY: all deps build run test bench fuzz format clean
+.PHONY: all deps build run test bench bench-counters fuzz clean
 
 all: build
 
@@ -32,7 +32,12 @@ test: build
 fuzz:
 	scripts/fuzz $(FUZZ_SECONDS)
 
-bench: build
+# Issue 6: ichido vs Redis, PostgreSQL and etcd in one run (~15 min; installs the peers).
+bench:
+	bench/compare
+
+# The quick counters-only benchmark (~1 min).
+bench-counters: build
 	bench/run
 
 clean:

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/counter.h"
+#include "core/once.h"
 #include "ichido/result.h"
 
 namespace ichido {
@@ -81,6 +82,59 @@ struct IssuedPage {
   std::optional<std::int64_t> next_after;  // set when more items may follow
 };
 
+// --- once records ---------------------------------------------------------------------------
+
+struct OnceRef {
+  std::string ns;
+  std::string key;
+};
+
+struct BeginOnceCmd {
+  OnceRef ref;
+  core::BeginCommand begin;
+};
+struct BeginOnceReply {
+  core::BeginOutcome outcome = core::BeginOutcome::acquired;
+  core::OnceRecord record;          // after the decision (acquired: with its new token)
+  std::int64_t retry_after_ms = 0;  // in_progress
+};
+
+struct CompleteOnceCmd {
+  OnceRef ref;
+  std::int64_t token = 0;
+  std::string result_json;  // serialized JSON, at most core::kMaxResultBytes
+};
+struct FailOnceCmd {
+  OnceRef ref;
+  std::int64_t token = 0;
+  std::string error;
+  bool retry = true;
+};
+struct RenewOnceCmd {
+  OnceRef ref;
+  std::int64_t token = 0;
+  std::int64_t lease_ms = core::kDefaultLeaseMs;
+};
+
+struct OnceQuery {
+  std::string ns;
+  core::OnceFilter filter = core::OnceFilter::all;
+  std::string after;  // keys strictly greater than this (byte order)
+  int limit = 100;    // 1..kMaxOnceLimit
+};
+inline constexpr int kMaxOnceLimit = 1000;
+struct OncePage {
+  std::vector<core::OnceRecord> items;
+  std::optional<std::string> next_after;  // set when more items may follow
+};
+
+// Purge of finished records: completed or dead with finished_at < older_than, at most `limit`
+// of them (any namespace), oldest first.
+struct PurgeOnceCmd {
+  TimeMs older_than = 0;
+  int limit = 100;
+};
+
 // Counters of the store's own work, for /metrics and the benchmarks.
 struct StoreStats {
   std::uint64_t commits = 0;           // write transactions committed
@@ -109,6 +163,24 @@ class Store {
   virtual void list_counters(std::string ns, Callback<std::vector<core::CounterInfo>> done) = 0;
   // Errors: counter_not_found, invalid_request (field period, or limit outside 1..1000).
   virtual void list_issued(IssuedQuery q, Callback<IssuedPage> done) = 0;
+
+  // Once records (core/once.h has the lifecycle). All mutations are durable when answered.
+  // begin: acquired / in_progress / completed / dead. Errors: fingerprint_mismatch.
+  virtual void begin_once(BeginOnceCmd cmd, Callback<BeginOnceReply> done) = 0;
+  // The record as completed. Errors: once_not_found, stale_token.
+  virtual void complete_once(CompleteOnceCmd cmd, Callback<core::OnceRecord> done) = 0;
+  // The record as pending or dead. Errors: once_not_found, stale_token.
+  virtual void fail_once(FailOnceCmd cmd, Callback<core::OnceRecord> done) = 0;
+  // The record with its new lease. Errors: once_not_found, stale_token.
+  virtual void renew_once(RenewOnceCmd cmd, Callback<core::OnceRecord> done) = 0;
+  // Errors: once_not_found.
+  virtual void get_once(OnceRef ref, Callback<core::OnceRecord> done) = 0;
+  // Records in key order. Errors: invalid_request (field limit).
+  virtual void list_once(OnceQuery q, Callback<OncePage> done) = 0;
+  // Forgets the record; answers it as it was. Errors: once_not_found.
+  virtual void reset_once(OnceRef ref, Callback<core::OnceRecord> done) = 0;
+  // Deletes up to cmd.limit finished records; answers how many were deleted.
+  virtual void purge_once(PurgeOnceCmd cmd, Callback<std::int64_t> done) = 0;
 
   // Synchronous and cheap: can the store read and write right now? (/readyz)
   virtual Result<void> check_ready() = 0;

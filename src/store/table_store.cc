@@ -5,26 +5,6 @@
 namespace ichido::store {
 namespace {
 
-template <class T>
-Job make_job(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done) {
-  auto slot = std::make_shared<std::optional<Result<T>>>();
-  Job job;
-  job.apply = [fn = std::move(fn), slot](Tables& t, TimeMs now) {
-    slot->emplace(fn(t, now));
-    return (*slot)->ok();
-  };
-  job.finish = [slot, done = std::move(done)](const Error* store_error) {
-    if (store_error) {
-      done(*store_error);
-    } else if (*slot) {
-      done(std::move(**slot));
-    } else {
-      done(Error(errc::internal, "The command was never applied; retry it."));
-    }
-  };
-  return job;
-}
-
 Result<CounterRow> load_counter(Tables& t, const CounterRef& ref) {
   auto row = t.find_counter(ref.ns, ref.name);
   if (!row.ok()) return std::move(row).error();
@@ -70,16 +50,6 @@ Result<std::string> resolve_period(const core::CounterConfig& c, const core::Tod
 }
 
 }  // namespace
-
-template <class T>
-void TableStore::write(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done) {
-  submit_write(make_job<T>(std::move(fn), std::move(done)));
-}
-
-template <class T>
-void TableStore::read(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done) {
-  submit_read(make_job<T>(std::move(fn), std::move(done)));
-}
 
 void TableStore::create_counter(CreateCounterCmd cmd, Callback<CreateCounterReply> done) {
   write<CreateCounterReply>(

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "ichido/clock.h"
 #include "ichido/store.h"
@@ -23,6 +24,28 @@ struct Job {
   std::function<void(const Error* store_error)> finish;
 };
 
+// Wraps a command function and its callback into a Job: `fn`'s result is kept until the
+// transaction's fate is known, and delivered only if it committed.
+template <class T>
+Job make_job(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done) {
+  auto slot = std::make_shared<std::optional<Result<T>>>();
+  Job job;
+  job.apply = [fn = std::move(fn), slot](Tables& t, TimeMs now) {
+    slot->emplace(fn(t, now));
+    return (*slot)->ok();
+  };
+  job.finish = [slot, done = std::move(done)](const Error* store_error) {
+    if (store_error) {
+      done(*store_error);
+    } else if (*slot) {
+      done(std::move(**slot));
+    } else {
+      done(Error(errc::internal, "The command was never applied; retry it."));
+    }
+  };
+  return job;
+}
+
 class TableStore : public Store {
  public:
   void create_counter(CreateCounterCmd cmd, Callback<CreateCounterReply> done) override;
@@ -33,16 +56,30 @@ class TableStore : public Store {
   void list_counters(std::string ns, Callback<std::vector<core::CounterInfo>> done) override;
   void list_issued(IssuedQuery q, Callback<IssuedPage> done) override;
 
+  // Once records: defined in once_ops.cc.
+  void begin_once(BeginOnceCmd cmd, Callback<BeginOnceReply> done) override;
+  void complete_once(CompleteOnceCmd cmd, Callback<core::OnceRecord> done) override;
+  void fail_once(FailOnceCmd cmd, Callback<core::OnceRecord> done) override;
+  void renew_once(RenewOnceCmd cmd, Callback<core::OnceRecord> done) override;
+  void get_once(OnceRef ref, Callback<core::OnceRecord> done) override;
+  void list_once(OnceQuery q, Callback<OncePage> done) override;
+  void reset_once(OnceRef ref, Callback<core::OnceRecord> done) override;
+  void purge_once(PurgeOnceCmd cmd, Callback<std::int64_t> done) override;
+
  protected:
   // Backends run `job` durably (write) or on a consistent snapshot (read), then call finish.
   virtual void submit_write(Job job) = 0;
   virtual void submit_read(Job job) = 0;
 
- private:
+  // A command's function run durably (write) or on a snapshot (read), its result to `done`.
   template <class T>
-  void write(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done);
+  void write(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done) {
+    submit_write(make_job<T>(std::move(fn), std::move(done)));
+  }
   template <class T>
-  void read(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done);
+  void read(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done) {
+    submit_read(make_job<T>(std::move(fn), std::move(done)));
+  }
 };
 
 }  // namespace ichido::store

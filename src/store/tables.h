@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/counter.h"
+#include "core/once.h"
 #include "ichido/result.h"
 
 namespace ichido::store {
@@ -66,6 +67,21 @@ class Tables {
   virtual Result<std::vector<core::IssuedNumber>> list_issued(std::int64_t counter_id,
                                                               const std::string& period,
                                                               std::int64_t after, int limit) = 0;
+
+  // --- once records (definitions: sqlite/sqlite_once_tables.cc, memory/memory_store.cc) ---
+  virtual Result<std::optional<core::OnceRecord>> find_once(const std::string& ns,
+                                                            const std::string& key) = 0;
+  // Inserts the record or replaces the one with the same (ns, key).
+  virtual Result<void> save_once(const std::string& ns, const core::OnceRecord& rec) = 0;
+  // Returns whether a record was deleted.
+  virtual Result<bool> delete_once(const std::string& ns, const std::string& key) = 0;
+  // Up to `limit` records of `ns` with key > after that match `filter` at `now`, in key order.
+  virtual Result<std::vector<core::OnceRecord>> list_once(const std::string& ns,
+                                                          core::OnceFilter filter, TimeMs now,
+                                                          const std::string& after, int limit) = 0;
+  // Deletes up to `limit` completed or dead records with finished_at < older_than (any
+  // namespace, oldest first); returns how many.
+  virtual Result<std::int64_t> purge_once(TimeMs older_than, int limit) = 0;
 };
 
 }  // namespace ichido::store

@@ -53,6 +53,31 @@ const std::vector<const char*>& migrations() {
         value INTEGER NOT NULL
       ) WITHOUT ROWID;
       )sql",
+      // 3: once records (core/once.h). A rowid table: results are up to 32 KiB of JSON.
+      // finished_at is set exactly for completed and dead records (the retention purge's index).
+      R"sql(
+      CREATE TABLE once_records (
+        id INTEGER PRIMARY KEY,
+        ns TEXT NOT NULL,
+        key TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('processing', 'pending', 'completed', 'dead')),
+        owner TEXT NOT NULL,
+        fingerprint TEXT,
+        token INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        max_attempts INTEGER NOT NULL,
+        lease_expires_at INTEGER NOT NULL,
+        result TEXT,
+        last_error TEXT NOT NULL,
+        holder_done INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        finished_at INTEGER,
+        UNIQUE (ns, key)
+      );
+      CREATE INDEX once_by_state ON once_records (ns, state, key);
+      CREATE INDEX once_finished ON once_records (finished_at) WHERE finished_at IS NOT NULL;
+      )sql",
   };
   return m;
 }

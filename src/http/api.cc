@@ -7,9 +7,14 @@
 namespace ichido::http {
 
 Api::Api(Store& store, Metrics& metrics, ApiOptions options)
-    : opt_(options), metrics_(metrics), counters_(store) {
+    : opt_(options),
+      metrics_(metrics),
+      counters_(store),
+      once_waits_(options.max_once_waiters_per_key, options.max_once_waiters),
+      once_(store, once_waits_) {
   add_ops_routes(router_, store, metrics_);
   add_counter_routes(router_, counters_);
+  add_once_routes(router_, once_);
 }
 
 BeastResponse Api::to_beast(Response r, unsigned version, bool keep_alive) {

@@ -9,11 +9,16 @@
 #include "http/metrics.h"
 #include "http/router.h"
 #include "service/counter_service.h"
+#include "service/once_service.h"
+#include "service/wait_list.h"
 
 namespace ichido::http {
 
 struct ApiOptions {
   std::size_t max_target_bytes = 8192;  // longer request targets get 414 uri_too_long
+  // Parked once begins (wait_ms): beyond these, begin answers 429 too_many_waiters.
+  std::size_t max_once_waiters_per_key = 1000;
+  std::size_t max_once_waiters = 10000;
 };
 
 class Api {
@@ -25,6 +30,7 @@ class Api {
   // Builds the response for an error found before the request could be routed.
   BeastResponse error_response(const Error& e, unsigned version, bool keep_alive);
   const Router& router() const { return router_; }
+  service::OnceService& once() { return once_; }
 
  private:
   BeastResponse to_beast(Response r, unsigned version, bool keep_alive);
@@ -32,6 +38,8 @@ class Api {
   ApiOptions opt_;
   Metrics& metrics_;
   service::CounterService counters_;
+  service::WaitList once_waits_;
+  service::OnceService once_;
   Router router_;
 };
 

@@ -4,10 +4,12 @@
 #include "http/metrics.h"
 #include "http/router.h"
 #include "service/counter_service.h"
+#include "service/once_service.h"
 
 namespace ichido::http {
 
 void add_counter_routes(Router& router, service::CounterService& counters);
+void add_once_routes(Router& router, service::OnceService& once);
 void add_ops_routes(Router& router, Store& store, const Metrics& metrics);
 
 }  // namespace ichido::http

@@ -1,0 +1,49 @@
+#include "cli/serve_cmd.h"
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <utility>
+
+namespace ichido::cli {
+
+void add_serve_command(CommandTree& tree, ServeFunction serve) {
+  auto cfg = std::make_shared<server::ServeConfig>();
+  CLI::App* cmd = tree.add_local_command(
+      tree.root(), "serve",
+      "Run the ichido server in the foreground until SIGINT/SIGTERM (then drain and exit)",
+      "ichido serve --listen 127.0.0.1:7878 --data ./ichido-data --no-auth",
+      [cfg, serve = std::move(serve)] { return serve(*cfg); });
+  cmd->add_option("--listen", cfg->listen, "HOST:PORT to listen on; port 0 picks a free port")
+      ->capture_default_str();
+  cmd->add_option("--data", cfg->data_dir, "Directory of the embedded store (created if missing)")
+      ->capture_default_str();
+  cmd->add_flag("--no-auth", cfg->no_auth,
+                "Accept requests without a token (allowed only when listening on loopback)");
+  cmd->add_option("--threads", cfg->threads, "I/O threads; 0 = number of cores")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-body", cfg->max_body_bytes,
+                  "Largest request body in bytes (larger: 413 body_too_large)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-header", cfg->max_header_bytes, "Largest request header block in bytes")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--read-timeout-ms", cfg->read_timeout_ms,
+                  "A request must arrive whole within this many ms")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--idle-timeout-ms", cfg->idle_timeout_ms,
+                  "Keep-alive connections idle longer than this are closed")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--drain-timeout-ms", cfg->drain_timeout_ms,
+                  "On SIGTERM/SIGINT, in-flight requests get this long to finish")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-connections", cfg->max_connections, "Connections beyond this are refused")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
+}  // namespace ichido::cli

@@ -19,6 +19,8 @@ struct ServeConfig {
   std::uint32_t idle_timeout_ms = 60000;   // keep-alive connections idle longer are closed
   std::uint32_t drain_timeout_ms = 10000;  // on SIGTERM, in-flight requests get this long
   std::size_t max_connections = 10000;
+  // Completed and dead once records older than this are purged in the background (--once-retention).
+  std::int64_t once_retention_ms = std::int64_t{30} * 24 * 3600 * 1000;
 };
 
 // Runs the server until SIGTERM or SIGINT, then drains and closes the store. Prints

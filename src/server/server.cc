@@ -1,10 +1,16 @@
 // Composition root: wires store, services, HTTP server, signals and drain.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <thread>
 #include <vector>
 
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -19,6 +25,37 @@ namespace {
 
 void log(const std::string& msg) {
   std::cerr << format_rfc3339(SystemClock::instance().now_ms()) << " ichido: " << msg << std::endl;
+}
+
+// Once-record retention: every `interval`, purge completed and dead records finished more than
+// `retention_ms` ago, in batches of kPurgeBatch. Each batch is its own short write transaction
+// in the group-commit queue, so requests interleave with a long purge instead of waiting for it.
+// Runs on the I/O threads as one coroutine (no thread of its own); ends when the io_context stops.
+constexpr int kPurgeBatch = 200;
+
+boost::asio::awaitable<void> purge_once_records(service::OnceService& once,
+                                                std::int64_t retention_ms) {
+  namespace asio = boost::asio;
+  const auto interval = std::chrono::milliseconds(
+      std::clamp<std::int64_t>(retention_ms / 10, 100, 60000));
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  for (;;) {
+    timer.expires_after(interval);
+    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return;
+    std::int64_t purged = 0;
+    for (;;) {
+      PurgeOnceCmd cmd{SystemClock::instance().now_ms() - retention_ms, kPurgeBatch};
+      auto n = co_await once.purge(cmd);
+      if (!n.ok()) {
+        log("once retention: purge failed (will retry): " + n.error().message);
+        break;
+      }
+      purged += *n;
+      if (*n < kPurgeBatch) break;
+    }
+    if (purged > 0) log("once retention: purged " + std::to_string(purged) + " records");
+  }
 }
 
 }  // namespace
@@ -63,6 +100,8 @@ int run_server(const ServeConfig& cfg) {
     return 1;
   }
   server.start();
+  boost::asio::co_spawn(ioc, purge_once_records(api.once(), cfg.once_retention_ms),
+                        boost::asio::detached);
 
   // SIGTERM/SIGINT: stop accepting, let in-flight requests finish (up to drain_timeout_ms),
   // then stop the I/O threads; the store is closed after them. A second signal stops at once.

@@ -15,6 +15,8 @@ Api::Api(Store& store, Metrics& metrics, ApiOptions options)
   add_ops_routes(router_, store, metrics_);
   add_counter_routes(router_, counters_);
   add_once_routes(router_, once_);
+  metrics_.add_gauge("ichido_once_waiters", "Once begins parked waiting (wait_ms) right now.",
+                     [this] { return static_cast<std::int64_t>(once_waits_.total()); });
 }
 
 BeastResponse Api::to_beast(Response r, unsigned version, bool keep_alive) {

@@ -79,7 +79,9 @@ struct RequestSpec {
 class Workload {
  public:
   virtual ~Workload() = default;
-  virtual void make(unsigned conn, std::uint64_t seq, RequestSpec& out) const = 0;
+  // `state` is the connection's state word as the last check() left it.
+  virtual void make(unsigned conn, std::uint64_t seq, std::uint64_t state,
+                    RequestSpec& out) const = 0;
   // Called for 2xx answers only. Returns nullptr when the answer is right, else a short reason
   // (static storage).
   virtual const char* check(std::string_view body, std::uint64_t& state) const = 0;
@@ -121,7 +123,7 @@ class CounterNext final : public Workload {
     key_prefix_.append("{\"key\":\"k-").append(run_id).append("-");
   }
 
-  void make(unsigned conn, std::uint64_t seq, RequestSpec& out) const override {
+  void make(unsigned conn, std::uint64_t seq, std::uint64_t, RequestSpec& out) const override {
     out.method = "POST";
     if (out.target != target_) out.target = target_;
     out.body.clear();
@@ -156,7 +158,7 @@ class CounterNext final : public Workload {
 class Get final : public Workload {
  public:
   Get(std::string_view prefix, std::string_view path) { target_.append(prefix).append(path); }
-  void make(unsigned, std::uint64_t, RequestSpec& out) const override {
+  void make(unsigned, std::uint64_t, std::uint64_t, RequestSpec& out) const override {
     out.method = "GET";
     if (out.target != target_) out.target = target_;
     out.body.clear();
@@ -165,6 +167,57 @@ class Get final : public Workload {
 
  private:
   std::string target_;
+};
+
+// Once records: begin + complete pairs on unique keys. Even requests of a connection are
+// POST .../once/begin for a fresh key (must answer acquired; its token goes to the state word),
+// odd ones POST .../once/complete with that token (must answer completed). Each pair is two
+// durable commits; pairs/s = ops/s / 2.
+class OncePairs final : public Workload {
+ public:
+  OncePairs(std::string_view prefix, std::string_view ns, std::string_view run_id) {
+    begin_.append(prefix).append("/v1/ns/").append(ns).append("/once/begin");
+    complete_.append(prefix).append("/v1/ns/").append(ns).append("/once/complete");
+    key_prefix_.append("{\"key\":\"once-").append(run_id).append("-");
+  }
+
+  void make(unsigned conn, std::uint64_t seq, std::uint64_t token,
+            RequestSpec& out) const override {
+    out.method = "POST";
+    const bool begin = seq % 2 == 0;
+    const std::string& target = begin ? begin_ : complete_;
+    if (out.target != target) out.target = target;
+    out.body.clear();
+    out.body.append(key_prefix_);
+    append_uint(out.body, conn);
+    out.body.push_back('-');
+    append_uint(out.body, seq / 2);
+    if (begin) {
+      out.body.append("\",\"owner\":\"loadgen\",\"lease_ms\":60000}");
+    } else {
+      out.body.append("\",\"token\":");
+      append_uint(out.body, token);
+      out.body.append(",\"result\":{\"ok\":true}}");
+    }
+  }
+
+  const char* check(std::string_view body, std::uint64_t& token) const override {
+    const auto outcome = json_field(body, "\"outcome\"");
+    if (!outcome) return "answer has no \"outcome\"";
+    if (outcome->starts_with("\"completed\"")) return nullptr;
+    if (!outcome->starts_with("\"acquired\"")) return "a fresh key was not acquired";
+    const auto t = json_field(body, "\"token\"");
+    if (!t) return "acquired without a token";
+    std::uint64_t value = 0;
+    const auto r = std::from_chars(t->data(), t->data() + t->size(), value);
+    if (r.ec != std::errc{}) return "\"token\" is not an unsigned integer";
+    if (value <= token) return "tokens did not increase on this connection";
+    token = value;
+    return nullptr;
+  }
+
+ private:
+  std::string begin_, complete_, key_prefix_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -317,7 +370,7 @@ asio::awaitable<void> connection_loop(Shared& sh, ThreadStats& st, unsigned conn
       check_state = 0;
       buf.clear();
     }
-    sh.workload.make(conn, seq, spec);
+    sh.workload.make(conn, seq, check_state, spec);
     build_request(sh, spec, request);
     const auto t0 = Clock::now();
     co_await asio::async_write(sock, asio::buffer(request),
@@ -371,7 +424,7 @@ void usage(std::FILE* to) {
       "  --duration D         measured time, e.g. 10s, 500ms (default 10s, max 1h)\n"
       "  --warmup D           unmeasured time before it (default 2s, max 10m)\n"
       "  --grace D            how long in-flight requests may finish after it (default 10s)\n"
-      "  --workload W         counter-next (default) | get\n"
+      "  --workload W         counter-next (default) | once | get\n"
       "  --ns NS --name NAME  counter for counter-next (default bench/bench)\n"
       "  --path PATH          path for get (default /healthz)\n"
       "  --token T            send Authorization: Bearer T\n"
@@ -457,7 +510,7 @@ int parse_args(int argc, char** argv, Options& o) {
       if (ok) (a == "--duration" ? o.duration : a == "--warmup" ? o.warmup : o.grace) = *d;
     } else if (a == "--workload") {
       o.workload = v;
-      ok = v == "counter-next" || v == "get";
+      ok = v == "counter-next" || v == "once" || v == "get";
     } else if (a == "--ns") {
       o.ns = v;
       ok = valid_name(v);
@@ -506,6 +559,8 @@ int run(const Options& opt) {
   std::unique_ptr<Workload> workload;
   if (opt.workload == "counter-next")
     workload = std::make_unique<CounterNext>(opt.prefix, opt.ns, opt.name, opt.run_id, opt.verify);
+  else if (opt.workload == "once")
+    workload = std::make_unique<OncePairs>(opt.prefix, opt.ns, opt.run_id);
   else
     workload = std::make_unique<Get>(opt.prefix, opt.path);
 

@@ -215,26 +215,26 @@ void add_once_commands(CommandTree& tree) {
   }
   {
     auto a = std::make_shared<OnceRenewArgs>();
-    CLI::App* cmd = tree.add_http_command(
-        *group, "renew", "Extend the lease of the holder of --token",
-        "ichido once renew inv-42 --token 17 --lease 2m",
-        [a, &conn] { return once_renew_call(conn.ns, *a); });
+    CLI::App* cmd =
+        tree.add_http_command(*group, "renew", "Extend the lease of the holder of --token",
+                              "ichido once renew inv-42 --token 17 --lease 2m",
+                              [a, &conn] { return once_renew_call(conn.ns, *a); });
     add_key(*cmd, a->key);
     cmd->add_option("--token", a->token, "The token begin answered")->required();
     add_duration(*cmd, "--lease", a->lease_ms, "New lease from now (server default: 60s)");
   }
   {
     auto key = std::make_shared<std::string>();
-    CLI::App* cmd = tree.add_http_command(*group, "get", "Show the record of KEY",
-                                          "ichido once get inv-42",
-                                          [key, &conn] { return once_get_call(conn.ns, *key); });
+    CLI::App* cmd =
+        tree.add_http_command(*group, "get", "Show the record of KEY", "ichido once get inv-42",
+                              [key, &conn] { return once_get_call(conn.ns, *key); });
     add_key(*cmd, *key);
   }
   {
     auto a = std::make_shared<OnceListArgs>();
-    CLI::App* cmd = tree.add_http_command(
-        *group, "list", "List records, optionally by state",
-        "ichido once list --state expired", [a, &conn] { return once_list_call(conn.ns, *a); });
+    CLI::App* cmd = tree.add_http_command(*group, "list", "List records, optionally by state",
+                                          "ichido once list --state expired",
+                                          [a, &conn] { return once_list_call(conn.ns, *a); });
     cmd->add_option("--state", a->state, "processing|expired|pending|completed|dead")
         ->check(CLI::IsMember({"processing", "expired", "pending", "completed", "dead"}));
     cmd->add_option("--limit", a->limit, "At most this many (1-1000, server default: 100)");
@@ -254,15 +254,13 @@ void add_once_commands(CommandTree& tree) {
         "Run CMD only if KEY was never completed: renews the lease while CMD runs, completes with "
         "{exit_code, stdout_tail} on exit 0, fails and exits with CMD's code otherwise; exits 0 "
         "without running CMD when already completed, 75 when in progress elsewhere (after --wait)",
-        "ichido once run nightly-2026-04-01 --lease 60s -- ./nightly.sh",
-        [a, &conn] {
+        "ichido once run nightly-2026-04-01 --lease 60s -- ./nightly.sh", [a, &conn] {
           Output o{std::cout, std::cerr};
           return once_run(conn, *a, o);
         });
     tree.add_connection_options(*cmd);
     add_key(*cmd, a->key);
-    cmd->add_option("command", a->command, "The command and its arguments, after --")
-        ->required();
+    cmd->add_option("command", a->command, "The command and its arguments, after --")->required();
     add_duration(*cmd, "--lease", a->lease_ms, "Lease, renewed every third of it (default 60s)");
     add_duration(*cmd, "--wait", a->wait_ms,
                  "If another run holds KEY, wait up to this long (<= 300s) for it (default 0)");

@@ -19,8 +19,8 @@ Error broken(const char* invariant, const OnceRecord& r) {
 
 Result<void> validate_text(std::string_view s, std::size_t max, const char* field) {
   if (s.size() > max) {
-    return invalid_field(field, std::string("The ") + field + " must be at most " +
-                                    std::to_string(max) + " bytes.");
+    return invalid_field(
+        field, std::string("The ") + field + " must be at most " + std::to_string(max) + " bytes.");
   }
   if (!is_valid_utf8(s)) {
     return invalid_field(field, std::string("The ") + field + " must be valid UTF-8.");
@@ -44,20 +44,28 @@ BeginDecision acquire(OnceRecord r, const BeginCommand& cmd, TimeMs now) {
 
 std::string_view to_string(OnceState s) {
   switch (s) {
-    case OnceState::processing: return "processing";
-    case OnceState::pending: return "pending";
-    case OnceState::completed: return "completed";
-    case OnceState::dead: return "dead";
+    case OnceState::processing:
+      return "processing";
+    case OnceState::pending:
+      return "pending";
+    case OnceState::completed:
+      return "completed";
+    case OnceState::dead:
+      return "dead";
   }
   return "processing";
 }
 
 std::string_view to_string(BeginOutcome o) {
   switch (o) {
-    case BeginOutcome::acquired: return "acquired";
-    case BeginOutcome::in_progress: return "in_progress";
-    case BeginOutcome::completed: return "completed";
-    case BeginOutcome::dead: return "dead";
+    case BeginOutcome::acquired:
+      return "acquired";
+    case BeginOutcome::in_progress:
+      return "in_progress";
+    case BeginOutcome::completed:
+      return "completed";
+    case BeginOutcome::dead:
+      return "dead";
   }
   return "acquired";
 }
@@ -78,12 +86,18 @@ bool lease_live(const OnceRecord& r, TimeMs now) {
 
 bool matches(OnceFilter f, const OnceRecord& r, TimeMs now) {
   switch (f) {
-    case OnceFilter::all: return true;
-    case OnceFilter::processing: return lease_live(r, now);
-    case OnceFilter::expired: return r.state == OnceState::processing && !lease_live(r, now);
-    case OnceFilter::pending: return r.state == OnceState::pending;
-    case OnceFilter::completed: return r.state == OnceState::completed;
-    case OnceFilter::dead: return r.state == OnceState::dead;
+    case OnceFilter::all:
+      return true;
+    case OnceFilter::processing:
+      return lease_live(r, now);
+    case OnceFilter::expired:
+      return r.state == OnceState::processing && !lease_live(r, now);
+    case OnceFilter::pending:
+      return r.state == OnceState::pending;
+    case OnceFilter::completed:
+      return r.state == OnceState::completed;
+    case OnceFilter::dead:
+      return r.state == OnceState::dead;
   }
   return false;
 }
@@ -132,7 +146,9 @@ Result<void> validate_max_attempts(std::int64_t v) {
   return {};
 }
 
-Result<void> validate_owner(std::string_view s) { return validate_text(s, kMaxOwnerBytes, "owner"); }
+Result<void> validate_owner(std::string_view s) {
+  return validate_text(s, kMaxOwnerBytes, "owner");
+}
 
 Result<void> validate_fingerprint(std::string_view s) {
   return validate_text(s, kMaxFingerprintBytes, "fingerprint");
@@ -152,9 +168,9 @@ Result<void> validate_result_json(std::string_view json) {
 }
 
 Error once_not_found(const std::string& key) {
-  return Error(errc::once_not_found,
-               "No once record for key '" + key + "'; call begin first (it may also have been "
-               "reset or purged after its retention).");
+  return Error(errc::once_not_found, "No once record for key '" + key +
+                                         "'; call begin first (it may also have been "
+                                         "reset or purged after its retention).");
 }
 
 Result<BeginDecision> decide_begin(const std::optional<OnceRecord>& existing,
@@ -175,10 +191,14 @@ Result<BeginDecision> decide_begin(const std::optional<OnceRecord>& existing,
         .with("state", std::string(to_string(r.state)));
   }
   switch (r.state) {
-    case OnceState::completed: return BeginDecision{BeginOutcome::completed, r, false, 0};
-    case OnceState::dead: return BeginDecision{BeginOutcome::dead, r, false, 0};
-    case OnceState::pending: return acquire(r, cmd, now);
-    case OnceState::processing: break;
+    case OnceState::completed:
+      return BeginDecision{BeginOutcome::completed, r, false, 0};
+    case OnceState::dead:
+      return BeginDecision{BeginOutcome::dead, r, false, 0};
+    case OnceState::pending:
+      return acquire(r, cmd, now);
+    case OnceState::processing:
+      break;
   }
   if (lease_live(r, now)) {
     return BeginDecision{BeginOutcome::in_progress, r, false, r.lease_expires_at - now};
@@ -198,7 +218,8 @@ Result<BeginDecision> decide_begin(const std::optional<OnceRecord>& existing,
 
 Result<Change> decide_complete(const std::optional<OnceRecord>& existing, std::int64_t token,
                                const std::string& result_json, TimeMs now) {
-  if (!existing) return Error(errc::once_not_found, "No once record for this key; call begin first.");
+  if (!existing)
+    return Error(errc::once_not_found, "No once record for this key; call begin first.");
   const OnceRecord& r = *existing;
   if (r.token != token) return stale(r);
   if (r.state == OnceState::completed) return Change{r, false};  // the holder's repeat
@@ -214,7 +235,8 @@ Result<Change> decide_complete(const std::optional<OnceRecord>& existing, std::i
 
 Result<Change> decide_fail(const std::optional<OnceRecord>& existing, std::int64_t token,
                            const std::string& error, bool retry, TimeMs now) {
-  if (!existing) return Error(errc::once_not_found, "No once record for this key; call begin first.");
+  if (!existing)
+    return Error(errc::once_not_found, "No once record for this key; call begin first.");
   const OnceRecord& r = *existing;
   if (r.token != token) return stale(r);
   if (r.holder_done && (r.state == OnceState::pending || r.state == OnceState::dead)) {
@@ -236,7 +258,8 @@ Result<Change> decide_fail(const std::optional<OnceRecord>& existing, std::int64
 
 Result<OnceRecord> decide_renew(const std::optional<OnceRecord>& existing, std::int64_t token,
                                 std::int64_t lease_ms, TimeMs now) {
-  if (!existing) return Error(errc::once_not_found, "No once record for this key; call begin first.");
+  if (!existing)
+    return Error(errc::once_not_found, "No once record for this key; call begin first.");
   const OnceRecord& r = *existing;
   if (r.token != token || r.state != OnceState::processing) return stale(r);
   OnceRecord next = r;

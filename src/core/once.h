@@ -75,13 +75,13 @@ struct OnceRecord {
   std::int64_t token = 0;                  // of the latest acquisition
   std::int64_t attempt = 0;                // acquisitions so far
   std::int64_t max_attempts = kDefaultMaxAttempts;
-  TimeMs lease_expires_at = 0;             // meaningful while processing
-  std::optional<std::string> result;       // serialized JSON, completed only
+  TimeMs lease_expires_at = 0;        // meaningful while processing
+  std::optional<std::string> result;  // serialized JSON, completed only
   std::string last_error;
-  bool holder_done = false;                // the holder of `token` concluded (complete/fail)
+  bool holder_done = false;  // the holder of `token` concluded (complete/fail)
   TimeMs created_at = 0;
   TimeMs updated_at = 0;
-  std::optional<TimeMs> finished_at;       // completed or dead since
+  std::optional<TimeMs> finished_at;  // completed or dead since
 
   bool operator==(const OnceRecord&) const = default;
 };
@@ -97,13 +97,13 @@ Result<void> check_invariants(const OnceRecord& r);
 
 // --- input validation (the HTTP and service layers call these; errors name the field) -------
 
-Result<void> validate_lease_ms(std::int64_t lease_ms);      // field lease_ms
-Result<void> validate_wait_ms(std::int64_t wait_ms);        // field wait_ms
-Result<void> validate_max_attempts(std::int64_t n);         // field max_attempts
-Result<void> validate_owner(std::string_view owner);        // field owner
-Result<void> validate_fingerprint(std::string_view fp);     // field fingerprint
-Result<void> validate_error_text(std::string_view error);   // field error
-Result<void> validate_result_json(std::string_view json);   // field result (size only)
+Result<void> validate_lease_ms(std::int64_t lease_ms);     // field lease_ms
+Result<void> validate_wait_ms(std::int64_t wait_ms);       // field wait_ms
+Result<void> validate_max_attempts(std::int64_t n);        // field max_attempts
+Result<void> validate_owner(std::string_view owner);       // field owner
+Result<void> validate_fingerprint(std::string_view fp);    // field fingerprint
+Result<void> validate_error_text(std::string_view error);  // field error
+Result<void> validate_result_json(std::string_view json);  // field result (size only)
 
 // --- decisions ---------------------------------------------------------------------------------
 

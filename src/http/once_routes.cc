@@ -37,9 +37,9 @@ json::object record_json(const core::OnceRecord& r) {
   o["attempt"] = r.attempt;
   o["max_attempts"] = r.max_attempts;
   o["token"] = r.token;
-  o["lease_expires_at"] =
-      r.state == core::OnceState::processing ? json::value(format_rfc3339(r.lease_expires_at))
-                                             : json::value(nullptr);
+  o["lease_expires_at"] = r.state == core::OnceState::processing
+                              ? json::value(format_rfc3339(r.lease_expires_at))
+                              : json::value(nullptr);
   o["result"] = result_json(r.result);
   o["last_error"] = r.last_error.empty() ? json::value(nullptr) : json::value(r.last_error);
   o["fingerprint"] = r.fingerprint ? json::value(*r.fingerprint) : json::value(nullptr);
@@ -99,10 +99,10 @@ boost::asio::awaitable<Response> post_begin(service::OnceService& svc, const Req
   TRY_BODY(wait, f.opt_int("wait_ms"));
   TRY_BODY(max_attempts, f.opt_int("max_attempts"));
   // Named locals, never temporaries inside co_await (g++ 12; see counters_routes.cc).
-  BeginOnceCmd cmd{OnceRef{ns_of(p), key},
-                   core::BeginCommand{owner.value_or(""), lease.value_or(core::kDefaultLeaseMs),
-                                      fingerprint,
-                                      max_attempts.value_or(core::kDefaultMaxAttempts)}};
+  BeginOnceCmd cmd{
+      OnceRef{ns_of(p), key},
+      core::BeginCommand{owner.value_or(""), lease.value_or(core::kDefaultLeaseMs), fingerprint,
+                         max_attempts.value_or(core::kDefaultMaxAttempts)}};
   const std::int64_t wait_ms = wait.value_or(0);
   auto r = co_await svc.begin(std::move(cmd), wait_ms);
   if (!r.ok()) co_return Response::error(r.error());

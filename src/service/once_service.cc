@@ -31,7 +31,7 @@ std::string OnceService::wait_key(const OnceRef& ref) {
 }
 
 boost::asio::awaitable<Result<BeginOnceReply>> OnceService::begin(BeginOnceCmd cmd,
-                                                                   std::int64_t wait_ms) {
+                                                                  std::int64_t wait_ms) {
   using steady = std::chrono::steady_clock;
   if (auto r = validate_once_ref(cmd.ref); !r.ok()) co_return std::move(r).error();
   if (auto r = core::validate_owner(cmd.begin.owner); !r.ok()) co_return std::move(r).error();

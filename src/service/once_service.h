@@ -17,10 +17,9 @@
 // Thread-safety: every method may be called concurrently from any executor.
 #pragma once
 
+#include <boost/asio/awaitable.hpp>
 #include <cstdint>
 #include <string>
-
-#include <boost/asio/awaitable.hpp>
 
 #include "ichido/store.h"
 #include "service/wait_list.h"

@@ -3,12 +3,12 @@
 // Time in the store is a ManualClock; the only real time spent is a waiter's own short timer.
 #include "service/once_service.h"
 
-#include <optional>
+#include <gtest/gtest.h>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
-#include <gtest/gtest.h>
+#include <optional>
 
 #include "store/memory/memory_store.h"
 
@@ -134,7 +134,7 @@ TEST_F(OnceServiceTest, WaiterRetriesWhenTheHoldersLeaseLapses) {
   Poll();
   ASSERT_FALSE(b.has_value());
   clock_.advance(1);  // the lease has lapsed; nobody notifies — the waiter's own deadline does
-  Run();         // returns once B is answered (its timer is ~2 ms, not the 300 s wait)
+  Run();              // returns once B is answered (its timer is ~2 ms, not the 300 s wait)
   ASSERT_TRUE(b.has_value() && b->ok());
   EXPECT_EQ((*b)->outcome, BeginOutcome::acquired);
   EXPECT_EQ((*b)->record.attempt, 2);

@@ -2,6 +2,7 @@
 // and real `ichido once run` processes. Leases use the smallest lease API.md allows (1000 ms);
 // waiting for an event is a bounded poll or a server-side wait, never a sleep standing in for
 // synchronisation.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,8 +16,6 @@
 #include <sstream>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "api_client.h"
 #include "server_process.h"
@@ -284,9 +283,9 @@ TEST_F(OnceTest, BadInputIsRejectedWithTheFieldAndChangesNothing) {
   ASSERT_EQ(b.str("outcome"), "acquired");
   const auto before = c.get("k").body;
   const std::string big = "\"" + std::string(32 * 1024, 'x') + "\"";
-  auto too_big = c.raw("POST", "/v1/ns/t/once/complete",
-                       R"({"key":"k","token":)" + std::to_string(b.num("token")) +
-                           R"(,"result":)" + big + "}");
+  auto too_big = c.raw(
+      "POST", "/v1/ns/t/once/complete",
+      R"({"key":"k","token":)" + std::to_string(b.num("token")) + R"(,"result":)" + big + "}");
   EXPECT_EQ(too_big.status, 400);
   EXPECT_EQ(too_big.error_field(), "result");
   EXPECT_EQ(c.get("k").body, before);
@@ -311,8 +310,9 @@ TEST_F(OnceTest, ParkedWaiterIsAnsweredWithTheResultWhenTheHolderCompletes) {
     return probe.raw("GET", "/metrics").body.find("\nichido_once_waiters 1\n") != std::string::npos;
   }));
   const auto sent = steady::now();
-  ASSERT_EQ(holder.complete("<shared-mailbox-1@example.com>", a.num("token"),
-                            json::object{{"forwarded_to", "billing"}})
+  ASSERT_EQ(holder
+                .complete("<shared-mailbox-1@example.com>", a.num("token"),
+                          json::object{{"forwarded_to", "billing"}})
                 .status,
             200);
   waiter.join();
@@ -333,7 +333,7 @@ TEST_F(OnceTest, KillNineDuringARaceLosesNoAnsweredCompletionAndNeverRepeatsATok
   std::mutex mu;
   std::condition_variable cv;
   std::map<std::string, std::string> seen_completed;  // key -> serialized result
-  std::vector<std::int64_t> tokens;                    // of every acquired answer
+  std::vector<std::int64_t> tokens;                   // of every acquired answer
   int completes = 0;
   std::atomic<bool> stop{false};
   std::vector<std::thread> threads;
@@ -407,12 +407,24 @@ TEST_F(OnceTest, OnceRunRunsTheCommandOnceAcrossTenParallelInvocations) {
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       // The command is slow enough (0.3 s) for the other invocations to overlap it.
-      const std::string script = "echo ran >> '" + file + "'; sleep 0.3; echo out-" +
-                                 std::to_string(i);
-      const char* argv[] = {ichido_binary(), "once",   "run",       "nightly-2026-04-01",
-                            "--url",         url.c_str(), "--ns",   "t",
-                            "--wait",        "30s",   "--lease",   "5s",
-                            "--",            "sh",    "-c",        script.c_str(),
+      const std::string script =
+          "echo ran >> '" + file + "'; sleep 0.3; echo out-" + std::to_string(i);
+      const char* argv[] = {ichido_binary(),
+                            "once",
+                            "run",
+                            "nightly-2026-04-01",
+                            "--url",
+                            url.c_str(),
+                            "--ns",
+                            "t",
+                            "--wait",
+                            "30s",
+                            "--lease",
+                            "5s",
+                            "--",
+                            "sh",
+                            "-c",
+                            script.c_str(),
                             nullptr};
       ::execv(argv[0], const_cast<char* const*>(argv));
       ::_exit(126);
@@ -443,8 +455,8 @@ TEST_F(OnceTest, OnceRunPassesOnAFailureAndRunsAgainNextTime) {
   auto run = [&](const char* script) {
     const pid_t pid = ::fork();
     if (pid == 0) {
-      const char* argv[] = {ichido_binary(), "once", "run",  "flaky", "--url", url.c_str(),
-                            "--ns",          "t",    "--",   "sh",    "-c",    script,
+      const char* argv[] = {ichido_binary(), "once", "run", "flaky", "--url", url.c_str(),
+                            "--ns",          "t",    "--",  "sh",    "-c",    script,
                             nullptr};
       ::execv(argv[0], const_cast<char* const*>(argv));
       ::_exit(126);

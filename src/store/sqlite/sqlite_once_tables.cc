@@ -4,7 +4,7 @@
 namespace ichido::store::sqlite {
 namespace {
 
-#define ONCE_COLUMNS                                                                      \
+#define ONCE_COLUMNS                                                                         \
   "key, state, owner, fingerprint, token, attempt, max_attempts, lease_expires_at, result, " \
   "last_error, holder_done, created_at, updated_at, finished_at"
 
@@ -94,8 +94,7 @@ Result<bool> SqliteTables::delete_once(const std::string& ns, const std::string&
 
 Result<std::vector<core::OnceRecord>> SqliteTables::list_once(const std::string& ns,
                                                               core::OnceFilter filter, TimeMs now,
-                                                              const std::string& after,
-                                                              int limit) {
+                                                              const std::string& after, int limit) {
   // One literal statement per filter: the statement cache is keyed by the SQL text's address.
   using F = core::OnceFilter;
   const auto n = std::int64_t{limit};

@@ -257,7 +257,8 @@ TYPED_TEST(OnceConformance, ListsByStateInKeyOrderWithPaging) {
   EXPECT_EQ(this->Listed(OnceFilter::pending), V{"b-pending"});
   EXPECT_EQ(this->Listed(OnceFilter::completed), V{"c-done"});
   EXPECT_EQ(this->Listed(OnceFilter::dead), V{"e-dead"});
-  EXPECT_EQ(this->Listed(OnceFilter::all), (V{"a-short", "b-pending", "c-done", "d-long", "e-dead"}));
+  EXPECT_EQ(this->Listed(OnceFilter::all),
+            (V{"a-short", "b-pending", "c-done", "d-long", "e-dead"}));
 
   auto p1 = this->S().list_once({"acme", OnceFilter::all, "", 2});
   ASSERT_TRUE(p1.ok());

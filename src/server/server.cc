@@ -146,8 +146,20 @@ int run_server(const ServeConfig& cfg) {
       std::to_string(threads) + " I/O threads (no authentication: loopback only)");
 
   std::vector<std::thread> pool;
-  for (int i = 1; i < threads; ++i) pool.emplace_back([&] { ioc.run(); });
-  ioc.run();
+  // An exception escaping a handler must not unwind past joinable threads (std::terminate);
+  // log it and keep serving (Asio's documented pattern: run() again after an exception).
+  auto run_io = [&] {
+    for (;;) {
+      try {
+        ioc.run();
+        return;
+      } catch (const std::exception& e) {
+        log(std::string("an I/O handler threw (") + e.what() + "); continuing");
+      }
+    }
+  };
+  for (int i = 1; i < threads; ++i) pool.emplace_back(run_io);
+  run_io();
   for (auto& t : pool) t.join();
 
   (*store)->close();

@@ -17,6 +17,9 @@ build: deps
 	@cmake --build build
 
 run: build
+	@echo "ichido: on first start an admin token is written to $(DATA)/admin.token. Use it with:"
+	@echo "  export ICHIDO_TOKEN=\$$(cat $(DATA)/admin.token)"
+	@echo "  curl -H \"Authorization: Bearer \$$ICHIDO_TOKEN\" http://$(LISTEN)/v1/ns/demo/counters"
 	build/ichido serve --listen $(LISTEN) --data $(DATA)
 
 test: build

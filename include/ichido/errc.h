@@ -35,6 +35,7 @@ enum class errc {
   value_below_issued,
   value_not_issued,
   once_not_found,
+  token_not_found,
   fingerprint_mismatch,
   stale_token,
   not_holder,

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/auth.h"
 #include "core/counter.h"
 #include "core/once.h"
 #include "ichido/result.h"
@@ -181,6 +182,18 @@ class Store {
   virtual void reset_once(OnceRef ref, Callback<core::OnceRecord> done) = 0;
   // Deletes up to cmd.limit finished records; answers how many were deleted.
   virtual void purge_once(PurgeOnceCmd cmd, Callback<std::int64_t> done) = 0;
+  // --- tokens and the audit log ---
+  // Stores a new token (its hash, never the secret). Errors: invalid_request.
+  virtual void create_token(core::TokenInfo token, Callback<core::TokenInfo> done) = 0;
+  // Marks a token revoked (idempotent; the first revocation time is kept). Errors:
+  // token_not_found.
+  virtual void revoke_token(std::string id, Callback<core::TokenInfo> done) = 0;
+  virtual void list_tokens(Callback<std::vector<core::TokenInfo>> done) = 0;
+  // Appends one audit record; the store assigns its id (increasing).
+  virtual void append_audit(core::AuditEntry entry, Callback<core::AuditEntry> done) = 0;
+  // Up to `limit` records with id > after, oldest first.
+  virtual void list_audit(std::int64_t after, int limit,
+                          Callback<std::vector<core::AuditEntry>> done) = 0;
 
   // Synchronous and cheap: can the store read and write right now? (/readyz)
   virtual Result<void> check_ready() = 0;

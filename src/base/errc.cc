@@ -20,6 +20,7 @@ std::string_view to_string(errc code) {
     case errc::value_below_issued: return "value_below_issued";
     case errc::value_not_issued: return "value_not_issued";
     case errc::once_not_found: return "once_not_found";
+    case errc::token_not_found: return "token_not_found";
     case errc::fingerprint_mismatch: return "fingerprint_mismatch";
     case errc::stale_token: return "stale_token";
     case errc::not_holder: return "not_holder";

@@ -7,6 +7,7 @@
 
 #include "cli/counter_cmd.h"
 #include "cli/once_cmd.h"
+#include "cli/token_cmd.h"
 #include "cli/output.h"
 
 #ifndef ICHIDO_VERSION
@@ -34,6 +35,7 @@ Examples:
   ichido counter next receipts --key form-123
   ichido counter get receipts --json
   ichido once run nightly-2026-04-01 --lease 60s -- ./nightly.sh
+  ichido token create --data ./ichido-data --ns shop --role writer
 
 Run "ichido COMMAND --help" (e.g. "ichido counter next --help") for a command's options.
 )";
@@ -55,6 +57,7 @@ Cli::Cli(CliDeps deps)
   add_serve_command(tree_, std::move(deps.serve));
   add_counter_commands(tree_);
   add_once_commands(tree_);
+  add_token_commands(tree_);
 }
 
 std::optional<int> Cli::parse(int argc, const char* const* argv, Output& o) {

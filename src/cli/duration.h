@@ -1,5 +1,5 @@
-// Durations on the command line: "1500ms", "60s", "5m", "2h", "30d". A unit is required, so that
-// "30" can never silently mean 30 milliseconds where days were meant (--once-retention).
+// Human durations on the command line: "1500ms", "30s", "5m", "12h", "90d" (a bare number is
+// seconds). Used by --expires, --lease, --wait.
 #pragma once
 
 #include <cstdint>
@@ -8,8 +8,7 @@
 
 namespace ichido::cli {
 
-// Milliseconds, or nullopt when `text` is not a whole number followed by ms, s, m, h or d, or
-// exceeds 2^53 ms.
+// Milliseconds, or nullopt when `text` is not a positive duration below ~100 years.
 std::optional<std::int64_t> parse_duration_ms(std::string_view text);
 
 }  // namespace ichido::cli

@@ -1,13 +1,16 @@
 #include "http/api.h"
 
+#include <chrono>
 #include <exception>
 
 #include "http/routes.h"
+#include "service/call_store.h"
 
 namespace ichido::http {
 
 Api::Api(Store& store, Metrics& metrics, ApiOptions options)
     : opt_(options),
+      store_(store),
       metrics_(metrics),
       counters_(store),
       once_waits_(options.max_once_waiters_per_key, options.max_once_waiters),
@@ -15,6 +18,7 @@ Api::Api(Store& store, Metrics& metrics, ApiOptions options)
   add_ops_routes(router_, store, metrics_);
   add_counter_routes(router_, counters_);
   add_once_routes(router_, once_);
+  add_admin_routes(router_, store, opt_.auth, *opt_.clock);
   metrics_.add_gauge("ichido_once_waiters", "Once begins parked waiting (wait_ms) right now.",
                      [this] { return static_cast<std::int64_t>(once_waits_.total()); });
 }
@@ -28,6 +32,7 @@ BeastResponse Api::to_beast(Response r, unsigned version, bool keep_alive) {
   if (r.status == 503 && res.find(beast_http::field::retry_after) == res.end()) {
     res.set(beast_http::field::retry_after, "1");
   }
+  if (r.status == 401) res.set(beast_http::field::www_authenticate, "Bearer realm=\"ichido\"");
   res.body() = std::move(r.body);
   res.keep_alive(keep_alive);
   res.prepare_payload();
@@ -39,7 +44,68 @@ BeastResponse Api::error_response(const Error& e, unsigned version, bool keep_al
   return to_beast(Response::error(e), version, keep_alive);
 }
 
-boost::asio::awaitable<BeastResponse> Api::handle(const BeastRequest& breq) {
+void Api::audit_failure(const Request& req, const Error& e, const std::string& actor) {
+  using namespace std::chrono;
+  const std::int64_t second =
+      duration_cast<seconds>(steady_clock::now().time_since_epoch()).count();
+  if (audit_window_.exchange(second) != second) audits_in_window_.store(0);
+  if (audits_in_window_.fetch_add(1) >= kMaxFailureAuditsPerSecond) {
+    metrics_.count_dropped_audit();
+    return;
+  }
+  core::AuditEntry entry;
+  entry.actor = actor;
+  entry.action = e.code == errc::unauthenticated ? "auth_failure" : "forbidden";
+  entry.status = e.code == errc::unauthenticated ? 401 : 403;
+  entry.remote = req.remote;
+  entry.detail = req.method_string + " " + req.path;
+  if (req.segments.size() >= 3 && req.segments[1] == "ns") entry.ns = req.segments[2];
+  // Fire and forget: the client's answer does not wait for this record.
+  store_.append_audit(std::move(entry), [](Result<core::AuditEntry>) {});
+}
+
+boost::asio::awaitable<Response> Api::route(Request& req) {
+  const bool v1 = !req.segments.empty() && req.segments[0] == "v1";
+  const bool metrics = req.segments.size() == 1 && req.segments[0] == "metrics";
+  std::optional<core::TokenInfo> principal;
+  if (opt_.auth && (v1 || (metrics && !opt_.metrics_open))) {
+    auto who = opt_.auth->authenticate(req.authorization);
+    if (!who.ok()) {
+      audit_failure(req, who.error(), "-");
+      co_return Response::error(who.error());
+    }
+    principal = std::move(*who);
+  }
+  Match m = router_.match(req);
+  if (!m.route) co_return std::move(*m.error);
+  const auto ns_it = m.params.find("ns");
+  const std::string ns = ns_it == m.params.end() ? "" : ns_it->second;
+  if (principal) {
+    // Outside /v1 (metrics) any active token with the role will do, whatever its scope.
+    auto allowed = v1 ? core::authorize(*principal, m.route->role, ns)
+                      : core::authorize(*principal, m.route->role, principal->scope);
+    if (!allowed.ok()) {
+      audit_failure(req, allowed.error(), principal->id);
+      co_return Response::error(allowed.error());
+    }
+  }
+  Response res = co_await m.route->handler(req, m.params);
+  if (m.route->admin()) {
+    core::AuditEntry entry;
+    entry.actor = principal ? principal->id : "no-auth";
+    entry.action = req.method_string + " " + m.route->pattern;
+    entry.ns = ns;
+    entry.status = res.status;
+    entry.remote = req.remote;
+    entry.detail = req.path;
+    auto logged = co_await service::call_store<core::AuditEntry>(
+        [&](auto cb) { store_.append_audit(std::move(entry), std::move(cb)); });
+    if (!logged.ok()) metrics_.count_dropped_audit();
+  }
+  co_return res;
+}
+
+boost::asio::awaitable<BeastResponse> Api::handle(const BeastRequest& breq, std::string remote) {
   const unsigned version = breq.version();
   const bool keep_alive = breq.keep_alive();
   Response res;
@@ -47,6 +113,7 @@ boost::asio::awaitable<BeastResponse> Api::handle(const BeastRequest& breq) {
     Request req;
     req.method = breq.method();
     req.method_string = std::string(breq.method_string());
+    req.remote = std::move(remote);
     if (breq.target().size() > opt_.max_target_bytes) {
       co_return to_beast(Response::error(Error(errc::uri_too_long,
                                                "The request URL is too long; send long values "
@@ -60,7 +127,7 @@ boost::asio::awaitable<BeastResponse> Api::handle(const BeastRequest& breq) {
     if (auto it = breq.find(beast_http::field::authorization); it != breq.end()) {
       req.authorization = std::string(it->value());
     }
-    res = co_await router_.dispatch(req);
+    res = co_await route(req);
   } catch (const std::exception& ex) {
     res = Response::error(Error(errc::internal, std::string("Internal error: ") + ex.what() +
                                                     ". Nothing is known to have changed; retry."));

@@ -1,10 +1,19 @@
 // Api: the whole HTTP API as one function from a Beast request to a Beast response. It owns the
 // services and the route table; the socket side (server.h) only moves bytes. Built once at
 // start-up; handle() is safe to call concurrently from any connection.
+//
+// Order of checks for /v1 calls (API.md, "Common rules"): the token first (401 unauthenticated
+// before anything else), then the route (404/405), then role and namespace scope (403), then
+// the handler. Every admin call, and every authentication or authorization failure (at most
+// kMaxFailureAuditsPerSecond of them, so a flood cannot turn into a flood of disk writes), is
+// written to the audit log.
 #pragma once
+
+#include <atomic>
 
 #include <boost/asio/awaitable.hpp>
 
+#include "http/auth.h"
 #include "http/message.h"
 #include "http/metrics.h"
 #include "http/router.h"
@@ -19,28 +28,38 @@ struct ApiOptions {
   // Parked once begins (wait_ms): beyond these, begin answers 429 too_many_waiters.
   std::size_t max_once_waiters_per_key = 1000;
   std::size_t max_once_waiters = 10000;
+  Authenticator* auth = nullptr;        // nullptr: --no-auth (every call allowed)
+  bool metrics_open = false;            // /metrics without a token even when auth is on
+  const Clock* clock = &SystemClock::instance();
 };
 
 class Api {
  public:
+  static constexpr int kMaxFailureAuditsPerSecond = 20;
+
   Api(Store& store, Metrics& metrics, ApiOptions options = {});
 
   // Never throws: a failure inside a handler becomes a 500 internal error response.
-  boost::asio::awaitable<BeastResponse> handle(const BeastRequest& req);
+  boost::asio::awaitable<BeastResponse> handle(const BeastRequest& req, std::string remote = {});
   // Builds the response for an error found before the request could be routed.
   BeastResponse error_response(const Error& e, unsigned version, bool keep_alive);
   const Router& router() const { return router_; }
   service::OnceService& once() { return once_; }
 
  private:
+  boost::asio::awaitable<Response> route(Request& req);
   BeastResponse to_beast(Response r, unsigned version, bool keep_alive);
+  void audit_failure(const Request& req, const Error& e, const std::string& actor);
 
   ApiOptions opt_;
+  Store& store_;
   Metrics& metrics_;
   service::CounterService counters_;
   service::WaitList once_waits_;
   service::OnceService once_;
   Router router_;
+  std::atomic<std::int64_t> audit_window_{0};  // the second the count below belongs to
+  std::atomic<int> audits_in_window_{0};
 };
 
 }  // namespace ichido::http

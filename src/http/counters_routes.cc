@@ -196,12 +196,12 @@ void add_counter_routes(Router& router, service::CounterService& svc) {
   };
   const std::string base = "/v1/ns/{ns}/counters";
   router.add(verb::get, base, bind(list_counters));
-  router.add(verb::put, base + "/{name}", bind(put_counter));
+  router.add_admin(verb::put, base + "/{name}", bind(put_counter));
   router.add(verb::get, base + "/{name}", bind(get_counter));
   router.add(verb::post, base + "/{name}/next", bind(post_next));
   router.add(verb::get, base + "/{name}/issued", bind(get_issued));
-  router.add(verb::post, base + "/{name}/void", bind(post_void));
-  router.add(verb::post, base + "/{name}/set", bind(post_set));
+  router.add_admin(verb::post, base + "/{name}/void", bind(post_void));
+  router.add_admin(verb::post, base + "/{name}/set", bind(post_set));
 }
 
 }  // namespace ichido::http

@@ -25,6 +25,7 @@ unsigned http_status(errc code) {
     case errc::value_below_issued: return 409;
     case errc::value_not_issued: return 409;
     case errc::once_not_found: return 404;
+    case errc::token_not_found: return 404;
     case errc::fingerprint_mismatch: return 422;
     case errc::stale_token: return 409;
     case errc::not_holder: return 409;

@@ -26,6 +26,8 @@ struct Request {
   std::multimap<std::string, std::string> query;
   std::string body;
   std::string authorization;                 // the Authorization header, if any
+  std::string path;                          // the raw path (no query), for logs and audit
+  std::string remote;                        // client address, for the audit log
 
   // The first value of query parameter `name`, if present.
   const std::string* param(const std::string& name) const {

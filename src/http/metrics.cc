@@ -22,6 +22,10 @@ std::string Metrics::render(const StoreStats& s) const {
   out += "# HELP ichido_http_connections_total Client connections accepted.\n";
   out += "# TYPE ichido_http_connections_total counter\n";
   out += "ichido_http_connections_total " + std::to_string(connections_total_.load()) + "\n";
+  out += "# HELP ichido_audit_dropped_total Audit records not written (failure-audit rate "
+         "limit reached, or the store refused them).\n";
+  out += "# TYPE ichido_audit_dropped_total counter\n";
+  out += "ichido_audit_dropped_total " + std::to_string(dropped_audits_.load()) + "\n";
   out += "# HELP ichido_store_commits_total Durable write transactions (one fsync each).\n";
   out += "# TYPE ichido_store_commits_total counter\n";
   out += "ichido_store_commits_total " + std::to_string(s.commits) + "\n";

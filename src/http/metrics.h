@@ -19,6 +19,7 @@ class Metrics {
   void count_response(unsigned status);
   void connection_opened() { connections_.fetch_add(1); connections_total_.fetch_add(1); }
   void connection_closed() { connections_.fetch_sub(1); }
+  void count_dropped_audit() { dropped_audits_.fetch_add(1, std::memory_order_relaxed); }
   std::int64_t active_connections() const { return connections_.load(); }
 
   std::string render(const StoreStats& store) const;
@@ -37,6 +38,7 @@ class Metrics {
     std::function<std::int64_t()> read;
   };
   std::vector<Gauge> gauges_;  // constant once serving
+  std::atomic<std::uint64_t> dropped_audits_{0};
 };
 
 }  // namespace ichido::http

@@ -208,7 +208,7 @@ void add_once_routes(Router& router, service::OnceService& svc) {
   router.add(verb::post, base + "/complete", bind(post_complete));
   router.add(verb::post, base + "/fail", bind(post_fail));
   router.add(verb::post, base + "/renew", bind(post_renew));
-  router.add(verb::post, base + "/reset", bind(post_reset));
+  router.add_admin(verb::post, base + "/reset", bind(post_reset));  // audited
 }
 
 }  // namespace ichido::http

@@ -34,11 +34,16 @@ bool matches(const Route& r, const std::vector<std::string>& segs, Params* param
 }  // namespace
 
 void Router::add(beast_http::verb method, std::string pattern, Handler handler) {
-  Route r{method, pattern, split(pattern), std::move(handler)};
-  routes_.push_back(std::move(r));
+  const auto role = method == beast_http::verb::get ? core::Role::reader : core::Role::writer;
+  routes_.push_back(Route{method, pattern, split(pattern), std::move(handler), role});
 }
 
-boost::asio::awaitable<Response> Router::dispatch(const Request& req) const {
+void Router::add_admin(beast_http::verb method, std::string pattern, Handler handler) {
+  routes_.push_back(Route{method, pattern, split(pattern), std::move(handler), core::Role::admin});
+}
+
+Match Router::match(const Request& req) const {
+  Match m;
   std::string allow;
   for (const auto& r : routes_) {
     if (!matches(r, req.segments, nullptr)) continue;
@@ -47,19 +52,27 @@ boost::asio::awaitable<Response> Router::dispatch(const Request& req) const {
       allow += std::string(beast_http::to_string(r.method));
       continue;
     }
-    Params params;
-    matches(r, req.segments, &params);
-    co_return co_await r.handler(req, params);
+    matches(r, req.segments, &m.params);
+    m.route = &r;
+    return m;
   }
   if (!allow.empty()) {
     Response res = Response::error(Error(errc::method_not_allowed,
                                          "This path does not accept " + req.method_string +
                                              "; use " + allow + "."));
     res.headers.emplace_back("Allow", allow);
-    co_return res;
+    m.error = std::move(res);
+  } else {
+    m.error = Response::error(
+        Error(errc::route_not_found, "No such route; see docs/openapi.yaml for the API's paths."));
   }
-  co_return Response::error(Error(errc::route_not_found,
-                                  "No such route; see docs/openapi.yaml for the API's paths."));
+  return m;
+}
+
+boost::asio::awaitable<Response> Router::dispatch(const Request& req) const {
+  Match m = match(req);
+  if (!m.route) co_return std::move(*m.error);
+  co_return co_await m.route->handler(req, m.params);
 }
 
 Result<void> parse_target(std::string_view target, Request& out) {
@@ -67,6 +80,7 @@ Result<void> parse_target(std::string_view target, Request& out) {
   if (!u) {
     return Error(errc::invalid_request, "The request path is not a valid URL path.");
   }
+  out.path = std::string(u->encoded_path());
   out.segments.clear();
   for (auto seg : u->encoded_segments()) out.segments.push_back(seg.decode());
   out.query.clear();

@@ -6,11 +6,13 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <boost/asio/awaitable.hpp>
 
+#include "core/auth.h"
 #include "http/message.h"
 
 namespace ichido::http {
@@ -18,16 +20,32 @@ namespace ichido::http {
 using Params = std::map<std::string, std::string, std::less<>>;
 using Handler = std::function<boost::asio::awaitable<Response>(const Request&, const Params&)>;
 
+// Who may call a route: the least role needed (reader for GET, writer otherwise, unless the
+// route is marked admin). Admin calls are also written to the audit log.
 struct Route {
   beast_http::verb method;
   std::string pattern;
   std::vector<std::string> parts;
   Handler handler;
+  core::Role role = core::Role::reader;
+  bool admin() const { return role == core::Role::admin; }
+};
+
+// The outcome of matching a request: a route and its parameters, or the 404/405 answer.
+struct Match {
+  const Route* route = nullptr;
+  Params params;
+  std::optional<Response> error;
 };
 
 class Router {
  public:
+  // Registers a route needing reader (GET) or writer (other methods).
   void add(beast_http::verb method, std::string pattern, Handler handler);
+  // Registers a route needing an admin token.
+  void add_admin(beast_http::verb method, std::string pattern, Handler handler);
+  Match match(const Request& req) const;
+  // match() then the handler, without any authorization (tests and tools).
   boost::asio::awaitable<Response> dispatch(const Request& req) const;
   const std::vector<Route>& routes() const { return routes_; }
 

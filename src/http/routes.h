@@ -1,6 +1,7 @@
 // Route registration, one function per resource (one handler file each).
 #pragma once
 
+#include "http/auth.h"
 #include "http/metrics.h"
 #include "http/router.h"
 #include "service/counter_service.h"
@@ -11,5 +12,6 @@ namespace ichido::http {
 void add_counter_routes(Router& router, service::CounterService& counters);
 void add_once_routes(Router& router, service::OnceService& once);
 void add_ops_routes(Router& router, Store& store, const Metrics& metrics);
+void add_admin_routes(Router& router, Store& store, Authenticator* auth, const Clock& clock);
 
 }  // namespace ichido::http

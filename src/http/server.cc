@@ -96,6 +96,12 @@ asio::awaitable<void> HttpServer::accept_loop() {
 asio::awaitable<void> HttpServer::session(std::shared_ptr<Conn> conn) {
   auto& stream = conn->stream;
   beast::flat_buffer buffer;
+  std::string remote;
+  {
+    boost::system::error_code ec;
+    const auto ep = stream.socket().remote_endpoint(ec);
+    if (!ec) remote = ep.address().to_string() + ":" + std::to_string(ep.port());
+  }
   bool keep_going = true;
   while (keep_going && !draining_.load()) {
     // Idle phase: wait for the first bytes of the next request (unless pipelined data is here).
@@ -119,7 +125,18 @@ asio::awaitable<void> HttpServer::session(std::shared_ptr<Conn> conn) {
                                               std::to_string(limits_.max_body_bytes) +
                                               " bytes; send less.");
       } else if (ec == beast_http::error::header_limit) {
-        err = Error(errc::headers_too_large, "The request headers are too large.");
+        // Over the limit before the header ended: when the request line alone is that long,
+        // the URL is the problem (414), else the header fields are (431).
+        const auto data = buffer.data();
+        const std::string_view seen(static_cast<const char*>(data.data()), data.size());
+        const auto eol = seen.find("\r\n");
+        if (eol == std::string_view::npos || eol > limits_.max_header_bytes / 2) {
+          err = Error(errc::uri_too_long,
+                      "The request URL is too long; send long values in a JSON body instead.");
+        } else {
+          err = Error(errc::headers_too_large,
+                      "The request headers are too large or too many; send fewer.");
+        }
       } else if (ec.category() == beast_http::make_error_code(beast_http::error::bad_method).category() &&
                  ec != beast_http::error::end_of_stream && ec != beast_http::error::partial_message) {
         err = Error(errc::invalid_request, "Malformed HTTP request (" + ec.message() + ").");
@@ -133,7 +150,7 @@ asio::awaitable<void> HttpServer::session(std::shared_ptr<Conn> conn) {
       break;
     }
     auto req = parser.release();
-    auto res = co_await api_.handle(req);
+    auto res = co_await api_.handle(req, remote);
     if (draining_.load()) res.keep_alive(false);
     keep_going = res.keep_alive();
     stream.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));

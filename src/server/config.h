@@ -11,7 +11,8 @@ namespace ichido::server {
 struct ServeConfig {
   std::string listen = "127.0.0.1:7878";  // HOST:PORT; port 0 picks a free port
   std::string data_dir = "./ichido-data";
-  bool no_auth = false;         // authentication arrives later; until then only loopback is allowed
+  bool no_auth = false;         // accept calls without a token; only when listening on loopback
+  bool metrics_open = false;    // /metrics without a token
   int threads = 0;              // I/O threads; 0 = number of cores
   std::size_t max_body_bytes = 64 * 1024;
   std::size_t max_header_bytes = 16 * 1024;

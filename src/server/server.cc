@@ -1,6 +1,10 @@
 // Composition root: wires store, services, HTTP server, signals and drain.
 #include <algorithm>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <future>
 #include <iostream>
 #include <thread>
 #include <vector>
@@ -13,8 +17,11 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 
+#include "base/secret.h"
 #include "http/api.h"
+#include "http/auth.h"
 #include "http/server.h"
 #include "server/config.h"
 #include "server/listen_address.h"
@@ -58,6 +65,30 @@ boost::asio::awaitable<void> purge_once_records(service::OnceService& once,
   }
 }
 
+// First start with authentication on and no token yet: mint an admin token scoped to every
+// namespace and write it to DIR/admin.token (0600). Returns the file's path.
+Result<std::string> create_first_admin_token(Store& store, const std::string& dir) {
+  const std::string secret = new_token_secret();
+  auto info = core::make_token(new_token_id(), secret, core::Role::admin,
+                               std::string(core::kAllNamespaces), "first admin token",
+                               SystemClock::instance().now_ms(), std::nullopt);
+  if (!info.ok()) return std::move(info).error();
+  std::promise<Result<core::TokenInfo>> p;
+  auto f = p.get_future();
+  store.create_token(std::move(*info), [&p](Result<core::TokenInfo> r) { p.set_value(std::move(r)); });
+  auto stored = f.get();
+  if (!stored.ok()) return std::move(stored).error();
+  const std::string path = dir + "/admin.token";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return Error(errc::internal, "cannot write " + path);
+  const std::string line = secret + "\n";
+  const bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
+                  ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok) return Error(errc::internal, "cannot write " + path);
+  return path;
+}
+
 }  // namespace
 
 int run_server(const ServeConfig& cfg) {
@@ -66,10 +97,9 @@ int run_server(const ServeConfig& cfg) {
     log(addr.error().message);
     return 2;
   }
-  if (!addr->loopback) {
-    log("refusing to listen on " + cfg.listen +
-        ": authentication is not available yet, so ichido only listens on a loopback address "
-        "(127.0.0.1 or ::1).");
+  if (cfg.no_auth && !addr->loopback) {
+    log("refusing --no-auth on " + cfg.listen +
+        ": without authentication ichido only listens on a loopback address (127.0.0.1 or ::1).");
     return 2;
   }
   store::sqlite::Options sopt;
@@ -85,7 +115,32 @@ int run_server(const ServeConfig& cfg) {
                                       : std::max(1u, std::thread::hardware_concurrency());
   boost::asio::io_context ioc(threads);
   http::Metrics metrics;
-  http::Api api(**store, metrics);
+  http::Authenticator auth(**store, SystemClock::instance());
+  if (cfg.no_auth) {
+    log("WARNING: --no-auth: every caller on this machine can use every call, admin ones too");
+  } else {
+    if (auto r = auth.load_blocking(); !r.ok()) {
+      log("cannot read tokens: " + r.error().message);
+      (*store)->close();
+      return 1;
+    }
+    if (auth.token_count() == 0) {
+      auto made = create_first_admin_token(**store, cfg.data_dir);
+      if (!made.ok()) {
+        log("cannot create the first admin token: " + made.error().message);
+        (*store)->close();
+        return 1;
+      }
+      log("first start: an admin token was written to " + *made +
+          " (mode 0600); use it as \"Authorization: Bearer <token>\" or "
+          "export ICHIDO_TOKEN=$(cat " + *made + ")");
+      (void)auth.load_blocking();
+    }
+  }
+  http::ApiOptions api_opt;
+  api_opt.auth = cfg.no_auth ? nullptr : &auth;
+  api_opt.metrics_open = cfg.metrics_open;
+  http::Api api(**store, metrics, api_opt);
   http::Limits limits;
   limits.max_body_bytes = cfg.max_body_bytes;
   limits.max_header_bytes = cfg.max_header_bytes;
@@ -102,6 +157,9 @@ int run_server(const ServeConfig& cfg) {
   server.start();
   boost::asio::co_spawn(ioc, purge_once_records(api.once(), cfg.once_retention_ms),
                         boost::asio::detached);
+  if (!cfg.no_auth) {
+    auth.start_refresh(boost::asio::make_strand(ioc), std::chrono::milliseconds(1000));
+  }
 
   // SIGTERM/SIGINT: stop accepting, let in-flight requests finish (up to drain_timeout_ms),
   // then stop the I/O threads; the store is closed after them. A second signal stops at once.
@@ -138,12 +196,13 @@ int run_server(const ServeConfig& cfg) {
     if (!ec) on_signal(s);
   });
 
+  const std::string auth_note = cfg.no_auth ? " (no authentication)" : "";
   std::string shown = ep->address().is_v6() ? "[" + ep->address().to_string() + "]"
                                             : ep->address().to_string();
   std::printf("ichido listening on %s:%u\n", shown.c_str(), static_cast<unsigned>(ep->port()));
   std::fflush(stdout);
   log("listening on " + shown + ":" + std::to_string(ep->port()) + " with " +
-      std::to_string(threads) + " I/O threads (no authentication: loopback only)");
+      std::to_string(threads) + " I/O threads" + auth_note);
 
   std::vector<std::thread> pool;
   // An exception escaping a handler must not unwind past joinable threads (std::terminate);
@@ -162,6 +221,7 @@ int run_server(const ServeConfig& cfg) {
   run_io();
   for (auto& t : pool) t.join();
 
+  auth.stop();
   (*store)->close();
   log("stopped cleanly");
   return 0;

@@ -24,28 +24,6 @@ struct Job {
   std::function<void(const Error* store_error)> finish;
 };
 
-// Wraps a command function and its callback into a Job: `fn`'s result is kept until the
-// transaction's fate is known, and delivered only if it committed.
-template <class T>
-Job make_job(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done) {
-  auto slot = std::make_shared<std::optional<Result<T>>>();
-  Job job;
-  job.apply = [fn = std::move(fn), slot](Tables& t, TimeMs now) {
-    slot->emplace(fn(t, now));
-    return (*slot)->ok();
-  };
-  job.finish = [slot, done = std::move(done)](const Error* store_error) {
-    if (store_error) {
-      done(*store_error);
-    } else if (*slot) {
-      done(std::move(**slot));
-    } else {
-      done(Error(errc::internal, "The command was never applied; retry it."));
-    }
-  };
-  return job;
-}
-
 class TableStore : public Store {
  public:
   void create_counter(CreateCounterCmd cmd, Callback<CreateCounterReply> done) override;
@@ -66,12 +44,20 @@ class TableStore : public Store {
   void reset_once(OnceRef ref, Callback<core::OnceRecord> done) override;
   void purge_once(PurgeOnceCmd cmd, Callback<std::int64_t> done) override;
 
+  // admin_ops.cc
+  void create_token(core::TokenInfo token, Callback<core::TokenInfo> done) override;
+  void revoke_token(std::string id, Callback<core::TokenInfo> done) override;
+  void list_tokens(Callback<std::vector<core::TokenInfo>> done) override;
+  void append_audit(core::AuditEntry entry, Callback<core::AuditEntry> done) override;
+  void list_audit(std::int64_t after, int limit,
+                  Callback<std::vector<core::AuditEntry>> done) override;
+
  protected:
   // Backends run `job` durably (write) or on a consistent snapshot (read), then call finish.
   virtual void submit_write(Job job) = 0;
   virtual void submit_read(Job job) = 0;
 
-  // A command's function run durably (write) or on a snapshot (read), its result to `done`.
+  // Runs `fn` as a write (durable) or read job and delivers its result to `done`.
   template <class T>
   void write(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done) {
     submit_write(make_job<T>(std::move(fn), std::move(done)));
@@ -79,6 +65,26 @@ class TableStore : public Store {
   template <class T>
   void read(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done) {
     submit_read(make_job<T>(std::move(fn), std::move(done)));
+  }
+
+  template <class T>
+  static Job make_job(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done) {
+    auto slot = std::make_shared<std::optional<Result<T>>>();
+    Job job;
+    job.apply = [fn = std::move(fn), slot](Tables& t, TimeMs now) {
+      slot->emplace(fn(t, now));
+      return (*slot)->ok();
+    };
+    job.finish = [slot, done = std::move(done)](const Error* store_error) {
+      if (store_error) {
+        done(*store_error);
+      } else if (*slot) {
+        done(std::move(**slot));
+      } else {
+        done(Error(errc::internal, "The command was never applied; retry it."));
+      }
+    };
+    return job;
   }
 };
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/auth.h"
 #include "core/counter.h"
 #include "core/once.h"
 #include "ichido/result.h"
@@ -82,6 +83,15 @@ class Tables {
   // Deletes up to `limit` completed or dead records with finished_at < older_than (any
   // namespace, oldest first); returns how many.
   virtual Result<std::int64_t> purge_once(TimeMs older_than, int limit) = 0;
+  // --- tokens and audit ---
+  virtual Result<void> insert_token(const core::TokenInfo& t) = 0;
+  virtual Result<std::optional<core::TokenInfo>> find_token(const std::string& id) = 0;
+  // Replaces the stored token with the same id.
+  virtual Result<void> save_token(const core::TokenInfo& t) = 0;
+  virtual Result<std::vector<core::TokenInfo>> list_tokens() = 0;
+  // Returns the new record's id.
+  virtual Result<std::int64_t> insert_audit(const core::AuditEntry& e) = 0;
+  virtual Result<std::vector<core::AuditEntry>> list_audit(std::int64_t after, int limit) = 0;
 };
 
 }  // namespace ichido::store

@@ -50,8 +50,8 @@ inline Reply to_reply(const cli::HttpResult& r) {
 
 class ApiClient {
  public:
-  explicit ApiClient(const cli::BaseUrl& url, std::string ns = "t")
-      : client_(url, options()), ns_(std::move(ns)) {}
+  explicit ApiClient(const cli::BaseUrl& url, std::string ns = "t", std::string token = "")
+      : client_(url, options(std::move(token))), ns_(std::move(ns)) {}
 
   Reply send(const std::string& method, const std::string& target, const std::string& body = "") {
     return to_reply(client_.send({method, target, body, {}}));
@@ -73,9 +73,9 @@ class ApiClient {
   cli::HttpClient& raw() { return client_; }
 
  private:
-  static cli::ClientOptions options() {
+  static cli::ClientOptions options(std::string token) {
     cli::ClientOptions o;
-    o.token = "";  // --no-auth servers
+    o.token = std::move(token);  // "" sends no Authorization header (--no-auth servers)
     o.read_timeout = std::chrono::milliseconds(20000);
     return o;
   }

@@ -27,8 +27,8 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
-ServerProcess::ServerProcess(std::string data_dir, std::vector<std::string> extra_args)
-    : data_dir_(std::move(data_dir)), extra_args_(std::move(extra_args)) {}
+ServerProcess::ServerProcess(std::string data_dir, std::vector<std::string> extra_args, bool auth)
+    : data_dir_(std::move(data_dir)), extra_args_(std::move(extra_args)), auth_(auth) {}
 
 ServerProcess::~ServerProcess() {
   if (pid_ > 0) kill9();
@@ -56,7 +56,8 @@ bool ServerProcess::start(std::string* error) {
     return false;
   }
   std::vector<std::string> args = {ichido_binary(), "serve", "--listen", "127.0.0.1:0",
-                                   "--data", data_dir_, "--no-auth"};
+                                   "--data", data_dir_};
+  if (!auth_) args.push_back("--no-auth");
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());

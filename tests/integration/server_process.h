@@ -28,8 +28,10 @@ class TempDir {
 
 class ServerProcess {
  public:
-  // `data_dir`: the store's directory; the log goes to data_dir + ".log".
-  explicit ServerProcess(std::string data_dir, std::vector<std::string> extra_args = {});
+  // `data_dir`: the store's directory; the log goes to data_dir + ".log". Without `auth` the
+  // server runs with --no-auth.
+  explicit ServerProcess(std::string data_dir, std::vector<std::string> extra_args = {},
+                         bool auth = false);
   ~ServerProcess();  // kills the server if it still runs
 
   // Starts the server and waits (bounded, 20 s) until it prints its listening line.
@@ -40,6 +42,8 @@ class ServerProcess {
   // SIGKILL and reap: a crash at an arbitrary point.
   void kill9();
   bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
+  const std::string& data_dir() const { return data_dir_; }
 
   std::uint16_t port() const { return port_; }
   cli::BaseUrl url() const;
@@ -48,6 +52,7 @@ class ServerProcess {
  private:
   std::string data_dir_;
   std::vector<std::string> extra_args_;
+  bool auth_ = false;
   pid_t pid_ = -1;
   std::uint16_t port_ = 0;
 };

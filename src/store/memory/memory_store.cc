@@ -120,6 +120,47 @@ class MemoryTables final : public Tables {
     return n;
   }
 
+  Result<void> insert_token(const core::TokenInfo& t) override {
+    for (const auto& [id, other] : s_.tokens) {
+      if (id == t.id || other.hash == t.hash) {
+        return Error(errc::store_unavailable, "A token with this id or hash already exists.");
+      }
+    }
+    s_.tokens[t.id] = t;
+    return {};
+  }
+  Result<std::optional<core::TokenInfo>> find_token(const std::string& id) override {
+    auto it = s_.tokens.find(id);
+    if (it == s_.tokens.end()) return std::optional<core::TokenInfo>();
+    return std::optional<core::TokenInfo>(it->second);
+  }
+  Result<void> save_token(const core::TokenInfo& t) override {
+    s_.tokens[t.id] = t;
+    return {};
+  }
+  Result<std::vector<core::TokenInfo>> list_tokens() override {
+    std::vector<core::TokenInfo> out;
+    for (const auto& [id, t] : s_.tokens) out.push_back(t);
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.created_at, a.id) < std::tie(b.created_at, b.id);
+    });
+    return out;
+  }
+  Result<std::int64_t> insert_audit(const core::AuditEntry& e) override {
+    core::AuditEntry copy = e;
+    copy.id = static_cast<std::int64_t>(s_.audit.size()) + 1;
+    s_.audit.push_back(copy);
+    return copy.id;
+  }
+  Result<std::vector<core::AuditEntry>> list_audit(std::int64_t after, int limit) override {
+    std::vector<core::AuditEntry> out;
+    for (std::size_t i = static_cast<std::size_t>(std::max<std::int64_t>(after, 0));
+         i < s_.audit.size() && static_cast<int>(out.size()) < limit; ++i) {
+      out.push_back(s_.audit[i]);
+    }
+    return out;
+  }
+
  private:
   MemoryStore::State& s_;
 };

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 #include "ichido/clock.h"
 #include "store/table_store.h"
@@ -34,6 +35,8 @@ class MemoryStore final : public TableStore {
     std::map<std::pair<std::int64_t, std::string>, std::tuple<std::int64_t, std::string, std::int64_t>>
         issued_by_key;  // (id, key) -> issued map key
     std::map<std::pair<std::string, std::string>, core::OnceRecord> once;  // (ns, key)
+    std::map<std::string, core::TokenInfo> tokens;  // by id
+    std::vector<core::AuditEntry> audit;
   };
 
  protected:

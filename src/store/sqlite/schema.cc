@@ -53,7 +53,30 @@ const std::vector<const char*>& migrations() {
         value INTEGER NOT NULL
       ) WITHOUT ROWID;
       )sql",
-      // 3: once records (core/once.h). A rowid table: results are up to 32 KiB of JSON.
+      // 3: API tokens (hashes only) and the audit log.
+      R"sql(
+      CREATE TABLE tokens (
+        id TEXT PRIMARY KEY,
+        hash TEXT NOT NULL UNIQUE,
+        role TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        label TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER,
+        revoked_at INTEGER
+      ) WITHOUT ROWID;
+      CREATE TABLE audit (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at INTEGER NOT NULL,
+        actor TEXT NOT NULL,
+        action TEXT NOT NULL,
+        ns TEXT NOT NULL,
+        status INTEGER NOT NULL,
+        remote TEXT NOT NULL,
+        detail TEXT NOT NULL
+      );
+      )sql",
+      // 4: once records (core/once.h). A rowid table: results are up to 32 KiB of JSON.
       // finished_at is set exactly for completed and dead records (the retention purge's index).
       R"sql(
       CREATE TABLE once_records (
@@ -91,33 +114,39 @@ Result<void> migrate(Db& db) {
       "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL PRIMARY KEY, "
       "applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)",
       "create the schema version table"));
-  int version = 0;
-  {
-    auto q = db.query("SELECT COALESCE(MAX(version), 0) FROM schema_version");
-    if (!q.ok()) return std::move(q).error();
-    if (q->step() != SQLITE_ROW) return db.error("read the schema version");
-    version = static_cast<int>(q->int64(0));
-  }
-  if (version > current_schema_version()) {
-    return Error(errc::store_unavailable,
-                 "The data directory was written by a newer ichido (schema " +
-                     std::to_string(version) + "); run that version or newer.");
-  }
-  for (int v = version + 1; v <= current_schema_version(); ++v) {
+  // One migration per transaction. The version is read inside the (exclusive) write
+  // transaction, so two processes opening a new data directory at once (the server and
+  // `ichido token create`) cannot both apply the same migration.
+  for (;;) {
     ICHIDO_TRY(db.exec("BEGIN IMMEDIATE", "begin a migration"));
-    auto applied = db.exec(migrations()[v - 1], "apply a schema migration");
-    if (applied.ok()) {
+    auto step = [&]() -> Result<bool> {
+      int version = 0;
+      {
+        auto q = db.query("SELECT COALESCE(MAX(version), 0) FROM schema_version");
+        if (!q.ok()) return std::move(q).error();
+        if (q->step() != SQLITE_ROW) return db.error("read the schema version");
+        version = static_cast<int>(q->int64(0));
+      }
+      if (version > current_schema_version()) {
+        return Error(errc::store_unavailable,
+                     "The data directory was written by a newer ichido (schema " +
+                         std::to_string(version) + "); run that version or newer.");
+      }
+      if (version == current_schema_version()) return false;
+      ICHIDO_TRY(db.exec(migrations()[version], "apply a schema migration"));
       auto q = db.query("INSERT INTO schema_version (version) VALUES (?)");
-      if (!q.ok()) applied = std::move(q).error();
-      else applied = q->bind(1, std::int64_t{v}).run("record the schema version");
-    }
-    if (!applied.ok()) {
+      if (!q.ok()) return std::move(q).error();
+      ICHIDO_TRY(q->bind(1, std::int64_t{version + 1}).run("record the schema version"));
+      return true;
+    };
+    auto more = step();
+    if (!more.ok()) {
       (void)db.exec("ROLLBACK", "roll back a migration");
-      return applied;
+      return std::move(more).error();
     }
     ICHIDO_TRY(db.exec("COMMIT", "commit a migration"));
+    if (!*more) return {};
   }
-  return {};
 }
 
 }  // namespace ichido::store::sqlite

@@ -41,6 +41,13 @@ class SqliteTables final : public Tables {
                                                   TimeMs now, const std::string& after,
                                                   int limit) override;
   Result<std::int64_t> purge_once(TimeMs older_than, int limit) override;
+  // sqlite_admin_tables.cc
+  Result<void> insert_token(const core::TokenInfo& t) override;
+  Result<std::optional<core::TokenInfo>> find_token(const std::string& id) override;
+  Result<void> save_token(const core::TokenInfo& t) override;
+  Result<std::vector<core::TokenInfo>> list_tokens() override;
+  Result<std::int64_t> insert_audit(const core::AuditEntry& e) override;
+  Result<std::vector<core::AuditEntry>> list_audit(std::int64_t after, int limit) override;
 
  private:
   Db& db_;

@@ -1,0 +1,61 @@
+// TableStore commands for tokens and the audit log.
+#include "store/admin_ops.h"
+#include "store/table_store.h"
+
+namespace ichido::store {
+
+void TableStore::create_token(core::TokenInfo token, Callback<core::TokenInfo> done) {
+  write<core::TokenInfo>(
+      [token = std::move(token)](Tables& t, TimeMs) -> Result<core::TokenInfo> {
+        ICHIDO_TRY(core::validate_scope(token.scope));
+        ICHIDO_TRY(t.insert_token(token));
+        return token;
+      },
+      std::move(done));
+}
+
+Result<core::TokenInfo> revoke_token_rows(Tables& t, const std::string& id, TimeMs now) {
+  auto found = t.find_token(id);
+  if (!found.ok()) return std::move(found).error();
+  if (!*found) {
+    return Error(errc::token_not_found,
+                 "No token with id '" + id + "'; list them with GET /v1/admin/tokens.");
+  }
+  core::TokenInfo tok = std::move(**found);
+  if (!tok.revoked_at) {
+    tok.revoked_at = now;
+    ICHIDO_TRY(t.save_token(tok));
+  }
+  return tok;
+}
+
+void TableStore::revoke_token(std::string id, Callback<core::TokenInfo> done) {
+  write<core::TokenInfo>(
+      [id = std::move(id)](Tables& t, TimeMs now) { return revoke_token_rows(t, id, now); },
+      std::move(done));
+}
+
+void TableStore::list_tokens(Callback<std::vector<core::TokenInfo>> done) {
+  read<std::vector<core::TokenInfo>>(
+      [](Tables& t, TimeMs) { return t.list_tokens(); }, std::move(done));
+}
+
+void TableStore::append_audit(core::AuditEntry entry, Callback<core::AuditEntry> done) {
+  write<core::AuditEntry>(
+      [entry = std::move(entry)](Tables& t, TimeMs now) mutable -> Result<core::AuditEntry> {
+        if (entry.at == 0) entry.at = now;
+        auto id = t.insert_audit(entry);
+        if (!id.ok()) return std::move(id).error();
+        entry.id = *id;
+        return entry;
+      },
+      std::move(done));
+}
+
+void TableStore::list_audit(std::int64_t after, int limit,
+                            Callback<std::vector<core::AuditEntry>> done) {
+  read<std::vector<core::AuditEntry>>(
+      [after, limit](Tables& t, TimeMs) { return t.list_audit(after, limit); }, std::move(done));
+}
+
+}  // namespace ichido::store

@@ -1,0 +1,241 @@
+// Authentication and authorization end to end: tokens, roles, scopes, revocation, expiry,
+// the audit log, hashed storage — against the real binary with auth on (its default).
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "api_client.h"
+#include "server_process.h"
+
+namespace ichido::testing {
+namespace {
+
+// Runs a shell command, returns its exit status and stdout.
+std::pair<int, std::string> run(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return {-1, ""};
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = ::pclose(p);
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Polls `probe` until it returns true or `limit` passes: waiting for an event (a refresh that
+// happens every second), with a bound — not a sleep standing in for synchronisation.
+template <class F>
+bool eventually(F probe, std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (probe()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return probe();
+}
+
+class AuthTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string err;
+    ASSERT_TRUE(server_.start(&err)) << err;
+    admin_token_ = slurp(data_dir() + "/admin.token");
+    while (!admin_token_.empty() && admin_token_.back() == '\n') admin_token_.pop_back();
+    ASSERT_FALSE(admin_token_.empty()) << server_.log();
+    EXPECT_EQ(std::filesystem::status(data_dir() + "/admin.token").permissions() &
+                  std::filesystem::perms::all,
+              std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  }
+  std::string data_dir() const { return dir_.path() + "/data"; }
+  ApiClient as(const std::string& token, const std::string& ns = "a") {
+    return ApiClient(server_.url(), ns, token);
+  }
+  // Creates a token through the admin API; returns {id, secret}.
+  std::pair<std::string, std::string> mint(const std::string& ns, const std::string& role,
+                                           const std::string& extra = "") {
+    auto admin = as(admin_token_);
+    auto r = admin.send("POST", "/v1/admin/tokens",
+                        R"({"ns":")" + ns + R"(","role":")" + role + "\"" + extra + "}");
+    EXPECT_EQ(r.status, 201) << r.body;
+    if (r.status != 201) return {};
+    return {r.str("id"), r.str("token")};
+  }
+  std::string snapshot() {
+    auto admin = as(admin_token_);
+    return admin.send("GET", "/v1/ns/a/counters").body + admin.send("GET", "/v1/ns/b/counters").body +
+           admin.send("GET", "/v1/ns/a/counters/c/issued?limit=1000").body;
+  }
+
+  TempDir dir_;
+  ServerProcess server_{dir_.path() + "/data", {}, /*auth=*/true};
+  std::string admin_token_;
+};
+
+TEST_F(AuthTest, EveryV1RouteNeedsATokenAndARejectedCallChangesNothing) {
+  auto admin = as(admin_token_);
+  ASSERT_EQ(admin.create("c", "{}").status, 201);
+  ASSERT_EQ(admin.next("c", "k1").status, 200);
+  const std::string before = snapshot();
+  const std::vector<std::pair<std::string, std::string>> routes = {
+      {"GET", "/v1/ns/a/counters"},          {"PUT", "/v1/ns/a/counters/c"},
+      {"GET", "/v1/ns/a/counters/c"},        {"POST", "/v1/ns/a/counters/c/next"},
+      {"GET", "/v1/ns/a/counters/c/issued"}, {"POST", "/v1/ns/a/counters/c/void"},
+      {"POST", "/v1/ns/a/counters/c/set"},   {"POST", "/v1/admin/tokens"},
+      {"GET", "/v1/admin/tokens"},           {"DELETE", "/v1/admin/tokens/x"},
+      {"GET", "/v1/admin/audit"},            {"GET", "/v1/no/such/route"},
+      {"DELETE", "/v1/ns/a/counters"},
+  };
+  for (const auto& [method, path] : routes) {
+    for (const std::string token : {std::string(), std::string("ichido_not-a-real-token")}) {
+      auto r = as(token).send(method, path, R"({"key":"k2","value":1})");
+      EXPECT_EQ(r.status, 401) << method << " " << path << " -> " << r.body;
+      EXPECT_EQ(r.error_code(), "unauthenticated") << method << " " << path;
+    }
+  }
+  // Outside /v1: health and readiness stay open, metrics need a token.
+  EXPECT_EQ(as("").send("GET", "/healthz").status, 200);
+  EXPECT_EQ(as("").send("GET", "/readyz").status, 200);
+  EXPECT_EQ(as("").send("GET", "/metrics").status, 401);
+  EXPECT_EQ(snapshot(), before);
+}
+
+TEST_F(AuthTest, RolesAndNamespaceScopesAreEnforced) {
+  auto admin = as(admin_token_);
+  ASSERT_EQ(admin.create("c", "{}").status, 201);
+  auto [rid, reader] = mint("a", "reader");
+  auto [wid, writer] = mint("a", "writer");
+  auto [bid, writer_b] = mint("b", "writer");
+  const std::string before = snapshot();
+
+  auto r = as(reader);
+  EXPECT_EQ(r.get("c").status, 200);
+  EXPECT_EQ(r.next("c", "k").error_code(), "forbidden");
+  EXPECT_EQ(r.send("GET", "/metrics").status, 200);  // any reader token may scrape
+  EXPECT_EQ(snapshot(), before);
+
+  auto w = as(writer);
+  EXPECT_EQ(w.next("c", "k").status, 200);
+  EXPECT_EQ(w.create("d", "{}").error_code(), "forbidden");  // create is admin
+  EXPECT_EQ(w.send("POST", "/v1/ns/a/counters/c/void", R"({"value":1})").error_code(), "forbidden");
+  EXPECT_EQ(w.send("GET", "/v1/admin/tokens").error_code(), "forbidden");
+
+  auto wb = as(writer_b, "a");  // a token for namespace b, used on namespace a
+  EXPECT_EQ(wb.get("c").status, 403);
+  EXPECT_EQ(wb.next("c", "other").status, 403);
+
+  // An admin scoped to one namespace is admin there, but not for /v1/admin.
+  auto [aid, admin_a] = mint("a", "admin");
+  EXPECT_EQ(as(admin_a).create("d", "{}").status, 201);
+  EXPECT_EQ(as(admin_a).send("GET", "/v1/admin/tokens").status, 403);
+}
+
+TEST_F(AuthTest, RevokedAndExpiredTokensAreRejected) {
+  auto [id, writer] = mint("a", "writer");
+  EXPECT_EQ(as(writer).send("GET", "/v1/ns/a/counters").status, 200);
+  auto admin = as(admin_token_);
+  auto revoked = admin.send("DELETE", "/v1/admin/tokens/" + id);
+  ASSERT_EQ(revoked.status, 200) << revoked.body;
+  EXPECT_FALSE(revoked.at("revoked_at").is_null());
+  EXPECT_EQ(as(writer).send("GET", "/v1/ns/a/counters").status, 401);
+  EXPECT_EQ(admin.send("DELETE", "/v1/admin/tokens/ffffffffffffffff").error_code(),
+            "token_not_found");
+
+  auto [eid, short_lived] = mint("a", "reader", R"(,"expires_in_ms":300)");
+  // It works until it expires (or has already expired on a slow machine); then it is 401.
+  EXPECT_TRUE(eventually([&] {
+    return as(short_lived).send("GET", "/v1/ns/a/counters").status == 401;
+  }));
+}
+
+TEST_F(AuthTest, CliTokensOnTheDataDirTakeEffectWhileTheServerRuns) {
+  const std::string bin = ichido_binary();
+  auto [rc, token] = run(bin + " token create --data " + data_dir() + " --ns a --role writer --label ci");
+  ASSERT_EQ(rc, 0);
+  ASSERT_EQ(token.rfind("ichido_", 0), 0u) << "prints only the token: " << token;
+  ASSERT_EQ(token.find('\n'), std::string::npos);
+  EXPECT_TRUE(eventually([&] { return as(token).send("GET", "/v1/ns/a/counters").status == 200; }));
+
+  auto [lrc, listing] = run(bin + " token list --data " + data_dir() + " --json");
+  ASSERT_EQ(lrc, 0);
+  auto items = boost::json::parse(listing).at("items").as_array();
+  std::string id;
+  for (const auto& t : items) {
+    if (t.at("label").as_string() == "ci") id = std::string(t.at("id").as_string());
+  }
+  ASSERT_FALSE(id.empty()) << listing;
+  EXPECT_EQ(listing.find(token), std::string::npos);
+  ASSERT_EQ(run(bin + " token revoke " + id + " --data " + data_dir()).first, 0);
+  EXPECT_TRUE(eventually([&] { return as(token).send("GET", "/v1/ns/a/counters").status == 401; }));
+  EXPECT_EQ(run(bin + " token create --data " + data_dir() + " --ns a --role boss 2>/dev/null").first, 2);
+}
+
+TEST_F(AuthTest, NoTokenIsStoredInClearInTheDataDirectory) {
+  auto [id1, api_token] = mint("a", "writer");
+  auto [rc, cli_token] =
+      run(std::string(ichido_binary()) + " token create --data " + data_dir() + " --ns '*' --role admin");
+  ASSERT_EQ(rc, 0);
+  // Make sure everything is on disk: a clean stop checkpoints the WAL into the main file.
+  ASSERT_EQ(server_.stop(), 0);
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(data_dir())) {
+    if (!entry.is_regular_file()) continue;
+    const std::string content = slurp(entry.path().string());
+    EXPECT_EQ(content.find(api_token), std::string::npos) << entry.path();
+    EXPECT_EQ(content.find(cli_token), std::string::npos) << entry.path();
+    if (entry.path().filename() != "admin.token") {
+      EXPECT_EQ(content.find(admin_token_), std::string::npos) << entry.path();
+    }
+  }
+}
+
+TEST_F(AuthTest, AdminCallsAndFailuresAreAudited) {
+  auto admin = as(admin_token_);
+  ASSERT_EQ(admin.create("c", "{}").status, 201);
+  EXPECT_EQ(as("ichido_wrong").send("GET", "/v1/ns/a/counters").status, 401);
+  auto [rid, reader] = mint("a", "reader");
+  EXPECT_EQ(as(reader).next("c", "k").status, 403);
+  // Failure records are written without holding up the rejected caller, so poll briefly.
+  bool created = false, failed = false, forbidden = false;
+  std::string body;
+  EXPECT_TRUE(eventually([&] {
+    auto log = admin.send("GET", "/v1/admin/audit?limit=1000");
+    body = log.body;
+    if (log.status != 200) return false;
+    for (const auto& e : log.at("items").as_array()) {
+      const auto& o = e.as_object();
+      if (o.at("action") == "PUT /v1/ns/{ns}/counters/{name}" && o.at("status") == 201 &&
+          o.at("actor").as_string() != "-" && o.at("ns") == "a" &&
+          o.at("remote").as_string().starts_with("127.0.0.1:")) {
+        created = true;
+      }
+      if (o.at("action") == "auth_failure") failed = true;
+      if (o.at("action") == "forbidden" && o.at("actor").as_string() == rid) forbidden = true;
+    }
+    return created && failed && forbidden;
+  })) << created << failed << forbidden << " " << body;
+}
+
+TEST(AuthStartup, NoAuthIsRefusedOffLoopback) {
+  TempDir dir;
+  auto [rc, out] = run(std::string(ichido_binary()) + " serve --listen 0.0.0.0:0 --no-auth --data " +
+                       dir.path() + "/d 2>&1");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("loopback"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace ichido::testing

@@ -491,5 +491,63 @@ TEST(OnceRetentionTest, CompletedRecordsArePurgedAfterTheRetention) {
   EXPECT_EQ(c.get("live").str("state"), "processing") << "unfinished records are kept";
 }
 
+// With authentication on: readers may look, writers may begin/complete, only admins may reset
+// (and the reset is audited); `ichido once run` sends $ICHIDO_TOKEN.
+TEST(OnceAuthTest, RolesGuardOnceRoutesAndResetIsAdminAndAudited) {
+  TempDir dir;
+  ServerProcess server(dir.path() + "/data", {}, /*auth=*/true);
+  std::string err;
+  ASSERT_TRUE(server.start(&err)) << err;
+  std::ifstream in(dir.path() + "/data/admin.token");
+  std::string admin_token;
+  std::getline(in, admin_token);
+  ASSERT_FALSE(admin_token.empty());
+  ApiClient admin(server.url(), "t", admin_token);
+  auto mint = [&](const char* role) {
+    auto r = admin.send("POST", "/v1/admin/tokens",
+                        json::serialize(json::object{{"ns", "t"}, {"role", role}}));
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.status == 201 ? r.str("token") : std::string();
+  };
+  const std::string writer_token = mint("writer"), reader_token = mint("reader");
+  ApiClient writer(server.url(), "t", writer_token), reader(server.url(), "t", reader_token);
+  const std::string begin = R"({"key":"inv-1","owner":"w"})";
+
+  EXPECT_EQ(ApiClient(server.url()).send("POST", "/v1/ns/t/once/begin", begin).status, 401);
+  EXPECT_EQ(reader.send("POST", "/v1/ns/t/once/begin", begin).error_code(), "forbidden");
+  EXPECT_EQ(reader.send("GET", "/v1/ns/t/once?key=inv-1").error_code(), "once_not_found");
+  auto b = writer.send("POST", "/v1/ns/t/once/begin", begin);
+  ASSERT_EQ(b.str("outcome"), "acquired");
+  ASSERT_EQ(writer
+                .send("POST", "/v1/ns/t/once/complete",
+                      R"({"key":"inv-1","token":)" + std::to_string(b.num("token")) + "}")
+                .status,
+            200);
+  EXPECT_EQ(reader.send("GET", "/v1/ns/t/once?key=inv-1").str("state"), "completed");
+  EXPECT_EQ(writer.send("POST", "/v1/ns/t/once/reset", R"({"key":"inv-1"})").error_code(),
+            "forbidden");
+  EXPECT_EQ(reader.send("GET", "/v1/ns/t/once?key=inv-1").str("state"), "completed");
+  EXPECT_EQ(admin.send("POST", "/v1/ns/t/once/reset", R"({"key":"inv-1"})").status, 200);
+  EXPECT_EQ(reader.send("GET", "/v1/ns/t/once?key=inv-1").status, 404);
+  auto audit = admin.send("GET", "/v1/admin/audit");
+  ASSERT_EQ(audit.status, 200);
+  EXPECT_NE(audit.body.find("/v1/ns/{ns}/once/reset"), std::string::npos) << audit.body;
+
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port());
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::setenv("ICHIDO_TOKEN", writer_token.c_str(), 1);
+    const char* argv[] = {ichido_binary(), "once", "run", "cron-1", "--url", url.c_str(),
+                          "--ns",          "t",    "--",  "true",   nullptr};
+    ::execv(argv[0], const_cast<char* const*>(argv));
+    ::_exit(126);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(reader.send("GET", "/v1/ns/t/once?key=cron-1").str("state"), "completed");
+}
+
 }  // namespace
 }  // namespace ichido::testing

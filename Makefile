@@ -4,8 +4,9 @@ LISTEN ?= 127.0.0.1:7878
 DATA ?= ./ichido-data
 # In CI (CI=true) warnings are errors.
 CMAKE_FLAGS := $(if $(CI),-DICHIDO_WERROR=ON,)
+FUZZ_SECONDS ?= 20
 
-.PHONY: all deps build run test bench fuzz format clean
+.PHONY: all deps build run test bench bench-counters fuzz clean
 
 all: build
 
@@ -22,11 +23,22 @@ run: build
 	@echo "  curl -H \"Authorization: Bearer \$$ICHIDO_TOKEN\" http://$(LISTEN)/v1/ns/demo/counters"
 	build/ichido serve --listen $(LISTEN) --data $(DATA)
 
+# Every test: a short fuzz run of each libFuzzer target (clang, ASan+UBSan), then CTest.
 test: build
+	scripts/fuzz $(FUZZ_SECONDS)
 	ctest --test-dir build --output-on-failure --timeout 600
 
-bench: build
+# Longer fuzzing: make fuzz FUZZ_SECONDS=300
+fuzz:
+	scripts/fuzz $(FUZZ_SECONDS)
+
+# Issue 6: ichido vs Redis, PostgreSQL and etcd in one run (~15 min; installs the peers).
+bench:
+	bench/compare
+
+# The quick counters-only benchmark (~1 min).
+bench-counters: build
 	bench/run
 
 clean:
-	rm -rf build build-debug
+	rm -rf build build-debug build-fuzz

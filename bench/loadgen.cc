@@ -1,4 +1,6 @@
-// ichido-loadgen: a closed-loop HTTP/1.1 load generator for the ichido benchmarks.
+// ichido-loadgen: a closed-loop load generator for the ichido benchmarks, speaking HTTP/1.1 (ichido,
+// etcd's v3 JSON gateway), RESP (Redis) and the PostgreSQL protocol (libpq), so that every system
+// of the comparison is measured by the same loop, timeline and histogram. Workloads: workloads.h.
 //
 // N keep-alive connections, each sending one request, awaiting its response and repeating, on 1–2
 // io threads (it shares the machine with the server under test, so it must stay light). Requests
@@ -11,6 +13,7 @@
 // completion falls in the window / window length. Latency = write start to response parsed.
 // Errors (non-2xx, transport failures, failed response checks) are counted over the whole run,
 // warm-up included: any error means the numbers need a look.
+#include <libpq-fe.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -18,6 +21,8 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/read_until.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -40,10 +45,12 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "histogram.h"
 #include "options.h"
+#include "workloads.h"
 
 namespace {
 
@@ -54,171 +61,13 @@ using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 using ichido::bench::Histogram;
 using std::chrono::microseconds;
+using namespace ichido::bench;  // workloads.h
 
 constexpr unsigned kMaxConnections = 4096;
 constexpr unsigned kMaxThreads = 8;
 constexpr std::size_t kMaxKeptBody = 4096;           // bytes of a response body kept for checks
 constexpr std::uint64_t kMaxResponseBody = 1 << 20;  // larger responses are a parse error
 constexpr std::size_t kMaxErrorSamples = 5;
-
-// ---------------------------------------------------------------------------------------------
-// Workloads
-
-// One request to send. The strings are reused across requests of a connection: a workload
-// assigns into them (clear + append) so that steady state allocates nothing.
-struct RequestSpec {
-  std::string_view method;  // must point to static storage
-  std::string target;       // origin-form, e.g. /v1/ns/bench/counters/c/next
-  std::string body;         // empty: no body
-};
-
-// What a benchmark does: produces request `seq` (0, 1, …) of connection `conn` and checks the
-// answer. Thread-safety: make() and check() are called concurrently from the io threads for
-// different connections; a workload keeps no mutable shared state (per-connection state lives in
-// the `state` word the caller owns, zero at the start of a connection).
-class Workload {
- public:
-  virtual ~Workload() = default;
-  // `state` is the connection's state word as the last check() left it.
-  virtual void make(unsigned conn, std::uint64_t seq, std::uint64_t state,
-                    RequestSpec& out) const = 0;
-  // Called for 2xx answers only. Returns nullptr when the answer is right, else a short reason
-  // (static storage).
-  virtual const char* check(std::string_view body, std::uint64_t& state) const = 0;
-};
-
-void append_uint(std::string& out, std::uint64_t v) {
-  char buf[24];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
-}
-
-// Finds `"name"` followed by optional blanks and ':' and returns the text after them.
-std::optional<std::string_view> json_field(std::string_view body, std::string_view quoted_name) {
-  const auto at = body.find(quoted_name);
-  if (at == std::string_view::npos) return std::nullopt;
-  body.remove_prefix(at + quoted_name.size());
-  while (!body.empty() && (body.front() == ' ' || body.front() == '\t')) body.remove_prefix(1);
-  if (body.empty() || body.front() != ':') return std::nullopt;
-  body.remove_prefix(1);
-  while (!body.empty() && (body.front() == ' ' || body.front() == '\t')) body.remove_prefix(1);
-  return body;
-}
-
-// POST /v1/ns/{ns}/counters/{name}/next with a fresh idempotency key per request.
-// Check (unless disabled): `value` is present and strictly increases on each connection (numbers
-// increase in issue order, and a connection issues its next request only after the answer), and
-// the answer is not a replay (every key is new).
-class CounterNext final : public Workload {
- public:
-  CounterNext(std::string_view prefix, std::string_view ns, std::string_view name,
-              std::string_view run_id, bool verify)
-      : verify_(verify) {
-    target_.append(prefix)
-        .append("/v1/ns/")
-        .append(ns)
-        .append("/counters/")
-        .append(name)
-        .append("/next");
-    key_prefix_.append("{\"key\":\"k-").append(run_id).append("-");
-  }
-
-  void make(unsigned conn, std::uint64_t seq, std::uint64_t, RequestSpec& out) const override {
-    out.method = "POST";
-    if (out.target != target_) out.target = target_;
-    out.body.clear();
-    out.body.append(key_prefix_);
-    append_uint(out.body, conn);
-    out.body.push_back('-');
-    append_uint(out.body, seq);
-    out.body.append("\"}");
-  }
-
-  const char* check(std::string_view body, std::uint64_t& last_value) const override {
-    if (!verify_) return nullptr;
-    const auto v = json_field(body, "\"value\"");
-    if (!v) return "answer has no \"value\"";
-    std::uint64_t value = 0;
-    const auto r = std::from_chars(v->data(), v->data() + v->size(), value);
-    if (r.ec != std::errc{}) return "\"value\" is not an unsigned integer";
-    if (value <= last_value) return "\"value\" did not increase on this connection";
-    last_value = value;
-    const auto replayed = json_field(body, "\"replayed\"");
-    if (replayed && replayed->starts_with("true")) return "fresh key answered as a replay";
-    return nullptr;
-  }
-
- private:
-  bool verify_;
-  std::string target_;
-  std::string key_prefix_;
-};
-
-// GET of a fixed path (e.g. /healthz): the plain HTTP round trip. Any 2xx is right.
-class Get final : public Workload {
- public:
-  Get(std::string_view prefix, std::string_view path) { target_.append(prefix).append(path); }
-  void make(unsigned, std::uint64_t, std::uint64_t, RequestSpec& out) const override {
-    out.method = "GET";
-    if (out.target != target_) out.target = target_;
-    out.body.clear();
-  }
-  const char* check(std::string_view, std::uint64_t&) const override { return nullptr; }
-
- private:
-  std::string target_;
-};
-
-// Once records: begin + complete pairs on unique keys. Even requests of a connection are
-// POST .../once/begin for a fresh key (must answer acquired; its token goes to the state word),
-// odd ones POST .../once/complete with that token (must answer completed). Each pair is two
-// durable commits; pairs/s = ops/s / 2.
-class OncePairs final : public Workload {
- public:
-  OncePairs(std::string_view prefix, std::string_view ns, std::string_view run_id) {
-    begin_.append(prefix).append("/v1/ns/").append(ns).append("/once/begin");
-    complete_.append(prefix).append("/v1/ns/").append(ns).append("/once/complete");
-    key_prefix_.append("{\"key\":\"once-").append(run_id).append("-");
-  }
-
-  void make(unsigned conn, std::uint64_t seq, std::uint64_t token,
-            RequestSpec& out) const override {
-    out.method = "POST";
-    const bool begin = seq % 2 == 0;
-    const std::string& target = begin ? begin_ : complete_;
-    if (out.target != target) out.target = target;
-    out.body.clear();
-    out.body.append(key_prefix_);
-    append_uint(out.body, conn);
-    out.body.push_back('-');
-    append_uint(out.body, seq / 2);
-    if (begin) {
-      out.body.append("\",\"owner\":\"loadgen\",\"lease_ms\":60000}");
-    } else {
-      out.body.append("\",\"token\":");
-      append_uint(out.body, token);
-      out.body.append(",\"result\":{\"ok\":true}}");
-    }
-  }
-
-  const char* check(std::string_view body, std::uint64_t& token) const override {
-    const auto outcome = json_field(body, "\"outcome\"");
-    if (!outcome) return "answer has no \"outcome\"";
-    if (outcome->starts_with("\"completed\"")) return nullptr;
-    if (!outcome->starts_with("\"acquired\"")) return "a fresh key was not acquired";
-    const auto t = json_field(body, "\"token\"");
-    if (!t) return "acquired without a token";
-    std::uint64_t value = 0;
-    const auto r = std::from_chars(t->data(), t->data() + t->size(), value);
-    if (r.ec != std::errc{}) return "\"token\" is not an unsigned integer";
-    if (value <= token) return "tokens did not increase on this connection";
-    token = value;
-    return nullptr;
-  }
-
- private:
-  std::string begin_, complete_, key_prefix_;
-};
 
 // ---------------------------------------------------------------------------------------------
 // HTTP response parsing without allocation: keeps the status and a bounded prefix of the body.
@@ -261,10 +110,14 @@ class ResponseParser final : public http::basic_parser<false> {
 // ---------------------------------------------------------------------------------------------
 // Run state
 
+// Which system the workload talks to (selects the protocol and the workload implementation).
+enum class Target { ichido, etcd, redis, postgres };
+
 struct Options {
   std::string url = "http://127.0.0.1:7878";
   std::string host, port, prefix;
   std::string host_header;  // HOST:PORT as written in the URL (IPv6 keeps its brackets)
+  Target target = Target::ichido;
   unsigned connections = 16;
   unsigned threads = 1;
   microseconds duration = std::chrono::seconds(10);
@@ -276,7 +129,7 @@ struct Options {
   std::string path = "/healthz";
   std::string token;
   std::string run_id;
-  std::string system = "ichido";
+  std::string system;  // default: the target's name
   bool verify = true;
   bool json = false;
 };
@@ -301,21 +154,31 @@ class ErrorSamples {
 // Per io thread; only that thread writes it until the threads are joined.
 struct ThreadStats {
   Histogram latency_us;
-  std::uint64_t ok_in_window = 0;
-  std::uint64_t requests = 0;  // answers received, whole run
+  std::uint64_t ok_in_window = 0;      // operations completed in the window
+  std::uint64_t grants_in_window = 0;  // of which acquired a lock (lock workloads)
+  std::uint64_t requests = 0;          // answers received, whole run
+  std::uint64_t retries = 0;           // CAS retries (etcd counters), whole run
   std::uint64_t status_errors = 0;
   std::uint64_t check_errors = 0;
   std::uint64_t transport_errors = 0;
   std::uint64_t timed_out = 0;  // connections still waiting when the grace period ended
 };
 
+// The workload of the run: exactly one of these is set, matching opt.target.
+struct Workloads {
+  std::unique_ptr<HttpWorkload> http;
+  std::unique_ptr<RespWorkload> resp;
+  std::unique_ptr<PgWorkload> pg;
+};
+
 struct Shared {
   const Options& opt;
-  const Workload& workload;
+  const Workloads& workload;
   std::vector<tcp::endpoint> endpoints;
   std::string fixed_headers;  // Host, auth, …, each ending in CRLF
   Clock::time_point start, measure_start, end;
   ErrorSamples samples;
+  std::vector<PGconn*> pg_conns;  // postgres: connection c, connected and prepared before the run
 };
 
 std::string clip(std::string_view s) {
@@ -327,7 +190,18 @@ std::string clip(std::string_view s) {
   return out;
 }
 
-void build_request(const Shared& sh, const RequestSpec& spec, std::string& out) {
+// An operation ended without error at t1 (started at t0): count it if it ended in the window.
+void op_done(const Shared& sh, ThreadStats& st, OpState& op, Clock::time_point t0,
+             Clock::time_point t1) {
+  if (t1 >= sh.measure_start && t1 < sh.end) {
+    ++st.ok_in_window;
+    if (op.granted) ++st.grants_in_window;
+    st.latency_us.record(
+        static_cast<std::uint64_t>(std::chrono::duration_cast<microseconds>(t1 - t0).count()));
+  }
+}
+
+void build_request(const Shared& sh, const HttpRequest& spec, std::string& out) {
   out.clear();
   out.append(spec.method).append(" ").append(spec.target).append(" HTTP/1.1\r\n");
   out.append(sh.fixed_headers);
@@ -339,40 +213,57 @@ void build_request(const Shared& sh, const RequestSpec& spec, std::string& out) 
   out.append("\r\n").append(spec.body);
 }
 
-// One connection's closed loop. `active` counts the running loops of this thread.
-asio::awaitable<void> connection_loop(Shared& sh, ThreadStats& st, unsigned conn, unsigned& active,
-                                      asio::steady_timer& watchdog) {
+// Connects (retrying with a 100 ms back-off until the run ends). Returns false when the run ended.
+asio::awaitable<bool> tcp_connect(Shared& sh, ThreadStats& st, tcp::socket& sock) {
+  beast::error_code ec;
+  while (Clock::now() < sh.end) {
+    co_await asio::async_connect(sock, sh.endpoints, asio::redirect_error(asio::use_awaitable, ec));
+    if (!ec) {
+      sock.set_option(tcp::no_delay(true), ec);
+      co_return true;
+    }
+    ++st.transport_errors;
+    sh.samples.add("connect: " + ec.message());
+    sock.close(ec);
+    asio::steady_timer backoff(co_await asio::this_coro::executor, std::chrono::milliseconds(100));
+    co_await backoff.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  co_return false;
+}
+
+// One HTTP connection's closed loop (ichido, etcd, ok-server).
+asio::awaitable<void> http_loop(Shared& sh, ThreadStats& st, unsigned conn) {
   auto ex = co_await asio::this_coro::executor;
+  const HttpWorkload& w = *sh.workload.http;
   tcp::socket sock(ex);
   beast::flat_buffer buf(16 * 1024);
   std::string request, body;
   request.reserve(1024);
   body.reserve(kMaxKeptBody);
-  RequestSpec spec;
-  std::uint64_t seq = 0, check_state = 0;
+  HttpRequest spec;
+  OpState op;
+  std::uint64_t seq = 0;
   bool connected = false;
   beast::error_code ec;
+  Clock::time_point t0;
+
+  bool in_op = false;  // an operation has started (an etcd CAS retry goes back to step 0 in it)
 
   while (Clock::now() < sh.end) {
     if (!connected) {
-      co_await asio::async_connect(sock, sh.endpoints,
-                                   asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) {
-        ++st.transport_errors;
-        sh.samples.add("connect: " + ec.message());
-        sock.close(ec);
-        asio::steady_timer backoff(ex, std::chrono::milliseconds(100));
-        co_await backoff.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-        continue;
-      }
-      sock.set_option(tcp::no_delay(true), ec);
+      if (!co_await tcp_connect(sh, st, sock)) break;
       connected = true;
-      check_state = 0;
+      st.retries += op.retries;
+      op = OpState{};
+      in_op = false;
       buf.clear();
     }
-    sh.workload.make(conn, seq, check_state, spec);
+    if (!in_op) {
+      t0 = Clock::now();
+      in_op = true;
+    }
+    w.make(conn, seq, op, spec);
     build_request(sh, spec, request);
-    const auto t0 = Clock::now();
     co_await asio::async_write(sock, asio::buffer(request),
                                asio::redirect_error(asio::use_awaitable, ec));
     std::optional<ResponseParser> parser;
@@ -380,34 +271,285 @@ asio::awaitable<void> connection_loop(Shared& sh, ThreadStats& st, unsigned conn
       parser.emplace(body);
       co_await http::async_read(sock, buf, *parser, asio::redirect_error(asio::use_awaitable, ec));
     }
-    const auto t1 = Clock::now();
-    ++seq;
     if (ec) {
       ++st.transport_errors;
       sh.samples.add("transport: " + ec.message());
       sock.close(ec);
       connected = false;
+      in_op = false;
+      ++seq;
       continue;
     }
     ++st.requests;
     const int status = parser->status();
+    Verdict v;
     if (status < 200 || status > 299) {
       ++st.status_errors;
       sh.samples.add("HTTP " + std::to_string(status) + ": " + clip(body));
-    } else if (const char* why = sh.workload.check(body, check_state)) {
+      v.error = "";
+    } else if (v = w.check(body, op); v.error) {
       ++st.check_errors;
-      sh.samples.add(std::string("check: ") + why + ": " + clip(body));
-    } else if (t1 >= sh.measure_start && t1 < sh.end) {
-      ++st.ok_in_window;
-      st.latency_us.record(
-          static_cast<std::uint64_t>(std::chrono::duration_cast<microseconds>(t1 - t0).count()));
+      sh.samples.add(std::string("check: ") + v.error + ": " + clip(body));
+    }
+    if (!v.more) {
+      if (!v.error) op_done(sh, st, op, t0, Clock::now());
+      op.step = 0;
+      op.granted = false;
+      in_op = false;
+      ++seq;
     }
     if (!parser->keep_alive()) {
       sock.close(ec);
       connected = false;
     }
   }
+  st.retries += op.retries;
   sock.close(ec);
+}
+
+// Parses one RESP2 reply at the start of `in`. Returns the bytes it used, 0 when incomplete,
+// or -1 when malformed. Arrays are skipped over (none of the workloads expects one).
+long parse_resp(std::string_view in, RespReply& r) {
+  const auto eol = in.find("\r\n");
+  if (eol == std::string_view::npos) return in.size() > 64 * 1024 ? -1 : 0;
+  if (eol == 0) return -1;
+  r = RespReply{};
+  r.type = in[0];
+  const std::string_view line = in.substr(1, eol - 1);
+  switch (r.type) {
+    case '+':
+    case '-':
+      r.text = line;
+      return static_cast<long>(eol + 2);
+    case ':': {
+      const auto e = std::from_chars(line.data(), line.data() + line.size(), r.integer);
+      return e.ec == std::errc{} ? static_cast<long>(eol + 2) : -1;
+    }
+    case '$': {
+      long n = 0;
+      const auto e = std::from_chars(line.data(), line.data() + line.size(), n);
+      if (e.ec != std::errc{} || n < -1 || n > (1 << 20)) return -1;
+      if (n == -1) {
+        r.is_nil = true;
+        return static_cast<long>(eol + 2);
+      }
+      const std::size_t need = eol + 2 + static_cast<std::size_t>(n) + 2;
+      if (in.size() < need) return 0;
+      r.text = in.substr(eol + 2, static_cast<std::size_t>(n));
+      return static_cast<long>(need);
+    }
+    case '*': {
+      long n = 0;
+      const auto e = std::from_chars(line.data(), line.data() + line.size(), n);
+      if (e.ec != std::errc{} || n < -1 || n > 1024) return -1;
+      std::size_t used = eol + 2;
+      for (long i = 0; i < n; ++i) {
+        RespReply sub;
+        const long u = parse_resp(in.substr(used), sub);
+        if (u <= 0) return u;
+        used += static_cast<std::size_t>(u);
+      }
+      r.is_nil = n == -1;
+      return static_cast<long>(used);
+    }
+    default:
+      return -1;
+  }
+}
+
+// One Redis connection's closed loop.
+asio::awaitable<void> resp_loop(Shared& sh, ThreadStats& st, unsigned conn) {
+  auto ex = co_await asio::this_coro::executor;
+  const RespWorkload& w = *sh.workload.resp;
+  tcp::socket sock(ex);
+  std::string request, in;
+  request.reserve(512);
+  in.reserve(4096);
+  OpState op;
+  std::uint64_t seq = 0;
+  bool connected = false;
+  beast::error_code ec;
+  Clock::time_point t0;
+  char chunk[4096];
+
+  while (Clock::now() < sh.end) {
+    if (!connected) {
+      if (!co_await tcp_connect(sh, st, sock)) break;
+      connected = true;
+      op = OpState{};
+      in.clear();
+    }
+    if (op.step == 0) t0 = Clock::now();
+    w.make(conn, seq, op, request);
+    co_await asio::async_write(sock, asio::buffer(request),
+                               asio::redirect_error(asio::use_awaitable, ec));
+    RespReply reply;
+    long used = 0;
+    while (!ec && (used = parse_resp(in, reply)) == 0) {
+      const std::size_t n = co_await sock.async_read_some(
+          asio::buffer(chunk), asio::redirect_error(asio::use_awaitable, ec));
+      in.append(chunk, n);
+    }
+    if (ec || used < 0) {
+      ++st.transport_errors;
+      sh.samples.add(ec ? "transport: " + ec.message() : std::string("malformed RESP reply"));
+      sock.close(ec);
+      connected = false;
+      ++seq;
+      continue;
+    }
+    ++st.requests;
+    Verdict v;
+    if (reply.type == '-') {
+      ++st.status_errors;
+      sh.samples.add("redis error: " + clip(reply.text));
+      v.error = "";
+    } else if (v = w.check(reply, op); v.error) {
+      ++st.check_errors;
+      sh.samples.add(std::string("check: ") + v.error);
+    }
+    in.erase(0, static_cast<std::size_t>(used));
+    if (!v.more) {
+      if (!v.error) op_done(sh, st, op, t0, Clock::now());
+      op.step = 0;
+      op.granted = false;
+      ++seq;
+    }
+  }
+  sock.close(ec);
+}
+
+// Connects to PostgreSQL, prepares the workload's statements and switches to non-blocking mode.
+// On failure sets `why` (and still returns the connection, for its error message, or nullptr).
+PGconn* pg_connect(const std::string& url, const PgWorkload& w, const char*& why) {
+  static thread_local std::string message;
+  PGconn* pg = PQconnectdb(url.c_str());
+  bool ok = PQstatus(pg) == CONNECTION_OK;
+  for (const auto& s : w.statements()) {
+    if (!ok) break;
+    PGresult* r = PQprepare(pg, s.name, s.sql, s.nparams, nullptr);
+    ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+  }
+  if (ok) ok = PQsetnonblocking(pg, 1) == 0;
+  why = nullptr;
+  if (!ok) {
+    message = clip(PQerrorMessage(pg));
+    why = message.c_str();
+  }
+  return pg;
+}
+
+// One PostgreSQL connection's closed loop: libpq in non-blocking mode, its socket watched by
+// Asio. Connecting and preparing the statements is synchronous (before the warm-up ends).
+asio::awaitable<void> pg_loop(Shared& sh, ThreadStats& st, unsigned conn) {
+  auto ex = co_await asio::this_coro::executor;
+  const PgWorkload& w = *sh.workload.pg;
+  PGconn* pg = nullptr;
+  std::optional<asio::posix::stream_descriptor> sock;
+  PgRequest req;
+  OpState op;
+  std::uint64_t seq = 0;
+  beast::error_code ec;
+  Clock::time_point t0;
+  auto drop = [&] {
+    if (sock) {
+      sock->close(ec);
+      sock.reset();
+    }
+    if (pg) PQfinish(pg);
+    pg = nullptr;
+  };
+
+  pg = std::exchange(sh.pg_conns[conn], nullptr);
+  if (pg) sock.emplace(ex, ::dup(PQsocket(pg)));
+  while (Clock::now() < sh.end) {
+    if (!pg) {  // a reconnect (after a failure): synchronous, it stalls this io thread briefly
+      const char* why = nullptr;
+      pg = pg_connect(sh.opt.url, w, why);
+      if (why) {
+        ++st.transport_errors;
+        sh.samples.add(std::string("postgres connect/prepare: ") + why);
+        drop();
+        asio::steady_timer backoff(ex, std::chrono::milliseconds(100));
+        co_await backoff.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        continue;
+      }
+      sock.emplace(ex, ::dup(PQsocket(pg)));
+      op = OpState{};
+    }
+    if (op.step == 0) t0 = Clock::now();
+    w.make(conn, seq, op, req);
+    const char* values[3] = {req.params[0].c_str(), req.params[1].c_str(), req.params[2].c_str()};
+    bool failed = !PQsendQueryPrepared(pg, req.statement, req.nparams, values, nullptr, nullptr, 0);
+    int flush = failed ? -1 : PQflush(pg);
+    while (flush == 1 && !ec) {
+      co_await sock->async_wait(asio::posix::descriptor_base::wait_write,
+                                asio::redirect_error(asio::use_awaitable, ec));
+      flush = PQflush(pg);
+    }
+    failed = failed || flush < 0 || ec;
+    // Read until the query's results are complete; keep the first one.
+    PGresult* result = nullptr;
+    while (!failed) {
+      if (PQisBusy(pg)) {
+        co_await sock->async_wait(asio::posix::descriptor_base::wait_read,
+                                  asio::redirect_error(asio::use_awaitable, ec));
+        if (ec || !PQconsumeInput(pg)) failed = true;
+        continue;
+      }
+      PGresult* r = PQgetResult(pg);
+      if (!r) break;
+      if (!result)
+        result = r;
+      else
+        PQclear(r);
+    }
+    if (failed || !result) {
+      ++st.transport_errors;
+      sh.samples.add(std::string("postgres: ") + clip(PQerrorMessage(pg)));
+      if (result) PQclear(result);
+      drop();
+      ++seq;
+      continue;
+    }
+    ++st.requests;
+    Verdict v;
+    const auto rs = PQresultStatus(result);
+    if (rs != PGRES_TUPLES_OK && rs != PGRES_COMMAND_OK) {
+      ++st.status_errors;
+      sh.samples.add(std::string("postgres error: ") + clip(PQresultErrorMessage(result)));
+      v.error = "";
+    } else if (v = w.check(result, op); v.error) {
+      ++st.check_errors;
+      sh.samples.add(std::string("check: ") + v.error);
+    }
+    PQclear(result);
+    if (!v.more) {
+      if (!v.error) op_done(sh, st, op, t0, Clock::now());
+      op.step = 0;
+      op.granted = false;
+      ++seq;
+    }
+  }
+  drop();
+}
+
+// Runs the target's loop for one connection; `active` counts the running loops of this thread.
+asio::awaitable<void> connection_loop(Shared& sh, ThreadStats& st, unsigned conn, unsigned& active,
+                                      asio::steady_timer& watchdog) {
+  switch (sh.opt.target) {
+    case Target::ichido:
+    case Target::etcd:
+      co_await http_loop(sh, st, conn);
+      break;
+    case Target::redis:
+      co_await resp_loop(sh, st, conn);
+      break;
+    case Target::postgres:
+      co_await pg_loop(sh, st, conn);
+      break;
+  }
   if (--active == 0) watchdog.cancel();
 }
 
@@ -418,19 +560,22 @@ void usage(std::FILE* to) {
   std::fprintf(
       to,
       "usage: ichido-loadgen [options]\n"
-      "  --url URL            server base URL (default http://127.0.0.1:7878)\n"
+      "  --target T           ichido (default) | etcd | redis | postgres\n"
+      "  --url URL            http://HOST:PORT[/PREFIX] (ichido, etcd), redis://HOST:PORT,\n"
+      "                       or a libpq URI/conninfo (postgres)\n"
       "  --connections N      keep-alive connections, each a closed loop (1-%u, default 16)\n"
       "  --threads N          io threads (1-%u, default 1)\n"
       "  --duration D         measured time, e.g. 10s, 500ms (default 10s, max 1h)\n"
       "  --warmup D           unmeasured time before it (default 2s, max 10m)\n"
       "  --grace D            how long in-flight requests may finish after it (default 10s)\n"
-      "  --workload W         counter-next (default) | once | get\n"
-      "  --ns NS --name NAME  counter for counter-next (default bench/bench)\n"
+      "  --workload W         counter-next (W1, default) | incr (bare increment; peers only)\n"
+      "                       | once (W2) | lock (W3) | lock-contended (W3, one name) | get\n"
+      "  --ns NS --name NAME  namespace; counter name, or the lock of lock-contended (bench/bench)\n"
       "  --path PATH          path for get (default /healthz)\n"
       "  --token T            send Authorization: Bearer T\n"
       "  --run-id ID          idempotency keys are k-ID-CONN-SEQ (default: time and pid)\n"
       "  --no-verify          only check the status code (e.g. against ichido-ok-server)\n"
-      "  --system NAME        label of the machine line (default ichido)\n"
+      "  --system NAME        label of the machine line (default: the target)\n"
       "  --json               print a JSON object instead of the machine line\n",
       kMaxConnections, kMaxThreads);
 }
@@ -443,11 +588,13 @@ bool valid_name(std::string_view s) {
   return true;
 }
 
-// Accepts http://HOST[:PORT][/PREFIX]. No TLS.
+// Accepts http://HOST[:PORT][/PREFIX] (no TLS) or redis://HOST[:PORT]; a postgres URL goes to libpq.
 bool parse_url(Options& o) {
   std::string_view u = o.url;
-  if (!u.starts_with("http://")) return false;
-  u.remove_prefix(7);
+  if (o.target == Target::postgres) return !u.empty();
+  const std::string_view scheme = o.target == Target::redis ? "redis://" : "http://";
+  if (!u.starts_with(scheme)) return false;
+  u.remove_prefix(scheme.size());
   const auto slash = u.find('/');
   std::string_view hostport = u.substr(0, slash);
   o.host_header = hostport;
@@ -456,7 +603,7 @@ bool parse_url(Options& o) {
   const auto colon = hostport.rfind(':');
   if (colon == std::string_view::npos) {
     o.host = hostport;
-    o.port = "80";
+    o.port = o.target == Target::redis ? "6379" : "80";
   } else {
     o.host = hostport.substr(0, colon);
     o.port = hostport.substr(colon + 1);
@@ -493,7 +640,13 @@ int parse_args(int argc, char** argv, Options& o) {
     bool ok = true;
     if (a == "--url") {
       o.url = v;
-      ok = parse_url(o);
+    } else if (a == "--target") {
+      ok = true;
+      if (v == "ichido") o.target = Target::ichido;
+      else if (v == "etcd") o.target = Target::etcd;
+      else if (v == "redis") o.target = Target::redis;
+      else if (v == "postgres") o.target = Target::postgres;
+      else ok = false;
     } else if (a == "--connections" || a == "-c") {
       const auto n = parse_uint(v, 1, kMaxConnections);
       ok = n.has_value();
@@ -510,7 +663,8 @@ int parse_args(int argc, char** argv, Options& o) {
       if (ok) (a == "--duration" ? o.duration : a == "--warmup" ? o.warmup : o.grace) = *d;
     } else if (a == "--workload") {
       o.workload = v;
-      ok = v == "counter-next" || v == "once" || v == "get";
+      ok = v == "counter-next" || v == "incr" || v == "once" || v == "lock" ||
+           v == "lock-contended" || v == "get";
     } else if (a == "--ns") {
       o.ns = v;
       ok = valid_name(v);
@@ -540,7 +694,22 @@ int parse_args(int argc, char** argv, Options& o) {
       return 2;
     }
   }
-  if (o.host.empty() && !parse_url(o)) return 2;
+  if (!parse_url(o)) {
+    std::fprintf(stderr, "ichido-loadgen: bad --url for this --target: '%s'\n", o.url.c_str());
+    return 2;
+  }
+  if (o.system.empty()) {
+    static const char* const names[] = {"ichido", "etcd", "redis", "postgres"};
+    o.system = names[static_cast<int>(o.target)];
+  }
+  if (o.workload == "get" && (o.target == Target::redis || o.target == Target::postgres)) {
+    std::fprintf(stderr, "ichido-loadgen: --workload get is for HTTP targets\n");
+    return 2;
+  }
+  if (o.workload == "incr" && o.target == Target::ichido) {
+    std::fprintf(stderr, "ichido-loadgen: --workload incr is the peers' bare increment\n");
+    return 2;
+  }
   if (o.run_id.empty()) {
     const auto now = std::chrono::system_clock::now().time_since_epoch();
     char buf[48];
@@ -556,16 +725,60 @@ int parse_args(int argc, char** argv, Options& o) {
 double ms(std::uint64_t us) { return static_cast<double>(us) / 1000.0; }
 
 int run(const Options& opt) {
-  std::unique_ptr<Workload> workload;
-  if (opt.workload == "counter-next")
-    workload = std::make_unique<CounterNext>(opt.prefix, opt.ns, opt.name, opt.run_id, opt.verify);
-  else if (opt.workload == "once")
-    workload = std::make_unique<OncePairs>(opt.prefix, opt.ns, opt.run_id);
-  else
-    workload = std::make_unique<Get>(opt.prefix, opt.path);
+  WorkloadParams p;
+  p.prefix = opt.prefix;
+  p.ns = opt.ns;
+  p.name = opt.name;
+  p.run_id = opt.run_id;
+  p.verify = opt.verify;
+  const std::string& wl = opt.workload;
+  const bool contended = wl == "lock-contended";
+  Workloads w;
+  switch (opt.target) {
+    case Target::ichido:
+      if (wl == "counter-next") w.http = std::make_unique<IchidoCounterNext>(p);
+      else if (wl == "once") w.http = std::make_unique<IchidoOnce>(p);
+      else if (wl == "get") w.http = std::make_unique<HttpGet>(opt.prefix + opt.path);
+      else w.http = std::make_unique<IchidoLock>(p, contended);
+      break;
+    case Target::etcd:
+      if (wl == "counter-next") w.http = std::make_unique<EtcdCounterNext>(p);
+      else if (wl == "incr") w.http = std::make_unique<EtcdIncr>(p);
+      else if (wl == "once") w.http = std::make_unique<EtcdOnce>(p);
+      else if (wl == "get") w.http = std::make_unique<HttpGet>(opt.prefix + opt.path);
+      else w.http = std::make_unique<EtcdLock>(p, contended);
+      break;
+    case Target::redis:
+      if (wl == "counter-next" || wl == "incr")
+        w.resp = std::make_unique<RedisCounterNext>(p, wl == "incr");
+      else if (wl == "once") w.resp = std::make_unique<RedisOnce>(p);
+      else w.resp = std::make_unique<RedisLock>(p, contended);
+      break;
+    case Target::postgres:
+      if (wl == "counter-next" || wl == "incr")
+        w.pg = std::make_unique<PgCounterNext>(p, wl == "incr");
+      else if (wl == "once") w.pg = std::make_unique<PgOnce>(p);
+      else w.pg = std::make_unique<PgLock>(p, contended);
+      break;
+  }
 
-  Shared sh{opt, *workload, {}, {}, {}, {}, {}, {}};
-  {
+  Shared sh{opt, w, {}, {}, {}, {}, {}, {}, {}};
+  if (opt.target == Target::postgres) {
+    // Connect (fork a backend each) and prepare before the clock starts, not inside the warm-up.
+    sh.pg_conns.assign(opt.connections, nullptr);
+    for (unsigned c = 0; c < opt.connections; ++c) {
+      const char* why = nullptr;
+      PGconn* pg = pg_connect(opt.url, *w.pg, why);
+      if (why) {
+        std::fprintf(stderr, "ichido-loadgen: postgres connection %u: %s\n", c, why);
+        PQfinish(pg);
+        for (auto* p : sh.pg_conns)
+          if (p) PQfinish(p);
+        return 1;
+      }
+      sh.pg_conns[c] = pg;
+    }
+  } else {
     asio::io_context resolver_ctx;
     tcp::resolver resolver(resolver_ctx);
     beast::error_code ec;
@@ -625,6 +838,8 @@ int run(const Options& opt) {
   for (const auto& s : stats) {
     total.latency_us.merge(s->latency_us);
     total.ok_in_window += s->ok_in_window;
+    total.grants_in_window += s->grants_in_window;
+    total.retries += s->retries;
     total.requests += s->requests;
     total.status_errors += s->status_errors;
     total.check_errors += s->check_errors;
@@ -636,6 +851,7 @@ int run(const Options& opt) {
   const double secs = std::chrono::duration<double>(opt.duration).count();
   const double ops = static_cast<double>(total.ok_in_window) / secs;
   const auto& h = total.latency_us;
+  const double grants = static_cast<double>(total.grants_in_window) / secs;
 
   for (const auto& s : sh.samples.take())
     std::fprintf(stderr, "ichido-loadgen: error: %s\n", s.c_str());
@@ -655,19 +871,24 @@ int run(const Options& opt) {
     std::printf(
         "{\"system\":\"%s\",\"workload\":\"%s\",\"conc\":%u,\"threads\":%u,\"duration_s\":%.3f,"
         "\"ops_s\":%.1f,\"ok\":%llu,\"errors\":%llu,\"p50_ms\":%.3f,\"p90_ms\":%.3f,"
-        "\"p99_ms\":%.3f,\"p999_ms\":%.3f,\"max_ms\":%.3f,\"mean_ms\":%.3f}\n",
+        "\"p99_ms\":%.3f,\"p999_ms\":%.3f,\"max_ms\":%.3f,\"mean_ms\":%.3f,\"grants_s\":%.1f,"
+        "\"requests\":%llu,\"retries\":%llu}\n",
         opt.system.c_str(), opt.workload.c_str(), opt.connections, nthreads, secs, ops,
         static_cast<unsigned long long>(total.ok_in_window),
         static_cast<unsigned long long>(errors), ms(h.quantile(0.5)), ms(h.quantile(0.9)),
-        ms(h.quantile(0.99)), ms(h.quantile(0.999)), ms(h.max()), h.mean() / 1000.0);
+        ms(h.quantile(0.99)), ms(h.quantile(0.999)), ms(h.max()), h.mean() / 1000.0, grants,
+        static_cast<unsigned long long>(total.requests),
+        static_cast<unsigned long long>(total.retries));
   } else {
     std::printf(
         "system=%s workload=%s conc=%u ops_s=%.1f p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f errors=%llu "
-        "p90_ms=%.3f max_ms=%.3f ok=%llu duration_s=%.3f threads=%u\n",
+        "p90_ms=%.3f max_ms=%.3f ok=%llu duration_s=%.3f threads=%u grants_s=%.1f requests=%llu "
+        "retries=%llu\n",
         opt.system.c_str(), opt.workload.c_str(), opt.connections, ops, ms(h.quantile(0.5)),
         ms(h.quantile(0.99)), ms(h.quantile(0.999)), static_cast<unsigned long long>(errors),
         ms(h.quantile(0.9)), ms(h.max()), static_cast<unsigned long long>(total.ok_in_window), secs,
-        nthreads);
+        nthreads, grants, static_cast<unsigned long long>(total.requests),
+        static_cast<unsigned long long>(total.retries));
   }
   std::fflush(stdout);
   return errors == 0 ? 0 : 3;

@@ -69,10 +69,10 @@ Result<std::vector<FormatPiece>> parse_format(std::string_view f) {
     } else if (tag.size() > 4 && tag.substr(0, 4) == "seq:") {
       const auto digits = tag.substr(4);
       int w = 0;
-      bool ok = !digits.empty() && digits.size() <= 2;
-      for (char d : digits) {
-        if (d < '0' || d > '9') ok = false;
-        else w = w * 10 + (d - '0');
+      bool ok = !digits.empty() && digits.size() <= 2;  // checked first: no overflow below
+      for (std::size_t k = 0; ok && k < digits.size(); ++k) {
+        if (digits[k] < '0' || digits[k] > '9') ok = false;
+        else w = w * 10 + (digits[k] - '0');
       }
       if (!ok || w < 1 || w > kMaxSeqWidth) {
         return invalid_field("format", "In {seq:N}, N must be a whole number from 1 to 18.");

@@ -480,3 +480,10 @@ TEST(DecideSet, OutsideStartToMaxNamesLastValue) {
 
 }  // namespace
 }  // namespace ichido::core
+
+// Found by format_fuzz: a huge {seq:N} width overflowed int while being parsed.
+TEST(FormatRegression, HugeWidthIsRejectedWithoutOverflow) {
+  auto r = ichido::core::parse_format("A{yy}{seq:1111111111111}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().field, "format");
+}

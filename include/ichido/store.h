@@ -26,6 +26,7 @@
 #include "core/auth.h"
 #include "core/counter.h"
 #include "core/lock.h"
+#include "core/once.h"
 #include "ichido/result.h"
 
 namespace ichido {
@@ -82,6 +83,59 @@ inline constexpr int kMaxIssuedLimit = 1000;
 struct IssuedPage {
   std::vector<core::IssuedNumber> items;
   std::optional<std::int64_t> next_after;  // set when more items may follow
+};
+
+// --- once records ---------------------------------------------------------------------------
+
+struct OnceRef {
+  std::string ns;
+  std::string key;
+};
+
+struct BeginOnceCmd {
+  OnceRef ref;
+  core::BeginCommand begin;
+};
+struct BeginOnceReply {
+  core::BeginOutcome outcome = core::BeginOutcome::acquired;
+  core::OnceRecord record;          // after the decision (acquired: with its new token)
+  std::int64_t retry_after_ms = 0;  // in_progress
+};
+
+struct CompleteOnceCmd {
+  OnceRef ref;
+  std::int64_t token = 0;
+  std::string result_json;  // serialized JSON, at most core::kMaxResultBytes
+};
+struct FailOnceCmd {
+  OnceRef ref;
+  std::int64_t token = 0;
+  std::string error;
+  bool retry = true;
+};
+struct RenewOnceCmd {
+  OnceRef ref;
+  std::int64_t token = 0;
+  std::int64_t lease_ms = core::kDefaultLeaseMs;
+};
+
+struct OnceQuery {
+  std::string ns;
+  core::OnceFilter filter = core::OnceFilter::all;
+  std::string after;  // keys strictly greater than this (byte order)
+  int limit = 100;    // 1..kMaxOnceLimit
+};
+inline constexpr int kMaxOnceLimit = 1000;
+struct OncePage {
+  std::vector<core::OnceRecord> items;
+  std::optional<std::string> next_after;  // set when more items may follow
+};
+
+// Purge of finished records: completed or dead with finished_at < older_than, at most `limit`
+// of them (any namespace), oldest first.
+struct PurgeOnceCmd {
+  TimeMs older_than = 0;
+  int limit = 100;
 };
 
 // --- locks -----------------------------------------------------------------------------------
@@ -153,6 +207,23 @@ class Store {
   // Errors: counter_not_found, invalid_request (field period, or limit outside 1..1000).
   virtual void list_issued(IssuedQuery q, Callback<IssuedPage> done) = 0;
 
+  // Once records (core/once.h has the lifecycle). All mutations are durable when answered.
+  // begin: acquired / in_progress / completed / dead. Errors: fingerprint_mismatch.
+  virtual void begin_once(BeginOnceCmd cmd, Callback<BeginOnceReply> done) = 0;
+  // The record as completed. Errors: once_not_found, stale_token.
+  virtual void complete_once(CompleteOnceCmd cmd, Callback<core::OnceRecord> done) = 0;
+  // The record as pending or dead. Errors: once_not_found, stale_token.
+  virtual void fail_once(FailOnceCmd cmd, Callback<core::OnceRecord> done) = 0;
+  // The record with its new lease. Errors: once_not_found, stale_token.
+  virtual void renew_once(RenewOnceCmd cmd, Callback<core::OnceRecord> done) = 0;
+  // Errors: once_not_found.
+  virtual void get_once(OnceRef ref, Callback<core::OnceRecord> done) = 0;
+  // Records in key order. Errors: invalid_request (field limit).
+  virtual void list_once(OnceQuery q, Callback<OncePage> done) = 0;
+  // Forgets the record; answers it as it was. Errors: once_not_found.
+  virtual void reset_once(OnceRef ref, Callback<core::OnceRecord> done) = 0;
+  // Deletes up to cmd.limit finished records; answers how many were deleted.
+  virtual void purge_once(PurgeOnceCmd cmd, Callback<std::int64_t> done) = 0;
   // --- tokens and the audit log ---
   // Stores a new token (its hash, never the secret). Errors: invalid_request.
   virtual void create_token(core::TokenInfo token, Callback<core::TokenInfo> done) = 0;

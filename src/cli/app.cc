@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "cli/counter_cmd.h"
+#include "cli/once_cmd.h"
 #include "cli/lock_cmd.h"
 #include "cli/token_cmd.h"
 #include "cli/output.h"
@@ -34,6 +35,7 @@ Examples:
   ichido counter create receipts --format 'R-{seq:4}' --max 9999
   ichido counter next receipts --key form-123
   ichido counter get receipts --json
+  ichido once run nightly-2026-04-01 --lease 60s -- ./nightly.sh
   ichido token create --data ./ichido-data --ns shop --role writer
 
 Run "ichido COMMAND --help" (e.g. "ichido counter next --help") for a command's options.
@@ -55,6 +57,7 @@ Cli::Cli(CliDeps deps)
   // One call per command group; later: add_once_commands, add_lock_commands, add_token_commands.
   add_serve_command(tree_, std::move(deps.serve));
   add_counter_commands(tree_);
+  add_once_commands(tree_);
   add_lock_commands(tree_);
   add_token_commands(tree_);
 }

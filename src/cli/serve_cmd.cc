@@ -1,5 +1,7 @@
 #include "cli/serve_cmd.h"
 
+#include "cli/duration.h"
+
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <utility>
@@ -43,6 +45,17 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
                   "On SIGTERM/SIGINT, in-flight requests get this long to finish")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_option_function<std::string>(
+         "--once-retention",
+         [cfg](const std::string& text) {
+           auto ms = parse_duration_ms(text);
+           if (!ms || *ms < 1000) {
+             throw CLI::ValidationError("--once-retention",
+                                        "'" + text + "' is not a duration of at least 1s like 30d");
+           }
+           cfg->once_retention_ms = *ms;
+         },
+         "Completed and dead once records older than this are purged (default 30d)");
   cmd->add_option("--max-connections", cfg->max_connections, "Connections beyond this are refused")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

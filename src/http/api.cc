@@ -13,11 +13,16 @@ Api::Api(Store& store, Metrics& metrics, ApiOptions options)
       store_(store),
       metrics_(metrics),
       counters_(store),
+      once_waits_(options.max_once_waiters_per_key, options.max_once_waiters),
+      once_(store, once_waits_),
       locks_(store, options.locks) {
   add_ops_routes(router_, store, metrics_);
   add_counter_routes(router_, counters_);
+  add_once_routes(router_, once_);
   add_lock_routes(router_, locks_);
   add_admin_routes(router_, store, opt_.auth, *opt_.clock);
+  metrics_.add_gauge("ichido_once_waiters", "Once begins parked waiting (wait_ms) right now.",
+                     [this] { return static_cast<std::int64_t>(once_waits_.total()); });
 }
 
 bool Api::may_wait(const BeastRequest& req) {

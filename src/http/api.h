@@ -19,12 +19,17 @@
 #include "http/router.h"
 #include "service/counter_service.h"
 #include "service/lock_service.h"
+#include "service/once_service.h"
+#include "service/wait_list.h"
 
 namespace ichido::http {
 
 struct ApiOptions {
   std::size_t max_target_bytes = 8192;  // longer request targets get 414 uri_too_long
   service::LockLimits locks;            // waiter limits (--max-waiters-per-lock, --max-waiters)
+  // Parked once begins (wait_ms): beyond these, begin answers 429 too_many_waiters.
+  std::size_t max_once_waiters_per_key = 1000;
+  std::size_t max_once_waiters = 10000;
   Authenticator* auth = nullptr;        // nullptr: --no-auth (every call allowed)
   bool metrics_open = false;            // /metrics without a token even when auth is on
   const Clock* clock = &SystemClock::instance();
@@ -45,6 +50,7 @@ class Api {
   // connection while they wait, so a client that goes away leaves the line (see server.cc).
   static bool may_wait(const BeastRequest& req);
   const service::LockService& locks() const { return locks_; }
+  service::OnceService& once() { return once_; }
 
  private:
   boost::asio::awaitable<Response> route(Request& req);
@@ -56,6 +62,8 @@ class Api {
   Metrics& metrics_;
   service::CounterService counters_;
   service::LockService locks_;
+  service::WaitList once_waits_;
+  service::OnceService once_;
   Router router_;
   std::atomic<std::int64_t> audit_window_{0};  // the second the count below belongs to
   std::atomic<int> audits_in_window_{0};

@@ -37,6 +37,11 @@ std::string Metrics::render(const StoreStats& s) const {
          "rolled back.\n";
   out += "# TYPE ichido_store_failed_commits_total counter\n";
   out += "ichido_store_failed_commits_total " + std::to_string(s.failed_commits) + "\n";
+  for (const auto& g : gauges_) {
+    out += "# HELP " + g.name + " " + g.help + "\n";
+    out += "# TYPE " + g.name + " gauge\n";
+    out += g.name + " " + std::to_string(g.read()) + "\n";
+  }
   return out;
 }
 

@@ -1,11 +1,14 @@
 // Metrics: process-wide request counters, rendered in the Prometheus text format at /metrics.
-// Lock-free (atomics); safe from any thread.
+// Lock-free (atomics); safe from any thread. Gauges are added at start-up, before serving, and
+// are constant afterwards.
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "ichido/store.h"
 
@@ -21,10 +24,20 @@ class Metrics {
 
   std::string render(const StoreStats& store) const;
 
+  // A value read at render time (e.g. parked waiters). Call before serving only.
+  void add_gauge(std::string name, std::string help, std::function<std::int64_t()> read) {
+    gauges_.push_back({std::move(name), std::move(help), std::move(read)});
+  }
+
  private:
   std::array<std::atomic<std::uint64_t>, 600> by_status_{};
   std::atomic<std::int64_t> connections_{0};
   std::atomic<std::uint64_t> connections_total_{0};
+  struct Gauge {
+    std::string name, help;
+    std::function<std::int64_t()> read;
+  };
+  std::vector<Gauge> gauges_;  // constant once serving
   std::atomic<std::uint64_t> dropped_audits_{0};
 };
 

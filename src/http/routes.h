@@ -5,11 +5,13 @@
 #include "http/metrics.h"
 #include "http/router.h"
 #include "service/counter_service.h"
+#include "service/once_service.h"
 #include "service/lock_service.h"
 
 namespace ichido::http {
 
 void add_counter_routes(Router& router, service::CounterService& counters);
+void add_once_routes(Router& router, service::OnceService& once);
 void add_lock_routes(Router& router, service::LockService& locks);
 void add_ops_routes(Router& router, Store& store, const Metrics& metrics);
 void add_admin_routes(Router& router, Store& store, Authenticator* auth, const Clock& clock);

@@ -216,7 +216,10 @@ void HttpServer::begin_drain() {
   for (auto& [id, weak] : conns_) {
     if (auto conn = weak.lock()) {
       asio::post(conn->stream.get_executor(), [conn] {
-        if (!conn->busy) conn->stream.socket().cancel();
+        // The session may have closed its socket meanwhile: cancel() would throw EBADF out of
+        // io_context::run() and take the process down mid-drain.
+        boost::system::error_code ignore;
+        if (!conn->busy) conn->stream.socket().cancel(ignore);
       });
     }
   }

@@ -20,6 +20,8 @@ struct ServeConfig {
   std::uint32_t idle_timeout_ms = 60000;   // keep-alive connections idle longer are closed
   std::uint32_t drain_timeout_ms = 10000;  // on SIGTERM, in-flight requests get this long
   std::size_t max_connections = 10000;
+  // Completed and dead once records older than this are purged in the background (--once-retention).
+  std::int64_t once_retention_ms = std::int64_t{30} * 24 * 3600 * 1000;
   std::size_t max_waiters_per_lock = 10000;  // more waiters on one lock: 429 too_many_waiters
   std::size_t max_waiters = 100000;          // waiters over all locks, same answer beyond it
 };

@@ -1,4 +1,5 @@
 // Composition root: wires store, services, HTTP server, signals and drain.
+#include <algorithm>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -8,7 +9,12 @@
 #include <thread>
 #include <vector>
 
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -26,6 +32,37 @@ namespace {
 
 void log(const std::string& msg) {
   std::cerr << format_rfc3339(SystemClock::instance().now_ms()) << " ichido: " << msg << std::endl;
+}
+
+// Once-record retention: every `interval`, purge completed and dead records finished more than
+// `retention_ms` ago, in batches of kPurgeBatch. Each batch is its own short write transaction
+// in the group-commit queue, so requests interleave with a long purge instead of waiting for it.
+// Runs on the I/O threads as one coroutine (no thread of its own); ends when the io_context stops.
+constexpr int kPurgeBatch = 200;
+
+boost::asio::awaitable<void> purge_once_records(service::OnceService& once,
+                                                std::int64_t retention_ms) {
+  namespace asio = boost::asio;
+  const auto interval = std::chrono::milliseconds(
+      std::clamp<std::int64_t>(retention_ms / 10, 100, 60000));
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  for (;;) {
+    timer.expires_after(interval);
+    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return;
+    std::int64_t purged = 0;
+    for (;;) {
+      PurgeOnceCmd cmd{SystemClock::instance().now_ms() - retention_ms, kPurgeBatch};
+      auto n = co_await once.purge(cmd);
+      if (!n.ok()) {
+        log("once retention: purge failed (will retry): " + n.error().message);
+        break;
+      }
+      purged += *n;
+      if (*n < kPurgeBatch) break;
+    }
+    if (purged > 0) log("once retention: purged " + std::to_string(purged) + " records");
+  }
 }
 
 // First start with authentication on and no token yet: mint an admin token scoped to every
@@ -120,6 +157,8 @@ int run_server(const ServeConfig& cfg) {
     return 1;
   }
   server.start();
+  boost::asio::co_spawn(ioc, purge_once_records(api.once(), cfg.once_retention_ms),
+                        boost::asio::detached);
   if (!cfg.no_auth) {
     auth.start_refresh(boost::asio::make_strand(ioc), std::chrono::milliseconds(1000));
   }
@@ -168,8 +207,20 @@ int run_server(const ServeConfig& cfg) {
       std::to_string(threads) + " I/O threads" + auth_note);
 
   std::vector<std::thread> pool;
-  for (int i = 1; i < threads; ++i) pool.emplace_back([&] { ioc.run(); });
-  ioc.run();
+  // An exception escaping a handler must not unwind past joinable threads (std::terminate);
+  // log it and keep serving (Asio's documented pattern: run() again after an exception).
+  auto run_io = [&] {
+    for (;;) {
+      try {
+        ioc.run();
+        return;
+      } catch (const std::exception& e) {
+        log(std::string("an I/O handler threw (") + e.what() + "); continuing");
+      }
+    }
+  };
+  for (int i = 1; i < threads; ++i) pool.emplace_back(run_io);
+  run_io();
   for (auto& t : pool) t.join();
 
   auth.stop();

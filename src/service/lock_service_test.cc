@@ -311,6 +311,30 @@ class GatedStore final : public Store {
                   Callback<std::vector<core::AuditEntry>> d) override {
     in_.list_audit(after, limit, std::move(d));
   }
+  void begin_once(BeginOnceCmd c, Callback<BeginOnceReply> d) override {
+    in_.begin_once(std::move(c), std::move(d));
+  }
+  void complete_once(CompleteOnceCmd c, Callback<core::OnceRecord> d) override {
+    in_.complete_once(std::move(c), std::move(d));
+  }
+  void fail_once(FailOnceCmd c, Callback<core::OnceRecord> d) override {
+    in_.fail_once(std::move(c), std::move(d));
+  }
+  void renew_once(RenewOnceCmd c, Callback<core::OnceRecord> d) override {
+    in_.renew_once(std::move(c), std::move(d));
+  }
+  void get_once(OnceRef r, Callback<core::OnceRecord> d) override {
+    in_.get_once(std::move(r), std::move(d));
+  }
+  void list_once(OnceQuery q, Callback<OncePage> d) override {
+    in_.list_once(std::move(q), std::move(d));
+  }
+  void reset_once(OnceRef r, Callback<core::OnceRecord> d) override {
+    in_.reset_once(std::move(r), std::move(d));
+  }
+  void purge_once(PurgeOnceCmd c, Callback<std::int64_t> d) override {
+    in_.purge_once(std::move(c), std::move(d));
+  }
   void release_lock(ReleaseLockCmd c, Callback<Unit> d) override {
     in_.release_lock(std::move(c), std::move(d));
   }

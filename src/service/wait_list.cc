@@ -1,6 +1,7 @@
 #include "service/wait_list.h"
 
 #include <algorithm>
+#include <functional>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/post.hpp>
@@ -23,13 +24,35 @@ void WaitList::wake(const std::shared_ptr<Waiter>& w) {
   asio::post(w->timer.get_executor(), [w] { w->timer.cancel(); });
 }
 
+std::uint64_t& WaitList::stripe(const std::string& key) const {
+  return generations_[std::hash<std::string>{}(key) % kStripes];
+}
+
+std::uint64_t WaitList::generation(const std::string& key) const {
+  std::lock_guard lk(mu_);
+  return stripe(key);
+}
+
 asio::awaitable<Result<WakeReason>> WaitList::wait(const std::string& key,
                                                    std::chrono::steady_clock::time_point deadline) {
+  return park(key, deadline, std::nullopt);
+}
+
+asio::awaitable<Result<WakeReason>> WaitList::wait(const std::string& key,
+                                                   std::chrono::steady_clock::time_point deadline,
+                                                   std::uint64_t seen_generation) {
+  return park(key, deadline, seen_generation);
+}
+
+asio::awaitable<Result<WakeReason>> WaitList::park(const std::string& key,
+                                                   std::chrono::steady_clock::time_point deadline,
+                                                   std::optional<std::uint64_t> seen_generation) {
   auto ex = co_await asio::this_coro::executor;
   auto w = std::make_shared<Waiter>(ex);
   w->timer.expires_at(deadline);
   {
     std::lock_guard lk(mu_);
+    if (seen_generation && *seen_generation != stripe(key)) co_return WakeReason::notified;
     auto& q = by_key_[key];
     if (q.size() >= max_per_key_ || total_ >= max_total_) {
       if (q.empty()) by_key_.erase(key);
@@ -54,6 +77,7 @@ asio::awaitable<Result<WakeReason>> WaitList::wait(const std::string& key,
 
 bool WaitList::notify_one(const std::string& key) {
   std::lock_guard lk(mu_);
+  ++stripe(key);
   auto it = by_key_.find(key);
   if (it == by_key_.end()) return false;
   auto w = it->second.front();
@@ -66,6 +90,7 @@ bool WaitList::notify_one(const std::string& key) {
 
 std::size_t WaitList::notify_all(const std::string& key) {
   std::lock_guard lk(mu_);
+  ++stripe(key);
   auto it = by_key_.find(key);
   if (it == by_key_.end()) return 0;
   const std::size_t n = it->second.size();

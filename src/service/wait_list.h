@@ -10,12 +10,21 @@
 // deadline is never lost: the waiter reports `notified` and its caller retries its command.
 // Cancellation (the client went away) wakes the waiter with `cancelled` and removes it.
 //
+// Lost wake-ups: a caller typically runs a command, sees "busy", then parks. A notification that
+// lands between the command's answer and the parking would find nobody to wake. To close that
+// gap, read generation(key) before the command and pass it to wait(): when a notification on the
+// key came in between, wait() answers `notified` at once instead of parking. Generations are
+// striped (keys may share a counter), which can only cause a spurious, harmless retry.
+//
 // Limits: at most max_per_key waiters on one key and max_total overall; beyond them wait()
 // answers too_many_waiters at once.
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
+#include <array>
 #include <chrono>
+#include <cstdint>
+#include <optional>
 #include <cstddef>
 #include <deque>
 #include <memory>
@@ -40,6 +49,14 @@ class WaitList {
   // cancellation slot fires. Errors: too_many_waiters (then nothing was parked).
   boost::asio::awaitable<Result<WakeReason>> wait(const std::string& key,
                                                   std::chrono::steady_clock::time_point deadline);
+  // The same, but answers `notified` without parking when generation(key) is no longer
+  // `seen_generation` (a notification came after the caller read it).
+  boost::asio::awaitable<Result<WakeReason>> wait(const std::string& key,
+                                                  std::chrono::steady_clock::time_point deadline,
+                                                  std::uint64_t seen_generation);
+  // Counts notify_one/notify_all calls on `key` (striped); read it before the command that may
+  // make you wait.
+  std::uint64_t generation(const std::string& key) const;
 
   // Wakes the oldest waiter of `key`; returns whether there was one.
   bool notify_one(const std::string& key);
@@ -53,12 +70,19 @@ class WaitList {
 
  private:
   void wake(const std::shared_ptr<Waiter>& w);  // requires mu_ held
+  boost::asio::awaitable<Result<WakeReason>> park(const std::string& key,
+                                                  std::chrono::steady_clock::time_point deadline,
+                                                  std::optional<std::uint64_t> seen_generation);
+  std::uint64_t& stripe(const std::string& key) const;  // requires mu_ held
+
+  static constexpr std::size_t kStripes = 1024;
 
   const std::size_t max_per_key_;
   const std::size_t max_total_;
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::deque<std::shared_ptr<Waiter>>> by_key_;  // guarded by mu_
   std::size_t total_ = 0;                                                        // guarded by mu_
+  mutable std::array<std::uint64_t, kStripes> generations_{};                    // guarded by mu_
 };
 
 }  // namespace ichido::service

@@ -78,5 +78,41 @@ TEST(WaitList, NotifyAllWakesEveryoneAndLimitsAreEnforced) {
   EXPECT_EQ(list.total(), 0u);
 }
 
+TEST(WaitList, NotificationBetweenReadingTheGenerationAndParkingIsNotLost) {
+  asio::io_context ioc;
+  WaitList list(100, 1000);
+  const auto seen = list.generation("k");
+  // The holder finishes after the waiter looked at the record but before it parked.
+  EXPECT_EQ(list.notify_all("k"), 0u);
+  std::optional<WakeReason> reason;
+  asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+    // A bounded deadline, so that a lost notification fails the test (timed_out) instead of
+    // hanging it.
+    auto r = co_await list.wait("k", clock::now() + std::chrono::seconds(5), seen);
+    if (r.ok()) reason = *r;
+  }, asio::detached);
+  ioc.run();
+  ASSERT_TRUE(reason.has_value());
+  EXPECT_EQ(*reason, WakeReason::notified);
+  EXPECT_EQ(list.total(), 0u);
+}
+
+TEST(WaitList, UnchangedGenerationParksUntilNotified) {
+  asio::io_context ioc;
+  WaitList list(100, 1000);
+  std::optional<WakeReason> reason;
+  asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+    auto r = co_await list.wait("k", clock::now() + std::chrono::hours(1), list.generation("k"));
+    if (r.ok()) reason = *r;
+  }, asio::detached);
+  ioc.poll();
+  EXPECT_FALSE(reason.has_value());
+  EXPECT_EQ(list.waiting("k"), 1u);
+  EXPECT_TRUE(list.notify_one("k"));
+  ioc.poll();
+  ASSERT_TRUE(reason.has_value());
+  EXPECT_EQ(*reason, WakeReason::notified);
+}
+
 }  // namespace
 }  // namespace ichido::service

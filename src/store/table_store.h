@@ -35,6 +35,16 @@ class TableStore : public Store {
   void list_counters(std::string ns, Callback<std::vector<core::CounterInfo>> done) override;
   void list_issued(IssuedQuery q, Callback<IssuedPage> done) override;
 
+  // Once records: defined in once_ops.cc.
+  void begin_once(BeginOnceCmd cmd, Callback<BeginOnceReply> done) override;
+  void complete_once(CompleteOnceCmd cmd, Callback<core::OnceRecord> done) override;
+  void fail_once(FailOnceCmd cmd, Callback<core::OnceRecord> done) override;
+  void renew_once(RenewOnceCmd cmd, Callback<core::OnceRecord> done) override;
+  void get_once(OnceRef ref, Callback<core::OnceRecord> done) override;
+  void list_once(OnceQuery q, Callback<OncePage> done) override;
+  void reset_once(OnceRef ref, Callback<core::OnceRecord> done) override;
+  void purge_once(PurgeOnceCmd cmd, Callback<std::int64_t> done) override;
+
   // admin_ops.cc
   void create_token(core::TokenInfo token, Callback<core::TokenInfo> done) override;
   void revoke_token(std::string id, Callback<core::TokenInfo> done) override;
@@ -55,7 +65,6 @@ class TableStore : public Store {
   virtual void submit_write(Job job) = 0;
   virtual void submit_read(Job job) = 0;
 
- protected:
   // Runs `fn` as a write (durable) or read job and delivers its result to `done`.
   template <class T>
   void write(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done) {

@@ -17,6 +17,7 @@
 #include "core/auth.h"
 #include "core/counter.h"
 #include "core/lock.h"
+#include "core/once.h"
 #include "ichido/result.h"
 
 namespace ichido::store {
@@ -69,6 +70,20 @@ class Tables {
                                                               const std::string& period,
                                                               std::int64_t after, int limit) = 0;
 
+  // --- once records (definitions: sqlite/sqlite_once_tables.cc, memory/memory_store.cc) ---
+  virtual Result<std::optional<core::OnceRecord>> find_once(const std::string& ns,
+                                                            const std::string& key) = 0;
+  // Inserts the record or replaces the one with the same (ns, key).
+  virtual Result<void> save_once(const std::string& ns, const core::OnceRecord& rec) = 0;
+  // Returns whether a record was deleted.
+  virtual Result<bool> delete_once(const std::string& ns, const std::string& key) = 0;
+  // Up to `limit` records of `ns` with key > after that match `filter` at `now`, in key order.
+  virtual Result<std::vector<core::OnceRecord>> list_once(const std::string& ns,
+                                                          core::OnceFilter filter, TimeMs now,
+                                                          const std::string& after, int limit) = 0;
+  // Deletes up to `limit` completed or dead records with finished_at < older_than (any
+  // namespace, oldest first); returns how many.
+  virtual Result<std::int64_t> purge_once(TimeMs older_than, int limit) = 0;
   // --- tokens and audit ---
   virtual Result<void> insert_token(const core::TokenInfo& t) = 0;
   virtual Result<std::optional<core::TokenInfo>> find_token(const std::string& id) = 0;

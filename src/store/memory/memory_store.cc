@@ -80,6 +80,46 @@ class MemoryTables final : public Tables {
     return out;
   }
 
+  Result<std::optional<core::OnceRecord>> find_once(const std::string& ns,
+                                                    const std::string& key) override {
+    auto it = s_.once.find({ns, key});
+    if (it == s_.once.end()) return std::optional<core::OnceRecord>();
+    return std::optional<core::OnceRecord>(it->second);
+  }
+  Result<void> save_once(const std::string& ns, const core::OnceRecord& rec) override {
+    s_.once[{ns, rec.key}] = rec;
+    return {};
+  }
+  Result<bool> delete_once(const std::string& ns, const std::string& key) override {
+    return s_.once.erase({ns, key}) > 0;
+  }
+  Result<std::vector<core::OnceRecord>> list_once(const std::string& ns, core::OnceFilter filter,
+                                                  TimeMs now, const std::string& after,
+                                                  int limit) override {
+    std::vector<core::OnceRecord> out;
+    for (auto it = s_.once.upper_bound({ns, after});
+         it != s_.once.end() && it->first.first == ns && static_cast<int>(out.size()) < limit;
+         ++it) {
+      if (core::matches(filter, it->second, now)) out.push_back(it->second);
+    }
+    return out;
+  }
+  Result<std::int64_t> purge_once(TimeMs older_than, int limit) override {
+    // Oldest first, like the SQLite store: collect (finished_at, map key), sort, erase a prefix.
+    std::vector<std::pair<TimeMs, std::pair<std::string, std::string>>> finished;
+    for (const auto& [k, r] : s_.once) {
+      if (r.finished_at && *r.finished_at < older_than) finished.emplace_back(*r.finished_at, k);
+    }
+    std::sort(finished.begin(), finished.end());
+    std::int64_t n = 0;
+    for (const auto& f : finished) {
+      if (n >= limit) break;
+      s_.once.erase(f.second);
+      ++n;
+    }
+    return n;
+  }
+
   Result<void> insert_token(const core::TokenInfo& t) override {
     for (const auto& [id, other] : s_.tokens) {
       if (id == t.id || other.hash == t.hash) {

@@ -34,6 +34,7 @@ class MemoryStore final : public TableStore {
     std::map<std::tuple<std::int64_t, std::string, std::int64_t>, core::IssuedNumber> issued;
     std::map<std::pair<std::int64_t, std::string>, std::tuple<std::int64_t, std::string, std::int64_t>>
         issued_by_key;  // (id, key) -> issued map key
+    std::map<std::pair<std::string, std::string>, core::OnceRecord> once;  // (ns, key)
     std::map<std::string, core::TokenInfo> tokens;  // by id
     std::vector<core::AuditEntry> audit;
     std::map<std::pair<std::string, std::string>, core::LockRecord> locks;  // (ns, name)

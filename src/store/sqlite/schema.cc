@@ -76,8 +76,33 @@ const std::vector<const char*>& migrations() {
         detail TEXT NOT NULL
       );
       )sql",
-      // 4 (locks): one row per lock with a holder, held or lapsed (core/lock.h). Self-contained:
-      // it depends on no other migration but 1, so it applies in either order with once's.
+      // 4: once records (core/once.h). A rowid table: results are up to 32 KiB of JSON.
+      // finished_at is set exactly for completed and dead records (the retention purge's index).
+      R"sql(
+      CREATE TABLE once_records (
+        id INTEGER PRIMARY KEY,
+        ns TEXT NOT NULL,
+        key TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('processing', 'pending', 'completed', 'dead')),
+        owner TEXT NOT NULL,
+        fingerprint TEXT,
+        token INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        max_attempts INTEGER NOT NULL,
+        lease_expires_at INTEGER NOT NULL,
+        result TEXT,
+        last_error TEXT NOT NULL,
+        holder_done INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        finished_at INTEGER,
+        UNIQUE (ns, key)
+      );
+      CREATE INDEX once_by_state ON once_records (ns, state, key);
+      CREATE INDEX once_finished ON once_records (finished_at) WHERE finished_at IS NOT NULL;
+      )sql",
+      // 5 (locks): one row per lock with a holder, held or lapsed (core/lock.h). Self-contained:
+      // it depends on no other migration but 1.
       R"sql(
       CREATE TABLE IF NOT EXISTS locks (
         ns TEXT NOT NULL,

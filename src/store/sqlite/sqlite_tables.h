@@ -32,6 +32,15 @@ class SqliteTables final : public Tables {
                                                       const std::string& period,
                                                       std::int64_t after, int limit) override;
 
+  // Once records: defined in sqlite_once_tables.cc.
+  Result<std::optional<core::OnceRecord>> find_once(const std::string& ns,
+                                                    const std::string& key) override;
+  Result<void> save_once(const std::string& ns, const core::OnceRecord& rec) override;
+  Result<bool> delete_once(const std::string& ns, const std::string& key) override;
+  Result<std::vector<core::OnceRecord>> list_once(const std::string& ns, core::OnceFilter filter,
+                                                  TimeMs now, const std::string& after,
+                                                  int limit) override;
+  Result<std::int64_t> purge_once(TimeMs older_than, int limit) override;
   // sqlite_admin_tables.cc
   Result<void> insert_token(const core::TokenInfo& t) override;
   Result<std::optional<core::TokenInfo>> find_token(const std::string& id) override;

@@ -75,6 +75,37 @@ class SyncStore {
     return CallAndWait<IssuedPage>([&](auto cb) { s_.list_issued(std::move(q), std::move(cb)); });
   }
 
+  Result<BeginOnceReply> begin_once(BeginOnceCmd cmd) {
+    return CallAndWait<BeginOnceReply>(
+        [&](auto cb) { s_.begin_once(std::move(cmd), std::move(cb)); });
+  }
+  Result<core::OnceRecord> complete_once(CompleteOnceCmd cmd) {
+    return CallAndWait<core::OnceRecord>(
+        [&](auto cb) { s_.complete_once(std::move(cmd), std::move(cb)); });
+  }
+  Result<core::OnceRecord> fail_once(FailOnceCmd cmd) {
+    return CallAndWait<core::OnceRecord>(
+        [&](auto cb) { s_.fail_once(std::move(cmd), std::move(cb)); });
+  }
+  Result<core::OnceRecord> renew_once(RenewOnceCmd cmd) {
+    return CallAndWait<core::OnceRecord>(
+        [&](auto cb) { s_.renew_once(std::move(cmd), std::move(cb)); });
+  }
+  Result<core::OnceRecord> get_once(OnceRef ref) {
+    return CallAndWait<core::OnceRecord>(
+        [&](auto cb) { s_.get_once(std::move(ref), std::move(cb)); });
+  }
+  Result<OncePage> list_once(OnceQuery q) {
+    return CallAndWait<OncePage>([&](auto cb) { s_.list_once(std::move(q), std::move(cb)); });
+  }
+  Result<core::OnceRecord> reset_once(OnceRef ref) {
+    return CallAndWait<core::OnceRecord>(
+        [&](auto cb) { s_.reset_once(std::move(ref), std::move(cb)); });
+  }
+  Result<std::int64_t> purge_once(PurgeOnceCmd cmd) {
+    return CallAndWait<std::int64_t>(
+        [&](auto cb) { s_.purge_once(std::move(cmd), std::move(cb)); });
+  }
   Result<AcquireLockReply> acquire_lock(AcquireLockCmd cmd) {
     return CallAndWait<AcquireLockReply>(
         [&](auto cb) { s_.acquire_lock(std::move(cmd), std::move(cb)); });

@@ -1,0 +1,113 @@
+// Unit tests of `ichido once …`: durations, options -> request mapping, usage errors. `once run`
+// itself is exercised end to end in tests/integration/once_test.cc.
+#include "cli/once_cmd.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/json/parse.hpp>
+#include <cstdlib>
+#include <sstream>
+
+#include "cli/app.h"
+#include "cli/duration.h"
+
+namespace ichido::cli {
+namespace {
+
+namespace json = boost::json;
+
+TEST(Duration, UnitsAndBareSeconds) {
+  EXPECT_EQ(parse_duration_ms("1500ms"), 1500);
+  EXPECT_EQ(parse_duration_ms("60s"), 60000);
+  EXPECT_EQ(parse_duration_ms("60"), 60000) << "a bare number is seconds";
+  EXPECT_EQ(parse_duration_ms("5m"), 300000);
+  EXPECT_EQ(parse_duration_ms("30d"), std::int64_t{30} * 24 * 3600 * 1000);
+  EXPECT_FALSE(parse_duration_ms("0s"));
+  EXPECT_FALSE(parse_duration_ms("-1s"));
+  EXPECT_FALSE(parse_duration_ms("1.5s"));
+}
+
+class OnceCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    unsetenv("ICHIDO_URL");
+    unsetenv("ICHIDO_NS");
+  }
+  std::optional<int> parse(std::vector<std::string> args) {
+    args.insert(args.begin(), "ichido");
+    return cli_.parse(args, out_);
+  }
+  Request request_of(std::vector<std::string> args) {
+    auto done = parse(std::move(args));
+    EXPECT_FALSE(done.has_value()) << serr_.str();
+    if (!cli_.plan().http) {
+      ADD_FAILURE() << "no HTTP call planned";
+      return {};
+    }
+    return cli_.plan().http->request;
+  }
+  static json::value body_of(const Request& r) { return json::parse(r.body); }
+
+  server::ServeConfig served_;
+  Cli cli_{{.serve = [this](const server::ServeConfig& c) {
+    served_ = c;
+    return 0;
+  }}};
+  std::ostringstream sout_, serr_;
+  Output out_{sout_, serr_};
+};
+
+TEST_F(OnceCliTest, BeginMapsEveryOption) {
+  Request r =
+      request_of({"once", "begin", "<m/1@example.com>", "--ns", "mail", "--owner", "A", "--lease",
+                  "90s", "--fingerprint", "fp", "--wait", "10s", "--max-attempts", "3"});
+  EXPECT_EQ(r.method, "POST");
+  EXPECT_EQ(r.target, "/v1/ns/mail/once/begin");
+  EXPECT_EQ(body_of(r), json::parse(R"({"key": "<m/1@example.com>", "owner": "A",
+      "lease_ms": 90000, "fingerprint": "fp", "wait_ms": 10000, "max_attempts": 3})"));
+  EXPECT_EQ(r.read_timeout, std::chrono::milliseconds(40000)) << "the wait plus the usual slack";
+}
+
+TEST_F(OnceCliTest, CompleteSendsTheResultAsJson) {
+  Request r = request_of({"once", "complete", "k", "--token", "17", "--result", R"({"a":[1]})"});
+  EXPECT_EQ(r.target, "/v1/ns/default/once/complete");
+  EXPECT_EQ(body_of(r), json::parse(R"({"key": "k", "token": 17, "result": {"a": [1]}})"));
+  EXPECT_EQ(parse({"once", "complete", "k", "--token", "17", "--result", "not json"}), kExitUsage);
+  EXPECT_EQ(parse({"once", "complete", "k"}), kExitUsage) << "--token is required";
+}
+
+TEST_F(OnceCliTest, FailRenewGetListReset) {
+  EXPECT_EQ(
+      body_of(request_of({"once", "fail", "k", "--token", "3", "--error", "e", "--no-retry"})),
+      json::parse(R"({"key": "k", "token": 3, "error": "e", "retry": false})"));
+  EXPECT_EQ(body_of(request_of({"once", "renew", "k", "--token", "3", "--lease", "2m"})),
+            json::parse(R"({"key": "k", "token": 3, "lease_ms": 120000})"));
+  EXPECT_EQ(request_of({"once", "get", "a b/ü"}).target, "/v1/ns/default/once?key=a%20b%2F%C3%BC");
+  EXPECT_EQ(request_of({"once", "list", "--state", "expired", "--limit", "5"}).target,
+            "/v1/ns/default/once?state=expired&limit=5");
+  EXPECT_EQ(parse({"once", "list", "--state", "finished"}), kExitUsage);
+  EXPECT_EQ(body_of(request_of({"once", "reset", "k"})), json::parse(R"({"key": "k"})"));
+}
+
+TEST_F(OnceCliTest, BadDurationsAreUsageErrors) {
+  EXPECT_EQ(parse({"once", "begin", "k", "--lease", "soon"}), kExitUsage);
+  EXPECT_EQ(parse({"serve", "--once-retention", "0s"}), kExitUsage);
+}
+
+TEST_F(OnceCliTest, ServeTakesTheRetention) {
+  ASSERT_FALSE(parse({"serve", "--once-retention", "7d"}).has_value()) << serr_.str();
+  EXPECT_EQ(cli_.run(out_), 0);
+  EXPECT_EQ(served_.once_retention_ms, std::int64_t{7} * 24 * 3600 * 1000);
+}
+
+TEST_F(OnceCliTest, RunTakesTheCommandAfterTheDashes) {
+  EXPECT_FALSE(parse({"once", "run", "k", "--lease", "5s", "--", "sh", "-c", "echo hi"}));
+  EXPECT_TRUE(cli_.plan().local);
+}
+
+TEST_F(OnceCliTest, RunWithoutACommandIsAUsageError) {
+  EXPECT_EQ(parse({"once", "run", "k"}), kExitUsage);
+}
+
+}  // namespace
+}  // namespace ichido::cli

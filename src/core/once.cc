@@ -1,0 +1,271 @@
+#include "core/once.h"
+
+#include "core/names.h"
+
+namespace ichido::core {
+namespace {
+
+Error stale(const OnceRecord& r) {
+  return Error(errc::stale_token,
+               "This token no longer holds the record (its lease lapsed and another caller took "
+               "over, or its holder already concluded); do not treat your work as recorded.")
+      .with("state", std::string(to_string(r.state)));
+}
+
+Error broken(const char* invariant, const OnceRecord& r) {
+  return Error(errc::internal, std::string("once record '") + r.key + "' breaks invariant " +
+                                   invariant + "; nothing was changed.");
+}
+
+Result<void> validate_text(std::string_view s, std::size_t max, const char* field) {
+  if (s.size() > max) {
+    return invalid_field(
+        field, std::string("The ") + field + " must be at most " + std::to_string(max) + " bytes.");
+  }
+  if (!is_valid_utf8(s)) {
+    return invalid_field(field, std::string("The ") + field + " must be valid UTF-8.");
+  }
+  return {};
+}
+
+// A new acquisition of `r` by cmd's caller: one more attempt, a new lease, a token to assign.
+BeginDecision acquire(OnceRecord r, const BeginCommand& cmd, TimeMs now) {
+  r.state = OnceState::processing;
+  r.owner = cmd.owner;
+  r.attempt += 1;
+  r.token = 0;  // the store assigns the next value of its sequence
+  r.lease_expires_at = now + cmd.lease_ms;
+  r.holder_done = false;
+  r.updated_at = now;
+  return BeginDecision{BeginOutcome::acquired, std::move(r), true, 0};
+}
+
+}  // namespace
+
+std::string_view to_string(OnceState s) {
+  switch (s) {
+    case OnceState::processing:
+      return "processing";
+    case OnceState::pending:
+      return "pending";
+    case OnceState::completed:
+      return "completed";
+    case OnceState::dead:
+      return "dead";
+  }
+  return "processing";
+}
+
+std::string_view to_string(BeginOutcome o) {
+  switch (o) {
+    case BeginOutcome::acquired:
+      return "acquired";
+    case BeginOutcome::in_progress:
+      return "in_progress";
+    case BeginOutcome::completed:
+      return "completed";
+    case BeginOutcome::dead:
+      return "dead";
+  }
+  return "acquired";
+}
+
+Result<OnceFilter> parse_once_filter(std::string_view s) {
+  if (s == "processing") return OnceFilter::processing;
+  if (s == "expired") return OnceFilter::expired;
+  if (s == "pending") return OnceFilter::pending;
+  if (s == "completed") return OnceFilter::completed;
+  if (s == "dead") return OnceFilter::dead;
+  return invalid_field("state",
+                       "The state must be one of processing, expired, pending, completed or dead.");
+}
+
+bool lease_live(const OnceRecord& r, TimeMs now) {
+  return r.state == OnceState::processing && now < r.lease_expires_at;
+}
+
+bool matches(OnceFilter f, const OnceRecord& r, TimeMs now) {
+  switch (f) {
+    case OnceFilter::all:
+      return true;
+    case OnceFilter::processing:
+      return lease_live(r, now);
+    case OnceFilter::expired:
+      return r.state == OnceState::processing && !lease_live(r, now);
+    case OnceFilter::pending:
+      return r.state == OnceState::pending;
+    case OnceFilter::completed:
+      return r.state == OnceState::completed;
+    case OnceFilter::dead:
+      return r.state == OnceState::dead;
+  }
+  return false;
+}
+
+Result<void> check_invariants(const OnceRecord& r) {
+  if (r.token <= 0 || r.attempt < 1 || r.attempt > r.max_attempts) return broken("O1", r);
+  switch (r.state) {
+    case OnceState::processing:
+      if (r.holder_done || r.result || r.finished_at || r.lease_expires_at <= 0) {
+        return broken("O2", r);
+      }
+      break;
+    case OnceState::pending:
+      if (!r.holder_done || r.attempt >= r.max_attempts || r.result || r.finished_at) {
+        return broken("O3", r);
+      }
+      break;
+    case OnceState::completed:
+      if (!r.holder_done || !r.result || !r.finished_at) return broken("O4", r);
+      break;
+    case OnceState::dead:
+      if (r.result || !r.finished_at) return broken("O5", r);
+      break;
+  }
+  return {};
+}
+
+Result<void> validate_lease_ms(std::int64_t v) {
+  if (v < kMinLeaseMs || v > kMaxLeaseMs) {
+    return invalid_field("lease_ms", "The lease_ms must be a whole number from 1000 to 3600000.");
+  }
+  return {};
+}
+
+Result<void> validate_wait_ms(std::int64_t v) {
+  if (v < 0 || v > kMaxWaitMs) {
+    return invalid_field("wait_ms", "The wait_ms must be a whole number from 0 to 300000.");
+  }
+  return {};
+}
+
+Result<void> validate_max_attempts(std::int64_t v) {
+  if (v < 1 || v > kMaxMaxAttempts) {
+    return invalid_field("max_attempts", "The max_attempts must be a whole number from 1 to 1000.");
+  }
+  return {};
+}
+
+Result<void> validate_owner(std::string_view s) {
+  return validate_text(s, kMaxOwnerBytes, "owner");
+}
+
+Result<void> validate_fingerprint(std::string_view s) {
+  return validate_text(s, kMaxFingerprintBytes, "fingerprint");
+}
+
+Result<void> validate_error_text(std::string_view s) {
+  return validate_text(s, kMaxErrorBytes, "error");
+}
+
+Result<void> validate_result_json(std::string_view json) {
+  if (json.size() > kMaxResultBytes) {
+    return invalid_field("result",
+                         "The result must be at most 32 KiB of JSON; store large outputs "
+                         "elsewhere and put a reference in the result.");
+  }
+  return {};
+}
+
+Error once_not_found(const std::string& key) {
+  return Error(errc::once_not_found, "No once record for key '" + key +
+                                         "'; call begin first (it may also have been "
+                                         "reset or purged after its retention).");
+}
+
+Result<BeginDecision> decide_begin(const std::optional<OnceRecord>& existing,
+                                   const std::string& key, const BeginCommand& cmd, TimeMs now) {
+  if (!existing) {
+    OnceRecord r;
+    r.key = key;
+    r.fingerprint = cmd.fingerprint;
+    r.max_attempts = cmd.max_attempts;
+    r.created_at = now;
+    return acquire(std::move(r), cmd, now);
+  }
+  const OnceRecord& r = *existing;
+  if (r.fingerprint && cmd.fingerprint && *r.fingerprint != *cmd.fingerprint) {
+    return Error(errc::fingerprint_mismatch,
+                 "This key was first begun with a different fingerprint: the same key is being "
+                 "used for different content; use a distinct key for each item.")
+        .with("state", std::string(to_string(r.state)));
+  }
+  switch (r.state) {
+    case OnceState::completed:
+      return BeginDecision{BeginOutcome::completed, r, false, 0};
+    case OnceState::dead:
+      return BeginDecision{BeginOutcome::dead, r, false, 0};
+    case OnceState::pending:
+      return acquire(r, cmd, now);
+    case OnceState::processing:
+      break;
+  }
+  if (lease_live(r, now)) {
+    return BeginDecision{BeginOutcome::in_progress, r, false, r.lease_expires_at - now};
+  }
+  // The holder's lease lapsed and nobody concluded: that attempt is spent.
+  OnceRecord next = r;
+  next.last_error = std::string(kLeaseExpired);
+  if (r.attempt >= r.max_attempts) {
+    next.state = OnceState::dead;
+    next.holder_done = false;
+    next.finished_at = now;
+    next.updated_at = now;
+    return BeginDecision{BeginOutcome::dead, std::move(next), true, 0};
+  }
+  return acquire(std::move(next), cmd, now);
+}
+
+Result<Change> decide_complete(const std::optional<OnceRecord>& existing, std::int64_t token,
+                               const std::string& result_json, TimeMs now) {
+  if (!existing)
+    return Error(errc::once_not_found, "No once record for this key; call begin first.");
+  const OnceRecord& r = *existing;
+  if (r.token != token) return stale(r);
+  if (r.state == OnceState::completed) return Change{r, false};  // the holder's repeat
+  if (r.state != OnceState::processing) return stale(r);
+  OnceRecord next = r;
+  next.state = OnceState::completed;
+  next.result = result_json;
+  next.holder_done = true;
+  next.finished_at = now;
+  next.updated_at = now;
+  return Change{std::move(next), true};
+}
+
+Result<Change> decide_fail(const std::optional<OnceRecord>& existing, std::int64_t token,
+                           const std::string& error, bool retry, TimeMs now) {
+  if (!existing)
+    return Error(errc::once_not_found, "No once record for this key; call begin first.");
+  const OnceRecord& r = *existing;
+  if (r.token != token) return stale(r);
+  if (r.holder_done && (r.state == OnceState::pending || r.state == OnceState::dead)) {
+    return Change{r, false};  // the holder's repeat
+  }
+  if (r.state != OnceState::processing) return stale(r);
+  OnceRecord next = r;
+  next.last_error = error;
+  next.holder_done = true;
+  next.updated_at = now;
+  if (!retry || r.attempt >= r.max_attempts) {
+    next.state = OnceState::dead;
+    next.finished_at = now;
+  } else {
+    next.state = OnceState::pending;
+  }
+  return Change{std::move(next), true};
+}
+
+Result<OnceRecord> decide_renew(const std::optional<OnceRecord>& existing, std::int64_t token,
+                                std::int64_t lease_ms, TimeMs now) {
+  if (!existing)
+    return Error(errc::once_not_found, "No once record for this key; call begin first.");
+  const OnceRecord& r = *existing;
+  if (r.token != token || r.state != OnceState::processing) return stale(r);
+  OnceRecord next = r;
+  next.lease_expires_at = now + lease_ms;
+  next.updated_at = now;
+  return next;
+}
+
+}  // namespace ichido::core

@@ -1,0 +1,158 @@
+// The once-record rulebook: the lifecycle of "process item K exactly once" as pure decisions
+// over (record or none, command, now). No I/O, no clock, no token source: stores load the
+// record, call a decide_* function with `now`, draw a token from their durable sequence when the
+// decision says `acquired`, and save what it returns inside one transaction.
+//
+// Invariants every stored record keeps (check_invariants() tests them; the conformance suite
+// and the stores call it):
+//   O1. 1 <= attempt <= max_attempts and token > 0: a record exists only after an acquisition,
+//       and every acquisition is one attempt carrying one token.
+//   O2. processing: the holder of `token` has not concluded (holder_done = false); it holds the
+//       item while now < lease_expires_at. No result, no finished_at.
+//   O3. pending: the holder of `token` failed with retry and attempt < max_attempts
+//       (holder_done = true). No result, no finished_at; the next begin acquires it.
+//   O4. completed: result (serialized JSON) and finished_at are set; holder_done = true. A
+//       completed record never changes again; only reset or the retention purge remove it.
+//   O5. dead: finished_at is set, no result. holder_done = true when the holder's own `fail`
+//       killed it; false when its lease lapsed on the last attempt (last_error "lease expired").
+//   O6. `token` changes only on acquisition, to a value larger than every token the store has
+//       handed out before (its sequence is shared by locks and once records, and durable).
+//   O7. `fingerprint` is the one of the begin that created the record (absent: never checked).
+//
+// State diagram (the function behind each edge):
+//
+//            decide_begin (no record): attempt 1
+//   (none) ───────────────────────────────────▶ PROCESSING ◀─┐ decide_renew (same token)
+//     ▲                                          │  │  │  └───┘
+//     │ reset (any state)       decide_complete  │  │  │ decide_fail, retry and attempt < max
+//     │ purge (completed/dead,  ┌────────────────┘  │  ▼
+//     │  older than retention)  ▼                   │  PENDING ──decide_begin──▶ PROCESSING
+//     │                   COMPLETED                 │                           (attempt + 1)
+//     │                                             │ decide_fail, !retry or attempt == max
+//     │                                             ▼
+//     └──────────────────────────────────────────  DEAD
+//   PROCESSING with a lapsed lease ("expired"), when a begin touches it:
+//     attempt < max → PROCESSING (attempt + 1, new token)      [decide_begin]
+//     attempt = max → DEAD, last_error "lease expired"          [decide_begin]
+//   The lapsed holder itself may still complete / fail / renew until someone else touches it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "ichido/clock.h"
+#include "ichido/result.h"
+
+namespace ichido::core {
+
+inline constexpr std::int64_t kMinLeaseMs = 1000;
+inline constexpr std::int64_t kMaxLeaseMs = 3600000;
+inline constexpr std::int64_t kDefaultLeaseMs = 60000;
+inline constexpr std::int64_t kMaxWaitMs = 300000;
+inline constexpr std::int64_t kDefaultMaxAttempts = 5;
+inline constexpr std::int64_t kMaxMaxAttempts = 1000;
+inline constexpr std::size_t kMaxResultBytes = 32 * 1024;  // serialized JSON
+inline constexpr std::size_t kMaxOwnerBytes = 256;
+inline constexpr std::size_t kMaxFingerprintBytes = 512;
+inline constexpr std::size_t kMaxErrorBytes = 4096;
+inline constexpr std::string_view kLeaseExpired = "lease expired";
+
+enum class OnceState { processing, pending, completed, dead };
+std::string_view to_string(OnceState s);
+
+// What GET ?state= selects. `processing` = live leases only, `expired` = processing with a
+// lapsed lease, `all` = every record.
+enum class OnceFilter { all, processing, expired, pending, completed, dead };
+Result<OnceFilter> parse_once_filter(std::string_view s);  // error names field "state"
+
+struct OnceRecord {
+  std::string key;
+  OnceState state = OnceState::processing;
+  std::string owner;                       // of the latest acquisition
+  std::optional<std::string> fingerprint;  // O7
+  std::int64_t token = 0;                  // of the latest acquisition
+  std::int64_t attempt = 0;                // acquisitions so far
+  std::int64_t max_attempts = kDefaultMaxAttempts;
+  TimeMs lease_expires_at = 0;        // meaningful while processing
+  std::optional<std::string> result;  // serialized JSON, completed only
+  std::string last_error;
+  bool holder_done = false;  // the holder of `token` concluded (complete/fail)
+  TimeMs created_at = 0;
+  TimeMs updated_at = 0;
+  std::optional<TimeMs> finished_at;  // completed or dead since
+
+  bool operator==(const OnceRecord&) const = default;
+};
+
+// True when `r` is selected by `f` at `now`.
+bool matches(OnceFilter f, const OnceRecord& r, TimeMs now);
+
+// True while the holder's lease is live (processing and now < lease_expires_at).
+bool lease_live(const OnceRecord& r, TimeMs now);
+
+// O1–O5 for one record; the error (errc::internal) names the broken invariant.
+Result<void> check_invariants(const OnceRecord& r);
+
+// --- input validation (the HTTP and service layers call these; errors name the field) -------
+
+Result<void> validate_lease_ms(std::int64_t lease_ms);     // field lease_ms
+Result<void> validate_wait_ms(std::int64_t wait_ms);       // field wait_ms
+Result<void> validate_max_attempts(std::int64_t n);        // field max_attempts
+Result<void> validate_owner(std::string_view owner);       // field owner
+Result<void> validate_fingerprint(std::string_view fp);    // field fingerprint
+Result<void> validate_error_text(std::string_view error);  // field error
+Result<void> validate_result_json(std::string_view json);  // field result (size only)
+
+// --- decisions ---------------------------------------------------------------------------------
+
+struct BeginCommand {
+  std::string owner;
+  std::int64_t lease_ms = kDefaultLeaseMs;
+  std::optional<std::string> fingerprint;
+  std::int64_t max_attempts = kDefaultMaxAttempts;  // used only when the record is created
+};
+
+enum class BeginOutcome { acquired, in_progress, completed, dead };
+std::string_view to_string(BeginOutcome o);
+
+struct BeginDecision {
+  BeginOutcome outcome = BeginOutcome::acquired;
+  // The record after the decision. For `acquired` its token is 0: the store assigns the next
+  // value of its durable sequence before saving.
+  OnceRecord record;
+  bool write = false;               // the record changed and must be saved
+  std::int64_t retry_after_ms = 0;  // in_progress: time left on the holder's lease
+};
+
+// Errors: fingerprint_mismatch (422) when both the record and cmd carry a fingerprint and they
+// differ — checked in every state, before anything else.
+Result<BeginDecision> decide_begin(const std::optional<OnceRecord>& existing,
+                                   const std::string& key, const BeginCommand& cmd, TimeMs now);
+
+struct Change {
+  OnceRecord record;
+  bool write = false;  // false: an idempotent repeat of the holder's own conclusion
+};
+
+// The holder of `token` reports success. A repeat of the same holder's complete answers the
+// stored record unchanged. Errors: once_not_found, stale_token (details.state).
+Result<Change> decide_complete(const std::optional<OnceRecord>& existing, std::int64_t token,
+                               const std::string& result_json, TimeMs now);
+
+// The holder of `token` reports failure: pending (retry and attempts left) or dead. A repeat of
+// the same holder's fail answers the stored record unchanged. Errors: once_not_found,
+// stale_token.
+Result<Change> decide_fail(const std::optional<OnceRecord>& existing, std::int64_t token,
+                           const std::string& error, bool retry, TimeMs now);
+
+// The holder of `token` extends its lease to now + lease_ms (also after it lapsed, as long as
+// nobody else touched the record). Errors: once_not_found, stale_token.
+Result<OnceRecord> decide_renew(const std::optional<OnceRecord>& existing, std::int64_t token,
+                                std::int64_t lease_ms, TimeMs now);
+
+// The error for a key without a record.
+Error once_not_found(const std::string& key);
+
+}  // namespace ichido::core

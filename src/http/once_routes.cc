@@ -1,0 +1,214 @@
+// Handlers of the Once section of API.md: JSON <-> OnceService calls.
+#include <boost/json.hpp>
+
+#include "core/once.h"
+#include "http/json_fields.h"
+#include "http/routes.h"
+
+namespace ichido::http {
+namespace {
+
+namespace json = boost::json;
+using verb = beast_http::verb;
+
+#define TRY_BODY(var, expr)                                      \
+  auto var##_r = (expr);                                         \
+  if (!var##_r.ok()) co_return Response::error(var##_r.error()); \
+  auto& var = *var##_r
+
+json::value opt_time(const std::optional<TimeMs>& t) {
+  return t ? json::value(format_rfc3339(*t)) : json::value(nullptr);
+}
+
+// A stored result: JSON text this server serialized itself, so it parses; null if it ever
+// did not (it cannot be answered as anything better).
+json::value result_json(const std::optional<std::string>& text) {
+  if (!text) return nullptr;
+  boost::system::error_code ec;
+  json::value v = json::parse(*text, ec);
+  return ec ? json::value(nullptr) : v;
+}
+
+json::object record_json(const core::OnceRecord& r) {
+  json::object o;
+  o["key"] = r.key;
+  o["state"] = core::to_string(r.state);
+  o["owner"] = r.owner;
+  o["attempt"] = r.attempt;
+  o["max_attempts"] = r.max_attempts;
+  o["token"] = r.token;
+  o["lease_expires_at"] = r.state == core::OnceState::processing
+                              ? json::value(format_rfc3339(r.lease_expires_at))
+                              : json::value(nullptr);
+  o["result"] = result_json(r.result);
+  o["last_error"] = r.last_error.empty() ? json::value(nullptr) : json::value(r.last_error);
+  o["fingerprint"] = r.fingerprint ? json::value(*r.fingerprint) : json::value(nullptr);
+  o["created_at"] = format_rfc3339(r.created_at);
+  o["updated_at"] = format_rfc3339(r.updated_at);
+  o["completed_at"] =
+      r.state == core::OnceState::completed ? opt_time(r.finished_at) : json::value(nullptr);
+  o["dead_at"] = r.state == core::OnceState::dead ? opt_time(r.finished_at) : json::value(nullptr);
+  return o;
+}
+
+std::string ns_of(const Params& p) {
+  auto it = p.find("ns");
+  return it == p.end() ? std::string() : it->second;
+}
+
+Response begin_response(const BeginOnceReply& b) {
+  json::object o;
+  o["outcome"] = core::to_string(b.outcome);
+  const auto& r = b.record;
+  switch (b.outcome) {
+    case core::BeginOutcome::acquired:
+      o["token"] = r.token;
+      o["attempt"] = r.attempt;
+      o["lease_expires_at"] = format_rfc3339(r.lease_expires_at);
+      break;
+    case core::BeginOutcome::in_progress: {
+      o["owner"] = r.owner;
+      o["lease_expires_at"] = format_rfc3339(r.lease_expires_at);
+      o["retry_after_ms"] = b.retry_after_ms;
+      auto res = Response::json(200, o);
+      // The same advice in whole seconds, rounded up (Retry-After has no fractions).
+      const auto secs = std::max<std::int64_t>(1, (b.retry_after_ms + 999) / 1000);
+      res.headers.emplace_back("Retry-After", std::to_string(secs));
+      return res;
+    }
+    case core::BeginOutcome::completed:
+      o["result"] = result_json(r.result);
+      o["completed_at"] = opt_time(r.finished_at);
+      break;
+    case core::BeginOutcome::dead:
+      o["attempts"] = r.attempt;
+      o["last_error"] = r.last_error;
+      break;
+  }
+  return Response::json(200, o);
+}
+
+boost::asio::awaitable<Response> post_begin(service::OnceService& svc, const Request& req,
+                                            const Params& p) {
+  TRY_BODY(body, parse_body(req.body));
+  Fields f(body);
+  TRY_BODY(key, f.req_string("key"));
+  TRY_BODY(owner, f.opt_string("owner"));
+  TRY_BODY(lease, f.opt_int("lease_ms"));
+  TRY_BODY(fingerprint, f.opt_string("fingerprint"));
+  TRY_BODY(wait, f.opt_int("wait_ms"));
+  TRY_BODY(max_attempts, f.opt_int("max_attempts"));
+  // Named locals, never temporaries inside co_await (g++ 12; see counters_routes.cc).
+  BeginOnceCmd cmd{
+      OnceRef{ns_of(p), key},
+      core::BeginCommand{owner.value_or(""), lease.value_or(core::kDefaultLeaseMs), fingerprint,
+                         max_attempts.value_or(core::kDefaultMaxAttempts)}};
+  const std::int64_t wait_ms = wait.value_or(0);
+  auto r = co_await svc.begin(std::move(cmd), wait_ms);
+  if (!r.ok()) co_return Response::error(r.error());
+  co_return begin_response(*r);
+}
+
+boost::asio::awaitable<Response> post_complete(service::OnceService& svc, const Request& req,
+                                               const Params& p) {
+  TRY_BODY(body, parse_body(req.body));
+  Fields f(body);
+  TRY_BODY(key, f.req_string("key"));
+  TRY_BODY(token, f.req_int("token", 1));
+  const json::value* raw = f.raw("result");
+  std::string result = raw ? json::serialize(*raw) : std::string("null");
+  CompleteOnceCmd cmd{OnceRef{ns_of(p), key}, token, std::move(result)};
+  auto r = co_await svc.complete(std::move(cmd));
+  if (!r.ok()) co_return Response::error(r.error());
+  json::object o{{"outcome", "completed"}, {"completed_at", opt_time(r->finished_at)}};
+  co_return Response::json(200, o);
+}
+
+boost::asio::awaitable<Response> post_fail(service::OnceService& svc, const Request& req,
+                                           const Params& p) {
+  TRY_BODY(body, parse_body(req.body));
+  Fields f(body);
+  TRY_BODY(key, f.req_string("key"));
+  TRY_BODY(token, f.req_int("token", 1));
+  TRY_BODY(error, f.opt_string("error"));
+  TRY_BODY(retry, f.opt_bool("retry"));
+  FailOnceCmd cmd{OnceRef{ns_of(p), key}, token, error.value_or(""), retry.value_or(true)};
+  auto r = co_await svc.fail(std::move(cmd));
+  if (!r.ok()) co_return Response::error(r.error());
+  json::object o{{"outcome", core::to_string(r->state)},
+                 {"attempt", r->attempt},
+                 {"max_attempts", r->max_attempts}};
+  co_return Response::json(200, o);
+}
+
+boost::asio::awaitable<Response> post_renew(service::OnceService& svc, const Request& req,
+                                            const Params& p) {
+  TRY_BODY(body, parse_body(req.body));
+  Fields f(body);
+  TRY_BODY(key, f.req_string("key"));
+  TRY_BODY(token, f.req_int("token", 1));
+  TRY_BODY(lease, f.opt_int("lease_ms"));
+  RenewOnceCmd cmd{OnceRef{ns_of(p), key}, token, lease.value_or(core::kDefaultLeaseMs)};
+  auto r = co_await svc.renew(std::move(cmd));
+  if (!r.ok()) co_return Response::error(r.error());
+  json::object o{{"token", r->token}, {"lease_expires_at", format_rfc3339(r->lease_expires_at)}};
+  co_return Response::json(200, o);
+}
+
+boost::asio::awaitable<Response> post_reset(service::OnceService& svc, const Request& req,
+                                            const Params& p) {
+  TRY_BODY(body, parse_body(req.body));
+  Fields f(body);
+  TRY_BODY(key, f.req_string("key"));
+  OnceRef ref{ns_of(p), key};
+  auto r = co_await svc.reset(std::move(ref));
+  if (!r.ok()) co_return Response::error(r.error());
+  json::object o{{"reset", true}, {"key", r->key}, {"previous", record_json(*r)}};
+  co_return Response::json(200, o);
+}
+
+// GET ?key=K → one record; otherwise a list (?state=…&limit=N&after=K).
+boost::asio::awaitable<Response> get_once(service::OnceService& svc, const Request& req,
+                                          const Params& p) {
+  if (const auto* key = req.param("key")) {
+    OnceRef ref{ns_of(p), *key};
+    auto r = co_await svc.get(std::move(ref));
+    if (!r.ok()) co_return Response::error(r.error());
+    co_return Response::json(200, record_json(*r));
+  }
+  OnceQuery q;
+  q.ns = ns_of(p);
+  if (const auto* state = req.param("state")) {
+    TRY_BODY(filter, core::parse_once_filter(*state));
+    q.filter = filter;
+  }
+  if (const auto* limit = req.param("limit")) {
+    TRY_BODY(v, parse_query_int(*limit, "limit", 1, kMaxOnceLimit));
+    q.limit = static_cast<int>(v);
+  }
+  if (const auto* after = req.param("after")) q.after = *after;
+  auto r = co_await svc.list(std::move(q));
+  if (!r.ok()) co_return Response::error(r.error());
+  json::array items;
+  for (const auto& rec : r->items) items.push_back(record_json(rec));
+  json::object o{{"items", std::move(items)}};
+  if (r->next_after) o["next_after"] = *r->next_after;
+  co_return Response::json(200, o);
+}
+
+}  // namespace
+
+void add_once_routes(Router& router, service::OnceService& svc) {
+  auto bind = [&svc](auto fn) {
+    return [&svc, fn](const Request& req, const Params& p) { return fn(svc, req, p); };
+  };
+  const std::string base = "/v1/ns/{ns}/once";
+  router.add(verb::get, base, bind(get_once));
+  router.add(verb::post, base + "/begin", bind(post_begin));
+  router.add(verb::post, base + "/complete", bind(post_complete));
+  router.add(verb::post, base + "/fail", bind(post_fail));
+  router.add(verb::post, base + "/renew", bind(post_renew));
+  router.add_admin(verb::post, base + "/reset", bind(post_reset));  // audited
+}
+
+}  // namespace ichido::http

@@ -1,0 +1,55 @@
+// OnceService: the Once API as C++ calls. Validates what the rulebook cannot see from a single
+// record (names, keys, lengths, ranges), runs the command on the store and awaits its durable
+// answer, and holds begin's waiters.
+//
+// Waiting (begin with wait_ms > 0): when the store answers in_progress, the request parks on the
+// WaitList under its (ns, key) — a suspended coroutine, no thread — until the first of:
+//   - a complete / fail / reset of that key on this server notifies it,
+//   - the holder's lease lapses (the park deadline is min(wait deadline, now + retry_after_ms)),
+//   - wait_ms runs out;
+// then it runs begin again and answers that (completed with the result, acquired, dead, or
+// in_progress once wait_ms is spent). The WaitList generation read before each begin makes a
+// notification that races with parking wake the waiter instead of being lost.
+// Notifications: complete, dead and reset wake every waiter of the key (they all get the same
+// answer); fail → pending wakes one (only one can acquire; the others keep their places).
+//
+// Lifecycle: built once at start-up; references the store and the wait list, which outlive it.
+// Thread-safety: every method may be called concurrently from any executor.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <cstdint>
+#include <string>
+
+#include "ichido/store.h"
+#include "service/wait_list.h"
+
+namespace ichido::service {
+
+class OnceService {
+ public:
+  OnceService(Store& store, WaitList& waits) : store_(store), waits_(waits) {}
+
+  // Errors: invalid_request (field), fingerprint_mismatch, too_many_waiters, store errors.
+  boost::asio::awaitable<Result<BeginOnceReply>> begin(BeginOnceCmd cmd, std::int64_t wait_ms);
+  boost::asio::awaitable<Result<core::OnceRecord>> complete(CompleteOnceCmd cmd);
+  boost::asio::awaitable<Result<core::OnceRecord>> fail(FailOnceCmd cmd);
+  boost::asio::awaitable<Result<core::OnceRecord>> renew(RenewOnceCmd cmd);
+  boost::asio::awaitable<Result<core::OnceRecord>> get(OnceRef ref);
+  boost::asio::awaitable<Result<OncePage>> list(OnceQuery q);
+  boost::asio::awaitable<Result<core::OnceRecord>> reset(OnceRef ref);
+  // One retention batch (used by the server's background purge).
+  boost::asio::awaitable<Result<std::int64_t>> purge(PurgeOnceCmd cmd);
+
+  // The WaitList key of a once record.
+  static std::string wait_key(const OnceRef& ref);
+
+ private:
+  Store& store_;
+  WaitList& waits_;
+};
+
+// Validates the namespace and key of a once reference: errors name field "ns" or "key".
+Result<void> validate_once_ref(const OnceRef& ref);
+
+}  // namespace ichido::service

@@ -1,0 +1,225 @@
+// OnceService over the in-memory store: begin's waiters (woken by complete, fail, reset and the
+// holder's lease lapsing, never lost when a notification races with parking) and validation.
+// Time in the store is a ManualClock; the only real time spent is a waiter's own short timer.
+#include "service/once_service.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <optional>
+
+#include "store/memory/memory_store.h"
+
+namespace ichido::service {
+namespace {
+
+namespace asio = boost::asio;
+using core::BeginOutcome;
+
+constexpr TimeMs kT0 = 1'775'000'000'000;
+
+class OnceServiceTest : public ::testing::Test {
+ protected:
+  OnceRef Ref(const std::string& key = "<m1@example.com>") { return {"acme", key}; }
+
+  // Starts a begin as its own coroutine; its answer lands in `out`.
+  void SpawnBegin(std::optional<Result<BeginOnceReply>>& out, std::string owner,
+                  std::int64_t wait_ms, std::int64_t lease_ms = 60000) {
+    asio::co_spawn(
+        ioc_,
+        [this, &out, owner, wait_ms, lease_ms]() -> asio::awaitable<void> {
+          BeginOnceCmd cmd{Ref(), core::BeginCommand{owner, lease_ms, std::nullopt, 5}};
+          auto r = co_await svc_.begin(std::move(cmd), wait_ms);
+          out.emplace(std::move(r));
+        },
+        [](std::exception_ptr e) {
+          if (e) std::rethrow_exception(e);
+        });
+  }
+  template <class T, class F>
+  Result<T> Run(F f) {
+    std::optional<Result<T>> out;
+    asio::co_spawn(
+        ioc_, [&]() -> asio::awaitable<void> { out.emplace(co_await f()); }, asio::detached);
+    Poll();
+    EXPECT_TRUE(out.has_value()) << "the call did not finish";
+    if (!out) return Error(errc::internal, "did not finish");
+    return std::move(*out);
+  }
+  std::int64_t Acquire(const std::string& owner = "A", std::int64_t lease_ms = 60000) {
+    std::optional<Result<BeginOnceReply>> r;
+    SpawnBegin(r, owner, 0, lease_ms);
+    Poll();
+    EXPECT_TRUE(r && r->ok());
+    if (!r || !r->ok()) return -1;
+    EXPECT_EQ((*r)->outcome, BeginOutcome::acquired);
+    return (*r)->record.token;
+  }
+  Result<core::OnceRecord> Complete(std::int64_t token, std::string result) {
+    return Run<core::OnceRecord>([&] {
+      CompleteOnceCmd cmd{Ref(), token, result};
+      return svc_.complete(std::move(cmd));
+    });
+  }
+  Result<core::OnceRecord> Fail(std::int64_t token) {
+    return Run<core::OnceRecord>([&] {
+      FailOnceCmd cmd{Ref(), token, "boom", true};
+      return svc_.fail(std::move(cmd));
+    });
+  }
+
+  // poll/run that also work after an earlier call ran out of work (which stops an io_context).
+  void Poll() {
+    ioc_.restart();
+    ioc_.poll();
+  }
+  void Run() {
+    ioc_.restart();
+    ioc_.run();
+  }
+
+  ManualClock clock_{kT0};
+  store::memory::MemoryStore store_{&clock_};
+  WaitList waits_{100, 1000};
+  OnceService svc_{store_, waits_};
+  asio::io_context ioc_;
+};
+
+TEST_F(OnceServiceTest, WaiterIsAnsweredWithTheResultWhenTheHolderCompletes) {
+  const auto token = Acquire();
+  std::optional<Result<BeginOnceReply>> b, c;
+  SpawnBegin(b, "B", 300000);
+  SpawnBegin(c, "C", 300000);
+  Poll();
+  ASSERT_FALSE(b.has_value()) << "B must be parked, not answered";
+  EXPECT_EQ(waits_.waiting(OnceService::wait_key(Ref())), 2u);
+  ASSERT_TRUE(Complete(token, R"({"sent":true})").ok());
+  Poll();
+  for (auto* r : {&b, &c}) {
+    ASSERT_TRUE(r->has_value());
+    ASSERT_TRUE((*r)->ok());
+    EXPECT_EQ((**r)->outcome, BeginOutcome::completed);
+    EXPECT_EQ((**r)->record.result, R"({"sent":true})");
+  }
+  EXPECT_EQ(waits_.total(), 0u);
+}
+
+TEST_F(OnceServiceTest, FailWakesOneWaiterWhichAcquiresTheNextAttempt) {
+  const auto token = Acquire();
+  std::optional<Result<BeginOnceReply>> b, c;
+  SpawnBegin(b, "B", 300000);
+  Poll();
+  SpawnBegin(c, "C", 300000);
+  Poll();
+  ASSERT_TRUE(Fail(token).ok());
+  Poll();
+  ASSERT_TRUE(b.has_value() && b->ok());
+  EXPECT_EQ((*b)->outcome, BeginOutcome::acquired);
+  EXPECT_EQ((*b)->record.attempt, 2);
+  EXPECT_GT((*b)->record.token, token);
+  EXPECT_FALSE(c.has_value()) << "C keeps waiting for B";
+  ASSERT_TRUE(Complete((*b)->record.token, "2").ok());
+  Poll();
+  ASSERT_TRUE(c.has_value() && c->ok());
+  EXPECT_EQ((*c)->outcome, BeginOutcome::completed);
+}
+
+TEST_F(OnceServiceTest, WaiterRetriesWhenTheHoldersLeaseLapses) {
+  Acquire("A", 1000);
+  clock_.advance(999);  // 1 ms of lease left
+  std::optional<Result<BeginOnceReply>> b;
+  SpawnBegin(b, "B", 300000);
+  Poll();
+  ASSERT_FALSE(b.has_value());
+  clock_.advance(1);  // the lease has lapsed; nobody notifies — the waiter's own deadline does
+  Run();              // returns once B is answered (its timer is ~2 ms, not the 300 s wait)
+  ASSERT_TRUE(b.has_value() && b->ok());
+  EXPECT_EQ((*b)->outcome, BeginOutcome::acquired);
+  EXPECT_EQ((*b)->record.attempt, 2);
+}
+
+TEST_F(OnceServiceTest, WaitRunningOutAnswersInProgress) {
+  Acquire("A");
+  std::optional<Result<BeginOnceReply>> b;
+  SpawnBegin(b, "B", 5);
+  Run();
+  ASSERT_TRUE(b.has_value());
+  ASSERT_TRUE(b->ok()) << b->error().message;
+  EXPECT_EQ((*b)->outcome, BeginOutcome::in_progress);
+  EXPECT_EQ((*b)->record.owner, "A");
+  EXPECT_EQ(waits_.total(), 0u);
+}
+
+TEST_F(OnceServiceTest, ResetWakesWaitersAndTheFirstAcquiresAttemptOne) {
+  Acquire("A");
+  std::optional<Result<BeginOnceReply>> b;
+  SpawnBegin(b, "B", 300000);
+  Poll();
+  auto reset = Run<core::OnceRecord>([&] { return svc_.reset(Ref()); });
+  ASSERT_TRUE(reset.ok());
+  Poll();
+  ASSERT_TRUE(b.has_value() && b->ok());
+  EXPECT_EQ((*b)->outcome, BeginOutcome::acquired);
+  EXPECT_EQ((*b)->record.attempt, 1);
+}
+
+TEST_F(OnceServiceTest, TooManyWaitersIs429AndNothingParks) {
+  WaitList tiny(1, 1);
+  OnceService svc(store_, tiny);
+  Acquire("A");
+  std::optional<Result<BeginOnceReply>> first, second;
+  auto spawn = [&](std::optional<Result<BeginOnceReply>>& out) {
+    asio::co_spawn(
+        ioc_,
+        [&]() -> asio::awaitable<void> {
+          BeginOnceCmd cmd{Ref(), core::BeginCommand{"B", 60000, std::nullopt, 5}};
+          out.emplace(co_await svc.begin(std::move(cmd), 300000));
+        },
+        [](std::exception_ptr e) {
+          if (e) std::rethrow_exception(e);
+        });
+  };
+  spawn(first);
+  spawn(second);
+  Poll();
+  EXPECT_FALSE(first.has_value());
+  ASSERT_TRUE(second.has_value());
+  ASSERT_FALSE(second->ok());
+  EXPECT_EQ(second->error().code, errc::too_many_waiters);
+  tiny.notify_all(OnceService::wait_key(Ref()));  // let the first go (it finds in_progress again)
+  ioc_.stop();
+}
+
+TEST_F(OnceServiceTest, BadInputNamesTheFieldAndChangesNothing) {
+  auto begin = [&](OnceRef ref, core::BeginCommand c, std::int64_t wait_ms) {
+    return Run<BeginOnceReply>([&] {
+      BeginOnceCmd cmd{ref, c};
+      return svc_.begin(std::move(cmd), wait_ms);
+    });
+  };
+  const core::BeginCommand ok{"A", 60000, std::nullopt, 5};
+  auto expect_field = [](const auto& r, const char* field) {
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, errc::invalid_request);
+    EXPECT_EQ(r.error().field, field);
+  };
+  expect_field(begin({"acme", ""}, ok, 0), "key");
+  expect_field(begin({"a/b", "k"}, ok, 0), "ns");
+  expect_field(begin(Ref(), ok, 300001), "wait_ms");
+  expect_field(begin(Ref(), {"A", 999, std::nullopt, 5}, 0), "lease_ms");
+  expect_field(begin(Ref(), {"A", 60000, std::nullopt, 0}, 0), "max_attempts");
+  expect_field(begin(Ref(), {"A", 60000, std::string(513, 'f'), 5}, 0), "fingerprint");
+  auto get = Run<core::OnceRecord>([&] { return svc_.get(Ref()); });
+  ASSERT_FALSE(get.ok());
+  EXPECT_EQ(get.error().code, errc::once_not_found) << "nothing was created";
+  const auto token = Acquire();
+  expect_field(Complete(token, std::string(core::kMaxResultBytes + 1, '1')), "result");
+  expect_field(Complete(0, "1"), "token");
+  EXPECT_EQ(Run<core::OnceRecord>([&] { return svc_.get(Ref()); })->state,
+            core::OnceState::processing);
+}
+
+}  // namespace
+}  // namespace ichido::service

@@ -1,0 +1,140 @@
+// The once-record commands of TableStore, written once on Tables + the core rulebook
+// (core/once.h): load the record, ask core, draw a token when the decision acquires, check the
+// invariants of what will be saved, save it — all inside the backend's durable transaction.
+#include <utility>
+
+#include "store/table_store.h"
+
+namespace ichido::store {
+namespace {
+
+using core::OnceRecord;
+
+Result<std::optional<OnceRecord>> load(Tables& t, const OnceRef& ref) {
+  return t.find_once(ref.ns, ref.key);
+}
+
+// Saves a record the rulebook produced, refusing one that breaks an invariant (a bug: the
+// command fails with errc::internal and its transaction is rolled back, nothing changes).
+Result<void> save_checked(Tables& t, const std::string& ns, const OnceRecord& rec) {
+  ICHIDO_TRY(core::check_invariants(rec));
+  return t.save_once(ns, rec);
+}
+
+}  // namespace
+
+void TableStore::begin_once(BeginOnceCmd cmd, Callback<BeginOnceReply> done) {
+  write<BeginOnceReply>(
+      [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<BeginOnceReply> {
+        auto existing = load(t, cmd.ref);
+        if (!existing.ok()) return std::move(existing).error();
+        auto d = core::decide_begin(*existing, cmd.ref.key, cmd.begin, now);
+        if (!d.ok()) return std::move(d).error();
+        if (d->outcome == core::BeginOutcome::acquired) {
+          auto token = t.next_token();
+          if (!token.ok()) return std::move(token).error();
+          d->record.token = *token;
+        }
+        if (d->write) ICHIDO_TRY(save_checked(t, cmd.ref.ns, d->record));
+        return BeginOnceReply{d->outcome, std::move(d->record), d->retry_after_ms};
+      },
+      std::move(done));
+}
+
+void TableStore::complete_once(CompleteOnceCmd cmd, Callback<OnceRecord> done) {
+  write<OnceRecord>(
+      [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<OnceRecord> {
+        auto existing = load(t, cmd.ref);
+        if (!existing.ok()) return std::move(existing).error();
+        if (!*existing) return core::once_not_found(cmd.ref.key);
+        auto c = core::decide_complete(*existing, cmd.token, cmd.result_json, now);
+        if (!c.ok()) return std::move(c).error();
+        if (c->write) ICHIDO_TRY(save_checked(t, cmd.ref.ns, c->record));
+        return std::move(c->record);
+      },
+      std::move(done));
+}
+
+void TableStore::fail_once(FailOnceCmd cmd, Callback<OnceRecord> done) {
+  write<OnceRecord>(
+      [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<OnceRecord> {
+        auto existing = load(t, cmd.ref);
+        if (!existing.ok()) return std::move(existing).error();
+        if (!*existing) return core::once_not_found(cmd.ref.key);
+        auto c = core::decide_fail(*existing, cmd.token, cmd.error, cmd.retry, now);
+        if (!c.ok()) return std::move(c).error();
+        if (c->write) ICHIDO_TRY(save_checked(t, cmd.ref.ns, c->record));
+        return std::move(c->record);
+      },
+      std::move(done));
+}
+
+void TableStore::renew_once(RenewOnceCmd cmd, Callback<OnceRecord> done) {
+  write<OnceRecord>(
+      [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<OnceRecord> {
+        auto existing = load(t, cmd.ref);
+        if (!existing.ok()) return std::move(existing).error();
+        if (!*existing) return core::once_not_found(cmd.ref.key);
+        auto r = core::decide_renew(*existing, cmd.token, cmd.lease_ms, now);
+        if (!r.ok()) return std::move(r).error();
+        ICHIDO_TRY(save_checked(t, cmd.ref.ns, *r));
+        return std::move(*r);
+      },
+      std::move(done));
+}
+
+void TableStore::get_once(OnceRef ref, Callback<OnceRecord> done) {
+  read<OnceRecord>(
+      [ref = std::move(ref)](Tables& t, TimeMs) -> Result<OnceRecord> {
+        auto existing = load(t, ref);
+        if (!existing.ok()) return std::move(existing).error();
+        if (!*existing) return core::once_not_found(ref.key);
+        return std::move(**existing);
+      },
+      std::move(done));
+}
+
+void TableStore::list_once(OnceQuery q, Callback<OncePage> done) {
+  read<OncePage>(
+      [q = std::move(q)](Tables& t, TimeMs now) -> Result<OncePage> {
+        if (q.limit < 1 || q.limit > kMaxOnceLimit) {
+          return invalid_field("limit", "The limit must be a whole number from 1 to 1000.");
+        }
+        auto items = t.list_once(q.ns, q.filter, now, q.after, q.limit + 1);
+        if (!items.ok()) return std::move(items).error();
+        OncePage page;
+        page.items = std::move(*items);
+        if (static_cast<int>(page.items.size()) > q.limit) {
+          page.items.resize(q.limit);
+          page.next_after = page.items.back().key;
+        }
+        return page;
+      },
+      std::move(done));
+}
+
+void TableStore::reset_once(OnceRef ref, Callback<OnceRecord> done) {
+  write<OnceRecord>(
+      [ref = std::move(ref)](Tables& t, TimeMs) -> Result<OnceRecord> {
+        auto existing = load(t, ref);
+        if (!existing.ok()) return std::move(existing).error();
+        if (!*existing) return core::once_not_found(ref.key);
+        auto deleted = t.delete_once(ref.ns, ref.key);
+        if (!deleted.ok()) return std::move(deleted).error();
+        return std::move(**existing);
+      },
+      std::move(done));
+}
+
+void TableStore::purge_once(PurgeOnceCmd cmd, Callback<std::int64_t> done) {
+  write<std::int64_t>(
+      [cmd](Tables& t, TimeMs) -> Result<std::int64_t> {
+        if (cmd.limit < 1 || cmd.limit > kMaxOnceLimit) {
+          return invalid_field("limit", "The purge batch must be 1 to 1000 records.");
+        }
+        return t.purge_once(cmd.older_than, cmd.limit);
+      },
+      std::move(done));
+}
+
+}  // namespace ichido::store

@@ -1,0 +1,148 @@
+// SqliteTables: the once-record rows (table once_records, schema migration 3).
+#include "store/sqlite/sqlite_tables.h"
+
+namespace ichido::store::sqlite {
+namespace {
+
+#define ONCE_COLUMNS                                                                         \
+  "key, state, owner, fingerprint, token, attempt, max_attempts, lease_expires_at, result, " \
+  "last_error, holder_done, created_at, updated_at, finished_at"
+
+Result<core::OnceState> parse_state(const std::string& s) {
+  if (s == "processing") return core::OnceState::processing;
+  if (s == "pending") return core::OnceState::pending;
+  if (s == "completed") return core::OnceState::completed;
+  if (s == "dead") return core::OnceState::dead;
+  return Error(errc::store_unavailable, "The store holds a once record in an unknown state.");
+}
+
+Result<core::OnceRecord> once_from(const Query& q) {
+  core::OnceRecord r;
+  r.key = q.text(0);
+  auto state = parse_state(q.text(1));
+  if (!state.ok()) return std::move(state).error();
+  r.state = *state;
+  r.owner = q.text(2);
+  r.fingerprint = q.opt_text(3);
+  r.token = q.int64(4);
+  r.attempt = q.int64(5);
+  r.max_attempts = q.int64(6);
+  r.lease_expires_at = q.int64(7);
+  r.result = q.opt_text(8);
+  r.last_error = q.text(9);
+  r.holder_done = q.int64(10) != 0;
+  r.created_at = q.int64(11);
+  r.updated_at = q.int64(12);
+  r.finished_at = q.opt_int64(13);
+  return r;
+}
+
+Result<std::vector<core::OnceRecord>> rows(Db& db, Result<Query> q) {
+  if (!q.ok()) return std::move(q).error();
+  std::vector<core::OnceRecord> out;
+  for (;;) {
+    const int rc = q->step();
+    if (rc == SQLITE_DONE) return out;
+    if (rc != SQLITE_ROW) return db.error("list once records");
+    auto r = once_from(*q);
+    if (!r.ok()) return std::move(r).error();
+    out.push_back(std::move(*r));
+  }
+}
+
+}  // namespace
+
+Result<std::optional<core::OnceRecord>> SqliteTables::find_once(const std::string& ns,
+                                                                const std::string& key) {
+  auto q = db_.query("SELECT " ONCE_COLUMNS " FROM once_records WHERE ns = ? AND key = ?");
+  if (!q.ok()) return std::move(q).error();
+  q->bind(1, ns).bind(2, key);
+  const int rc = q->step();
+  if (rc == SQLITE_DONE) return std::optional<core::OnceRecord>();
+  if (rc != SQLITE_ROW) return db_.error("read a once record");
+  auto r = once_from(*q);
+  if (!r.ok()) return std::move(r).error();
+  return std::optional<core::OnceRecord>(std::move(*r));
+}
+
+Result<void> SqliteTables::save_once(const std::string& ns, const core::OnceRecord& r) {
+  auto q = db_.query(
+      "INSERT INTO once_records (ns, " ONCE_COLUMNS
+      ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+      "ON CONFLICT (ns, key) DO UPDATE SET state = excluded.state, owner = excluded.owner, "
+      "fingerprint = excluded.fingerprint, token = excluded.token, attempt = excluded.attempt, "
+      "max_attempts = excluded.max_attempts, lease_expires_at = excluded.lease_expires_at, "
+      "result = excluded.result, last_error = excluded.last_error, "
+      "holder_done = excluded.holder_done, created_at = excluded.created_at, "
+      "updated_at = excluded.updated_at, finished_at = excluded.finished_at");
+  if (!q.ok()) return std::move(q).error();
+  q->bind(1, ns).bind(2, r.key).bind(3, core::to_string(r.state)).bind(4, r.owner);
+  q->bind(5, r.fingerprint).bind(6, r.token).bind(7, r.attempt).bind(8, r.max_attempts);
+  q->bind(9, r.lease_expires_at).bind(10, r.result).bind(11, r.last_error);
+  q->bind(12, std::int64_t{r.holder_done}).bind(13, r.created_at).bind(14, r.updated_at);
+  q->bind(15, r.finished_at);
+  return q->run("save a once record");
+}
+
+Result<bool> SqliteTables::delete_once(const std::string& ns, const std::string& key) {
+  auto q = db_.query("DELETE FROM once_records WHERE ns = ? AND key = ?");
+  if (!q.ok()) return std::move(q).error();
+  q->bind(1, ns).bind(2, key);
+  ICHIDO_TRY(q->run("delete a once record"));
+  return sqlite3_changes(db_.raw()) > 0;
+}
+
+Result<std::vector<core::OnceRecord>> SqliteTables::list_once(const std::string& ns,
+                                                              core::OnceFilter filter, TimeMs now,
+                                                              const std::string& after, int limit) {
+  // One literal statement per filter: the statement cache is keyed by the SQL text's address.
+  using F = core::OnceFilter;
+  const auto n = std::int64_t{limit};
+  switch (filter) {
+    case F::all: {
+      auto q = db_.query("SELECT " ONCE_COLUMNS
+                         " FROM once_records WHERE ns = ? AND key > ? ORDER BY key LIMIT ?");
+      if (q.ok()) q->bind(1, ns).bind(2, after).bind(3, n);
+      return rows(db_, std::move(q));
+    }
+    case F::processing: {
+      auto q = db_.query("SELECT " ONCE_COLUMNS
+                         " FROM once_records WHERE ns = ? AND state = 'processing' AND key > ? "
+                         "AND lease_expires_at > ? ORDER BY key LIMIT ?");
+      if (q.ok()) q->bind(1, ns).bind(2, after).bind(3, now).bind(4, n);
+      return rows(db_, std::move(q));
+    }
+    case F::expired: {
+      auto q = db_.query("SELECT " ONCE_COLUMNS
+                         " FROM once_records WHERE ns = ? AND state = 'processing' AND key > ? "
+                         "AND lease_expires_at <= ? ORDER BY key LIMIT ?");
+      if (q.ok()) q->bind(1, ns).bind(2, after).bind(3, now).bind(4, n);
+      return rows(db_, std::move(q));
+    }
+    case F::pending:
+    case F::completed:
+    case F::dead: {
+      const auto state = filter == F::pending     ? core::OnceState::pending
+                         : filter == F::completed ? core::OnceState::completed
+                                                  : core::OnceState::dead;
+      auto q = db_.query("SELECT " ONCE_COLUMNS
+                         " FROM once_records WHERE ns = ? AND state = ? AND key > ? "
+                         "ORDER BY key LIMIT ?");
+      if (q.ok()) q->bind(1, ns).bind(2, core::to_string(state)).bind(3, after).bind(4, n);
+      return rows(db_, std::move(q));
+    }
+  }
+  return std::vector<core::OnceRecord>();
+}
+
+Result<std::int64_t> SqliteTables::purge_once(TimeMs older_than, int limit) {
+  auto q = db_.query(
+      "DELETE FROM once_records WHERE id IN (SELECT id FROM once_records "
+      "WHERE finished_at IS NOT NULL AND finished_at < ? ORDER BY finished_at LIMIT ?)");
+  if (!q.ok()) return std::move(q).error();
+  q->bind(1, older_than).bind(2, std::int64_t{limit});
+  ICHIDO_TRY(q->run("purge finished once records"));
+  return static_cast<std::int64_t>(sqlite3_changes(db_.raw()));
+}
+
+}  // namespace ichido::store::sqlite

@@ -148,7 +148,7 @@ struct LockRef {
 struct AcquireLockCmd {
   LockRef ref;
   std::string owner;
-  std::int64_t lease_ms = core::kDefaultLeaseMs;
+  std::int64_t lease_ms = core::kLockDefaultLeaseMs;
 };
 struct AcquireLockReply {
   bool acquired = false;
@@ -166,7 +166,7 @@ struct ReleaseLockCmd {
 struct RenewLockCmd {
   LockRef ref;
   std::int64_t token = 0;
-  std::int64_t lease_ms = core::kDefaultLeaseMs;
+  std::int64_t lease_ms = core::kLockDefaultLeaseMs;
 };
 struct ForceReleaseReply {
   bool released = false;                    // false: there was no record to end

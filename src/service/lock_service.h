@@ -53,7 +53,7 @@ struct AcquireLockRequest {
   LockRef ref;
   std::string owner;
   std::int64_t wait_ms = 0;
-  std::int64_t lease_ms = core::kDefaultLeaseMs;
+  std::int64_t lease_ms = core::kLockDefaultLeaseMs;
 };
 
 struct AcquireLockOutcome {

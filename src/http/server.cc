@@ -1,5 +1,6 @@
 #include "http/server.h"
 
+#include <array>
 #include <iostream>
 
 #include <boost/asio/as_tuple.hpp>
@@ -122,6 +123,27 @@ asio::awaitable<void> HttpServer::accept_loop() {
   }
 }
 
+namespace {
+
+// Lingering close after an early error answer (413, 431, 400): the client may still be sending
+// the body we refused. Closing at once with unread data makes the kernel send a reset, which
+// can destroy our answer before the client reads it. So: stop sending, then read and discard
+// what the client still sends, for at most a second and 16 MiB, then close.
+asio::awaitable<void> linger(beast::tcp_stream& stream) {
+  boost::system::error_code ignore;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ignore);
+  stream.expires_after(std::chrono::seconds(1));
+  std::array<char, 16384> sink;
+  std::size_t total = 0;
+  while (total < (16u << 20)) {
+    auto [ec, n] = co_await stream.async_read_some(asio::buffer(sink), use_tuple);
+    if (ec) break;
+    total += n;
+  }
+}
+
+}  // namespace
+
 asio::awaitable<void> HttpServer::session(std::shared_ptr<Conn> conn) {
   auto& stream = conn->stream;
   beast::flat_buffer buffer;
@@ -174,7 +196,9 @@ asio::awaitable<void> HttpServer::session(std::shared_ptr<Conn> conn) {
         // The rest of the message cannot be trusted or skipped: answer, then close.
         auto res = api_.error_response(*err, 11, false);
         stream.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
-        co_await beast_http::async_write(stream, res, use_tuple);
+        auto [wec, wn] = co_await beast_http::async_write(stream, res, use_tuple);
+        (void)wn;
+        if (!wec) co_await linger(stream);
       }
       break;
     }

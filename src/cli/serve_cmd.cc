@@ -21,6 +21,9 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
       ->capture_default_str();
   cmd->add_flag("--no-auth", cfg->no_auth,
                 "Accept requests without a token (allowed only when listening on loopback)");
+  cmd->add_option("--tls-cert", cfg->tls_cert,
+                  "PEM certificate chain: serve HTTPS (TLS 1.2+) instead of HTTP (needs --tls-key)");
+  cmd->add_option("--tls-key", cfg->tls_key, "PEM private key of --tls-cert");
   cmd->add_flag("--metrics-open", cfg->metrics_open,
                 "Serve /metrics without a token (otherwise it needs a reader token)");
   cmd->add_option("--threads", cfg->threads, "I/O threads; 0 = number of cores")

@@ -7,6 +7,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -39,8 +40,9 @@ namespace {
 // finishes first cancels the other, so a client that hangs up cancels its wait (it leaves the
 // lock's line at once) and a finished handler stops the watch.
 // Treats a half-close (the client shut down its sending side) as going away, like most proxies.
-asio::awaitable<void> watch_peer(tcp::socket& socket, beast::flat_buffer& buffer,
-                                 std::size_t limit) {
+template <class Stream>
+asio::awaitable<void> watch_peer(Stream& stream, beast::flat_buffer& buffer, std::size_t limit) {
+  auto& socket = beast::get_lowest_layer(stream).socket();
   for (;;) {
     auto [ec] = co_await socket.async_wait(tcp::socket::wait_read, use_tuple);
     if (ec) co_return;
@@ -49,7 +51,8 @@ asio::awaitable<void> watch_peer(tcp::socket& socket, beast::flat_buffer& buffer
       co_await forever.async_wait(use_tuple);
       co_return;
     }
-    auto [rec, n] = co_await socket.async_read_some(
+    // Through the stream (TLS decrypts here), so what is kept is the plain next request.
+    auto [rec, n] = co_await stream.async_read_some(
         buffer.prepare(std::min<std::size_t>(4096, limit - buffer.size())), use_tuple);
     if (rec) co_return;  // EOF or reset: the client went away (or we were cancelled)
     buffer.commit(n);
@@ -77,6 +80,30 @@ Result<tcp::endpoint> HttpServer::listen(const std::string& host, std::uint16_t 
                                      ec.message());
   }
   return acceptor_.local_endpoint();
+}
+
+Result<void> HttpServer::enable_tls(const std::string& cert_file, const std::string& key_file) {
+  auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+  ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                   asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                   asio::ssl::context::no_tlsv1_1 | asio::ssl::context::single_dh_use);
+  SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
+  boost::system::error_code ec;
+  ctx->use_certificate_chain_file(cert_file, ec);
+  if (ec) {
+    return Error(errc::invalid_request,
+                 "Cannot load the TLS certificate chain from " + cert_file + ": " + ec.message());
+  }
+  ctx->use_private_key_file(key_file, asio::ssl::context::pem, ec);
+  if (ec) {
+    return Error(errc::invalid_request,
+                 "Cannot load the TLS private key from " + key_file + ": " + ec.message());
+  }
+  if (SSL_CTX_check_private_key(ctx->native_handle()) != 1) {
+    return Error(errc::invalid_request, "The TLS private key does not match the certificate.");
+  }
+  tls_ = std::move(ctx);
+  return {};
 }
 
 void HttpServer::start() {
@@ -129,10 +156,12 @@ namespace {
 // the body we refused. Closing at once with unread data makes the kernel send a reset, which
 // can destroy our answer before the client reads it. So: stop sending, then read and discard
 // what the client still sends, for at most a second and 16 MiB, then close.
-asio::awaitable<void> linger(beast::tcp_stream& stream) {
+template <class Stream>
+asio::awaitable<void> linger(Stream& stream) {
+  auto& tcp_layer = beast::get_lowest_layer(stream);
   boost::system::error_code ignore;
-  stream.socket().shutdown(tcp::socket::shutdown_send, ignore);
-  stream.expires_after(std::chrono::seconds(1));
+  tcp_layer.socket().shutdown(tcp::socket::shutdown_send, ignore);
+  tcp_layer.expires_after(std::chrono::seconds(1));
   std::array<char, 16384> sink;
   std::size_t total = 0;
   while (total < (16u << 20)) {
@@ -144,20 +173,16 @@ asio::awaitable<void> linger(beast::tcp_stream& stream) {
 
 }  // namespace
 
-asio::awaitable<void> HttpServer::session(std::shared_ptr<Conn> conn) {
-  auto& stream = conn->stream;
+template <class Stream>
+asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stream,
+                                       const std::string& remote) {
+  auto& tcp_layer = conn->stream;
   beast::flat_buffer buffer;
-  std::string remote;
-  {
-    boost::system::error_code ec;
-    const auto ep = stream.socket().remote_endpoint(ec);
-    if (!ec) remote = ep.address().to_string() + ":" + std::to_string(ep.port());
-  }
   bool keep_going = true;
   while (keep_going && !draining_.load()) {
     // Idle phase: wait for the first bytes of the next request (unless pipelined data is here).
     if (buffer.size() == 0) {
-      stream.expires_after(std::chrono::milliseconds(limits_.idle_timeout_ms));
+      tcp_layer.expires_after(std::chrono::milliseconds(limits_.idle_timeout_ms));
       auto [ec, n] = co_await stream.async_read_some(buffer.prepare(4096), use_tuple);
       if (ec) break;  // closed, reset, idle timeout or drain
       buffer.commit(n);
@@ -166,7 +191,7 @@ asio::awaitable<void> HttpServer::session(std::shared_ptr<Conn> conn) {
     beast_http::request_parser<beast_http::string_body> parser;
     parser.body_limit(limits_.max_body_bytes);
     parser.header_limit(static_cast<std::uint32_t>(limits_.max_header_bytes));
-    stream.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
+    tcp_layer.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
     auto [ec, n] = co_await beast_http::async_read(stream, buffer, parser, use_tuple);
     (void)n;
     if (ec) {
@@ -195,7 +220,7 @@ asio::awaitable<void> HttpServer::session(std::shared_ptr<Conn> conn) {
       if (err) {
         // The rest of the message cannot be trusted or skipped: answer, then close.
         auto res = api_.error_response(*err, 11, false);
-        stream.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
+        tcp_layer.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
         auto [wec, wn] = co_await beast_http::async_write(stream, res, use_tuple);
         (void)wn;
         if (!wec) co_await linger(stream);
@@ -209,7 +234,7 @@ asio::awaitable<void> HttpServer::session(std::shared_ptr<Conn> conn) {
       // Named locals, not temporaries, inside co_await (g++ 12).
       auto handling = api_.handle(req, remote);
       auto watching =
-          watch_peer(stream.socket(), buffer, limits_.max_header_bytes + limits_.max_body_bytes);
+          watch_peer(stream, buffer, limits_.max_header_bytes + limits_.max_body_bytes);
       auto raced = std::move(handling) || std::move(watching);
       auto outcome = co_await std::move(raced);
       if (outcome.index() == 1) break;  // the client went away; its wait was cancelled
@@ -219,15 +244,39 @@ asio::awaitable<void> HttpServer::session(std::shared_ptr<Conn> conn) {
     }
     if (draining_.load()) res.keep_alive(false);
     keep_going = res.keep_alive();
-    stream.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
+    tcp_layer.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
     auto [wec, wn] = co_await beast_http::async_write(stream, res, use_tuple);
     (void)wn;
     conn->busy = false;
     if (wec) break;
   }
+}
+
+asio::awaitable<void> HttpServer::session(std::shared_ptr<Conn> conn) {
+  std::string remote;
+  {
+    boost::system::error_code ec;
+    const auto ep = conn->stream.socket().remote_endpoint(ec);
+    if (!ec) remote = ep.address().to_string() + ":" + std::to_string(ep.port());
+  }
+  if (!tls_) {
+    co_await serve(conn, conn->stream, remote);
+  } else {
+    // TLS over the connection's tcp_stream (by reference, so drain can still cancel it).
+    asio::ssl::stream<beast::tcp_stream&> tls(conn->stream, *tls_);
+    conn->stream.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
+    auto [ec] = co_await tls.async_handshake(asio::ssl::stream_base::server, use_tuple);
+    if (!ec) {
+      co_await serve(conn, tls, remote);
+      conn->stream.expires_after(std::chrono::seconds(1));
+      co_await tls.async_shutdown(use_tuple);
+    }
+    // A failed handshake (plain HTTP sent to the TLS port, TLS < 1.2, no shared cipher) is
+    // simply closed: there is no channel to answer on.
+  }
   boost::system::error_code ignore;
-  stream.socket().shutdown(tcp::socket::shutdown_send, ignore);
-  stream.socket().close(ignore);
+  conn->stream.socket().shutdown(tcp::socket::shutdown_send, ignore);
+  conn->stream.socket().close(ignore);
 }
 
 void HttpServer::begin_drain() {

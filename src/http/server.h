@@ -2,6 +2,9 @@
 // coroutine on its own strand that reads a request (with limits and timeouts), asks Api for the
 // response and writes it, with keep-alive.
 //
+// TLS (optional): enable_tls() before start(); then every connection does a TLS 1.2+ handshake
+// first (bounded by the read timeout), and plain HTTP on that port is dropped.
+//
 // Limits, all explicit: body size (413 before the body is read when Content-Length exceeds it),
 // header size (431), idle keep-alive timeout, whole-request read timeout (a slow sender is cut
 // off), connection count (connections beyond it are closed at once).
@@ -20,6 +23,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 
 #include "http/api.h"
 #include "http/metrics.h"
@@ -41,6 +45,9 @@ class HttpServer {
 
   // Binds and listens. Port 0 picks a free port; the bound endpoint is returned.
   Result<boost::asio::ip::tcp::endpoint> listen(const std::string& host, std::uint16_t port);
+  // Serves HTTPS (TLS 1.2 or later only) with this PEM certificate chain and key. Call before
+  // start(). Errors: invalid_request naming what could not be loaded.
+  Result<void> enable_tls(const std::string& cert_file, const std::string& key_file);
   void start();
   void begin_drain();
   std::size_t active() const;
@@ -50,12 +57,16 @@ class HttpServer {
  private:
   boost::asio::awaitable<void> accept_loop();
   boost::asio::awaitable<void> session(std::shared_ptr<Conn> conn);
+  template <class Stream>
+  boost::asio::awaitable<void> serve(std::shared_ptr<Conn> conn, Stream& stream,
+                                     const std::string& remote);
 
   boost::asio::io_context& ioc_;
   Api& api_;
   Metrics& metrics_;
   const Limits limits_;
   boost::asio::ip::tcp::acceptor acceptor_;
+  std::unique_ptr<boost::asio::ssl::context> tls_;  // set by enable_tls(); null: plain HTTP
   std::atomic<bool> draining_{false};
 
   mutable std::mutex mu_;

@@ -13,6 +13,8 @@ struct ServeConfig {
   std::string data_dir = "./ichido-data";
   bool no_auth = false;         // accept calls without a token; only when listening on loopback
   bool metrics_open = false;    // /metrics without a token
+  std::string tls_cert;         // PEM certificate chain; with tls_key: serve HTTPS only
+  std::string tls_key;          // PEM private key
   int threads = 0;              // I/O threads; 0 = number of cores
   std::size_t max_body_bytes = 64 * 1024;
   std::size_t max_header_bytes = 16 * 1024;

@@ -150,6 +150,18 @@ int run_server(const ServeConfig& cfg) {
   limits.idle_timeout_ms = cfg.idle_timeout_ms;
   limits.max_connections = cfg.max_connections;
   http::HttpServer server(ioc, api, metrics, limits);
+  if (cfg.tls_cert.empty() != cfg.tls_key.empty()) {
+    log("--tls-cert and --tls-key go together: give both or neither.");
+    (*store)->close();
+    return 2;
+  }
+  if (!cfg.tls_cert.empty()) {
+    if (auto r = server.enable_tls(cfg.tls_cert, cfg.tls_key); !r.ok()) {
+      log(r.error().message);
+      (*store)->close();
+      return 2;
+    }
+  }
   auto ep = server.listen(addr->host, addr->port);
   if (!ep.ok()) {
     log(ep.error().message);
@@ -198,7 +210,8 @@ int run_server(const ServeConfig& cfg) {
     if (!ec) on_signal(s);
   });
 
-  const std::string auth_note = cfg.no_auth ? " (no authentication)" : "";
+  const std::string auth_note = std::string(cfg.tls_cert.empty() ? "" : " (TLS)") +
+                                (cfg.no_auth ? " (no authentication)" : "");
   std::string shown = ep->address().is_v6() ? "[" + ep->address().to_string() + "]"
                                             : ep->address().to_string();
   std::printf("ichido listening on %s:%u\n", shown.c_str(), static_cast<unsigned>(ep->port()));

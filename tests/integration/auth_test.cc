@@ -13,41 +13,12 @@
 
 #include "api_client.h"
 #include "server_process.h"
+#include "test_util.h"
 
 namespace ichido::testing {
 namespace {
 
-// Runs a shell command, returns its exit status and stdout.
-std::pair<int, std::string> run(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return {-1, ""};
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = ::pclose(p);
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Polls `probe` until it returns true or `limit` passes: waiting for an event (a refresh that
-// happens every second), with a bound — not a sleep standing in for synchronisation.
-template <class F>
-bool eventually(F probe, std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (probe()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return probe();
-}
+std::pair<int, std::string> run(const std::string& cmd) { return run_command(cmd); }
 
 class AuthTest : public ::testing::Test {
  protected:

@@ -23,6 +23,7 @@
 
 #include "api_client.h"
 #include "server_process.h"
+#include "test_util.h"
 
 namespace ichido::testing {
 namespace {
@@ -51,15 +52,6 @@ Reply renew(ApiClient& api, const std::string& name, std::int64_t token, std::in
                   json::serialize(json::object{{"token", token}, {"lease_ms", lease_ms}}));
 }
 
-// Polls `pred` every 5 ms until it holds or `limit` passes; true when it held.
-bool eventually(const std::function<bool()>& pred, milliseconds limit = milliseconds(20000)) {
-  const auto end = steady::now() + limit;
-  while (steady::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-  return pred();
-}
 
 std::int64_t waiters(ApiClient& api, const std::string& name) {
   auto r = api.send("GET", lock_path(name));

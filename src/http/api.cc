@@ -13,9 +13,9 @@ Api::Api(Store& store, Metrics& metrics, ApiOptions options)
       store_(store),
       metrics_(metrics),
       counters_(store),
+      locks_(store, options.locks),
       once_waits_(options.max_once_waiters_per_key, options.max_once_waiters),
-      once_(store, once_waits_),
-      locks_(store, options.locks) {
+      once_(store, once_waits_) {
   add_ops_routes(router_, store, metrics_);
   add_counter_routes(router_, counters_);
   add_once_routes(router_, once_);

@@ -72,7 +72,7 @@ TEST_F(AuthTest, EveryV1RouteNeedsATokenAndARejectedCallChangesNothing) {
       {"DELETE", "/v1/ns/a/counters"},
   };
   for (const auto& [method, path] : routes) {
-    for (const std::string token : {std::string(), std::string("ichido_not-a-real-token")}) {
+    for (const std::string& token : {std::string(), std::string("ichido_not-a-real-token")}) {
       auto r = as(token).send(method, path, R"({"key":"k2","value":1})");
       EXPECT_EQ(r.status, 401) << method << " " << path << " -> " << r.body;
       EXPECT_EQ(r.error_code(), "unauthenticated") << method << " " << path;

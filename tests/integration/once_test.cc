@@ -351,7 +351,9 @@ TEST_F(OnceTest, KillNineDuringARaceLosesNoAnsweredCompletionAndNeverRepeatsATok
         std::unique_lock lk(mu);
         if (outcome == "completed") {
           auto [it, fresh] = seen_completed.emplace(key, json::serialize(b.at("result")));
-          if (!fresh) EXPECT_EQ(it->second, json::serialize(b.at("result"))) << key;
+          if (!fresh) {
+            EXPECT_EQ(it->second, json::serialize(b.at("result"))) << key;
+          }
           continue;
         }
         if (outcome != "acquired") continue;

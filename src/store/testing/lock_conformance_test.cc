@@ -11,40 +11,13 @@
 #include "ichido/store.h"
 #include "store/memory/memory_store.h"
 #include "store/sqlite/sqlite_store.h"
+#include "store/testing/conformance_fixture.h"
 #include "store/testing/sync_store.h"
 
 namespace ichido::store_testing {
 namespace {
 
 constexpr TimeMs kT0 = 1'780'000'000'000;  // 2026-05-28
-
-// The same factories as conformance_test.cc (kept local so each section builds alone).
-struct MemoryLocks {
-  static constexpr const char* kName = "Memory";
-  Result<std::unique_ptr<Store>> Open(Clock* clock) {
-    return std::unique_ptr<Store>(std::make_unique<store::memory::MemoryStore>(clock));
-  }
-};
-
-struct SqliteLocks {
-  static constexpr const char* kName = "Sqlite";
-  TempDir dir;  // reopening with the same factory opens the same data directory
-  Result<std::unique_ptr<Store>> Open(Clock* clock) {
-    store::sqlite::Options o;
-    o.dir = dir.path() + "/data";
-    o.clock = clock;
-    auto s = store::sqlite::SqliteStore::open(std::move(o));
-    if (!s.ok()) return std::move(s).error();
-    return std::unique_ptr<Store>(std::move(*s));
-  }
-};
-
-struct FactoryName {
-  template <class T>
-  static std::string GetName(int) {
-    return T::kName;
-  }
-};
 
 template <class Factory>
 class LockConformance : public ::testing::Test {
@@ -90,16 +63,7 @@ class LockConformance : public ::testing::Test {
   std::unique_ptr<SyncStore> sync_;
 };
 
-using Factories = ::testing::Types<MemoryLocks, SqliteLocks>;
-TYPED_TEST_SUITE(LockConformance, Factories, FactoryName);
-
-template <class T>
-void ExpectError(const Result<T>& r, errc code, const std::string& field = "") {
-  ASSERT_FALSE(r.ok()) << "expected " << to_string(code);
-  EXPECT_EQ(r.error().code, code) << "got " << to_string(r.error().code) << ": "
-                                  << r.error().message;
-  EXPECT_EQ(r.error().field, field);
-}
+TYPED_TEST_SUITE(LockConformance, StoreFactories, FactoryName);
 
 TYPED_TEST(LockConformance, AcquireFreeLockGrantsWithLease) {
   auto r = this->Acquire("invoice", "script-A", 30000);
@@ -284,7 +248,7 @@ TYPED_TEST(LockConformance, ConcurrentAcquiresGrantExactlyOne) {
 // Only stores that keep data across a reopen run this part (PostgreSQL joins the list later).
 template <class F>
 class DurableLockConformance : public LockConformance<F> {};
-using DurableFactories = ::testing::Types<SqliteLocks>;
+using DurableFactories = ::testing::Types<SqliteFactory>;
 TYPED_TEST_SUITE(DurableLockConformance, DurableFactories, FactoryName);
 
 TYPED_TEST(DurableLockConformance, HeldLockAndTokenSequenceSurviveReopen) {

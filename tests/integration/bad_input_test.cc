@@ -26,13 +26,34 @@ class BadInputTest : public ::testing::Test {
     ASSERT_EQ(api.create("c", R"({"max":5,"format":"C-{seq:3}","period":"year"})").status, 201);
     ASSERT_EQ(api.next("c", "k1").status, 200);
     ASSERT_EQ(api.next("c", "k2").status, 200);
+    // A completed once record, one in progress, and a held lock, all with long leases so the
+    // snapshot cannot change by itself while the cases run.
+    auto done = api.send("POST", "/v1/ns/t/once/begin", R"({"key":"done","lease_ms":3600000})");
+    ASSERT_EQ(done.status, 200);
+    ASSERT_EQ(api.send("POST", "/v1/ns/t/once/complete",
+                       R"({"key":"done","token":)" + std::to_string(done.num("token")) +
+                           R"(,"result":{"ok":1}})").status,
+              200);
+    ASSERT_EQ(api.send("POST", "/v1/ns/t/once/begin",
+                       R"({"key":"held","owner":"w","lease_ms":3600000})").status,
+              200);
+    ASSERT_EQ(api.send("POST", "/v1/ns/t/locks/l/acquire",
+                       R"({"owner":"o","lease_ms":3600000})").status,
+              200);
   }
 
-  // Everything the API can show: counters and their audit trails.
+  // Everything the API can show: counters and their audit trails, once records, locks.
   std::string snapshot() {
     ApiClient api(server_.url());
     std::string out = api.send("GET", "/v1/ns/t/counters").body;
     out += api.send("GET", "/v1/ns/t/counters/c/issued?limit=1000").body;
+    for (const char* state : {"processing", "expired", "pending", "completed", "dead"}) {
+      out += api.send("GET", std::string("/v1/ns/t/once?limit=1000&state=") + state).body;
+    }
+    out += api.send("GET", "/v1/ns/t/once?key=done").body;
+    out += api.send("GET", "/v1/ns/t/once?key=held").body;
+    out += api.send("GET", "/v1/ns/t/locks").body;
+    out += api.send("GET", "/v1/ns/t/locks/l").body;
     return out;
   }
 
@@ -139,6 +160,27 @@ TEST_F(BadInputTest, MalformedRequestsGetTheDocumentedErrorAndChangeNothing) {
       {"GET", c + "/next", "", 405, "method_not_allowed", ""},
       {"PATCH", c, "{}", 405, "method_not_allowed", ""},
       {"POST", "/healthz", "", 405, "method_not_allowed", ""},
+      // --- once records ---
+      {"POST", "/v1/ns/t/once/begin", R"({"key":"k","lease_ms":999})", 400, "invalid_request", "lease_ms"},
+      {"POST", "/v1/ns/t/once/begin", R"({"key":"k","lease_ms":1.5})", 400, "invalid_request", "lease_ms"},
+      {"POST", "/v1/ns/t/once/begin", R"({"key":""})", 400, "invalid_request", "key"},
+      {"POST", "/v1/ns/t/once/begin", R"({"key":"k","wait_ms":300001})", 400, "invalid_request", "wait_ms"},
+      {"POST", "/v1/ns/t/once/complete", R"({"key":"held"})", 400, "invalid_request", "token"},
+      {"POST", "/v1/ns/t/once/complete", R"({"key":"nope","token":1,"result":1})", 404, "once_not_found", ""},
+      {"POST", "/v1/ns/t/once/fail", R"({"key":"held","token":"1"})", 400, "invalid_request", "token"},
+      {"POST", "/v1/ns/t/once/renew", R"({"key":"held","token":1,"lease_ms":-5})", 400, "invalid_request", "lease_ms"},
+      {"POST", "/v1/ns/t/once/reset", "{}", 400, "invalid_request", "key"},
+      {"GET", "/v1/ns/t/once?key=", "", 400, "invalid_request", "key"},
+      {"GET", "/v1/ns/t/once?state=weird", "", 400, "invalid_request", "state"},
+      // --- locks ---
+      {"POST", "/v1/ns/t/locks/l/acquire", R"({"lease_ms":999})", 400, "invalid_request", "lease_ms"},
+      {"POST", "/v1/ns/t/locks/l/acquire", R"({"wait_ms":300001})", 400, "invalid_request", "wait_ms"},
+      {"POST", "/v1/ns/t/locks/l/acquire", R"({"owner":5})", 400, "invalid_request", "owner"},
+      {"POST", "/v1/ns/t/locks/l/release", "{}", 400, "invalid_request", "token"},
+      {"POST", "/v1/ns/t/locks/l/release", R"({"token":99999})", 409, "not_holder", ""},
+      {"POST", "/v1/ns/t/locks/l/renew", R"({"token":1,"lease_ms":3600001})", 400, "invalid_request", "lease_ms"},
+      {"POST", "/v1/ns/t/locks/a%2Fb/acquire", "{}", 400, "invalid_request", "name"},
+      {"GET", "/v1/ns/t/locks/l?token=x", "", 400, "invalid_request", "token"},
       // --- size ---
       {"POST", c + "/next", "{\"key\": \"" + repeat('x', 2 << 20) + "\"}", 413, "body_too_large", ""},
       {"GET", "/v1/ns/t/counters/c/issued?key=" + repeat('k', 9000), "", 414, "uri_too_long", ""},

@@ -29,9 +29,11 @@ bool Api::may_wait(const BeastRequest& req) {
   if (req.method() != beast_http::verb::post) return false;
   std::string_view path = req.target();
   path = path.substr(0, path.find('?'));
-  constexpr std::string_view kAcquire = "/acquire";
-  return path.size() >= kAcquire.size() &&
-         path.substr(path.size() - kAcquire.size()) == kAcquire;
+  auto ends_with = [&](std::string_view tail) {
+    return path.size() >= tail.size() && path.substr(path.size() - tail.size()) == tail;
+  };
+  // Lock acquire and once begin may park with wait_ms; the session watches their socket.
+  return ends_with("/acquire") || ends_with("/once/begin");
 }
 
 BeastResponse Api::to_beast(Response r, unsigned version, bool keep_alive) {

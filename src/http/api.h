@@ -46,7 +46,7 @@ class Api {
   // Builds the response for an error found before the request could be routed.
   BeastResponse error_response(const Error& e, unsigned version, bool keep_alive);
   const Router& router() const { return router_; }
-  // True for requests that may park for a long time (lock acquire): the server watches their
+  // True for requests that may park for a long time (lock acquire, once begin): the server watches their
   // connection while they wait, so a client that goes away leaves the line (see server.cc).
   static bool may_wait(const BeastRequest& req);
   const service::LockService& locks() const { return locks_; }

@@ -18,7 +18,9 @@
 #include <vector>
 
 #include "api_client.h"
+#include "raw_client.h"
 #include "server_process.h"
+#include "test_util.h"
 
 namespace ichido::testing {
 namespace {
@@ -27,16 +29,6 @@ namespace json = boost::json;
 using std::chrono::milliseconds;
 using steady = std::chrono::steady_clock;
 
-// Calls `f` every 10 ms until it returns true or `timeout` passes; returns its last answer.
-template <class F>
-bool Eventually(F f, milliseconds timeout = milliseconds(20000)) {
-  const auto deadline = steady::now() + timeout;
-  while (steady::now() < deadline) {
-    if (f()) return true;
-    std::this_thread::sleep_for(milliseconds(10));
-  }
-  return f();
-}
 
 class OnceClient {
  public:
@@ -306,7 +298,7 @@ TEST_F(OnceTest, ParkedWaiterIsAnsweredWithTheResultWhenTheHolderCompletes) {
     answered = steady::now();
   });
   // The waiter is parked once the server reports it (not after some sleep).
-  ASSERT_TRUE(Eventually([&] {
+  ASSERT_TRUE(eventually([&] {
     return probe.raw("GET", "/metrics").body.find("\nichido_once_waiters 1\n") != std::string::npos;
   }));
   const auto sent = steady::now();
@@ -322,6 +314,29 @@ TEST_F(OnceTest, ParkedWaiterIsAnsweredWithTheResultWhenTheHolderCompletes) {
   std::cout << "[ info ] waiter answered "
             << std::chrono::duration_cast<std::chrono::microseconds>(answered - sent).count()
             << " us after complete was sent (see bench for p50/p99)\n";
+}
+
+// A waiter whose client hangs up leaves the wait at once (the session watches its socket), so a
+// crowd of impatient callers cannot pile up parked requests until their wait_ms runs out.
+TEST_F(OnceTest, AParkedWaiterWhoseClientDisconnectsLeavesTheWait) {
+  OnceClient holder(server_.url()), probe(server_.url());
+  auto a = holder.begin("<gone@example.com>", "outlook-A");
+  ASSERT_EQ(a.str("outcome"), "acquired");
+  auto parked = [&](int n) {
+    return probe.raw("GET", "/metrics").body.find("\nichido_once_waiters " + std::to_string(n) +
+                                                   "\n") != std::string::npos;
+  };
+  {
+    RawConn conn(server_.port());
+    ASSERT_TRUE(conn.ok());
+    const std::string body = R"({"key":"<gone@example.com>","owner":"B","wait_ms":60000})";
+    ASSERT_TRUE(conn.send("POST /v1/ns/t/once/begin HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                          std::to_string(body.size()) + "\r\n\r\n" + body));
+    ASSERT_TRUE(eventually([&] { return parked(1); }));
+  }  // the client closes its connection while parked
+  // Without the watch this would stay at 1 for the remaining ~60 s of wait_ms.
+  EXPECT_TRUE(eventually([&] { return parked(0); }));
+  EXPECT_EQ(holder.get("<gone@example.com>").str("state"), "processing");
 }
 
 // 6. kill -9 during a race of begin/complete: after restart, every key a client saw completed is
@@ -488,7 +503,7 @@ TEST(OnceRetentionTest, CompletedRecordsArePurgedAfterTheRetention) {
   ASSERT_EQ(c.complete("old", b.num("token"), 1).status, 200);
   auto live = c.begin("live", "w");
   ASSERT_EQ(live.str("outcome"), "acquired");
-  ASSERT_TRUE(Eventually([&] { return c.get("old").status == 404; }))
+  ASSERT_TRUE(eventually([&] { return c.get("old").status == 404; }))
       << "the completed record was not purged";
   EXPECT_EQ(c.get("live").str("state"), "processing") << "unfinished records are kept";
 }

@@ -24,4 +24,15 @@ std::optional<std::int64_t> parse_duration_ms(std::string_view text) {
   return ms;
 }
 
+std::optional<std::int64_t> parse_wait_ms(std::string_view text) {
+  if (auto ms = parse_duration_ms(text)) return ms;
+  const auto digits = text.find_first_not_of('0');
+  const std::string_view unit = digits == std::string_view::npos ? "" : text.substr(digits);
+  if (!text.empty() && digits != 0 &&
+      (unit.empty() || unit == "ms" || unit == "s" || unit == "m" || unit == "h")) {
+    return 0;
+  }
+  return std::nullopt;
+}
+
 }  // namespace ichido::cli

@@ -11,4 +11,7 @@ namespace ichido::cli {
 // Milliseconds, or nullopt when `text` is not a positive duration below ~100 years.
 std::optional<std::int64_t> parse_duration_ms(std::string_view text);
 
+// Like parse_duration_ms, but a zero duration ("0", "0s", "00ms") is accepted as 0: for waits.
+std::optional<std::int64_t> parse_wait_ms(std::string_view text);
+
 }  // namespace ichido::cli

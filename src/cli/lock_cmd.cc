@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "cli/duration.h"
+#include "cli/duration_option.h"
 #include "cli/output.h"
 
 namespace ichido::cli {
@@ -47,20 +48,6 @@ void add_name(CLI::App& cmd, std::string& name) {
   cmd.add_option("name", name, "Lock name: [A-Za-z0-9._-], 1-128 bytes")->required();
 }
 
-// A CLI11 option taking a duration ("30s", "500ms", "2m"); stores milliseconds.
-template <class T>
-CLI::Option* add_duration(CLI::App& cmd, const std::string& flag, T& ms, const std::string& what) {
-  return cmd
-      .add_option_function<std::string>(
-          flag,
-          [&ms](const std::string& text) {
-            auto v = parse_wait_ms(text);
-            if (!v) throw CLI::ValidationError("duration", "expected e.g. 30s, 500ms, 2m");
-            ms = *v;
-          },
-          what + " (e.g. 30s, 500ms, 2m; a bare number means seconds)")
-      ->type_name("DURATION");
-}
 
 std::string default_owner() {
   char host[256] = {};
@@ -88,16 +75,6 @@ void forward_signal(int sig) {
 
 }  // namespace
 
-std::optional<std::int64_t> parse_wait_ms(std::string_view text) {
-  if (auto ms = parse_duration_ms(text)) return ms;
-  const auto digits = text.find_first_not_of('0');
-  const std::string_view unit = digits == std::string_view::npos ? "" : text.substr(digits);
-  if (!text.empty() && digits != 0 &&
-      (unit.empty() || unit == "ms" || unit == "s" || unit == "m" || unit == "h")) {
-    return 0;
-  }
-  return std::nullopt;
-}
 
 std::string lock_path(std::string_view ns, std::string_view name) {
   std::string path = ns_path(ns) + "/locks";
@@ -324,8 +301,10 @@ void add_lock_commands(CommandTree& tree) {
         [a, &conn] { return lock_acquire_call(conn.ns, *a); });
     add_name(*cmd, a->name);
     cmd->add_option("--owner", a->owner, "Who holds it, shown to others");
-    add_duration(*cmd, "--wait", a->wait_ms, "Wait this long for the lock (default 0, max 300s)");
-    add_duration(*cmd, "--lease", a->lease_ms, "Lease length (default 30s, 1s-1h)");
+    add_duration(*cmd, "--wait", a->wait_ms, "Wait this long for the lock (default 0, max 300s)",
+                 /*allow_zero=*/true);
+    add_duration(*cmd, "--lease", a->lease_ms, "Lease length (default 30s, 1s-1h)",
+                 /*allow_zero=*/true);
   }
   {
     auto name = std::make_shared<std::string>();
@@ -346,7 +325,8 @@ void add_lock_commands(CommandTree& tree) {
         [name, token, lease, &conn] { return lock_renew_call(conn.ns, *name, *token, *lease); });
     add_name(*cmd, *name);
     cmd->add_option("--token", *token, "The fencing token acquire gave you")->required();
-    add_duration(*cmd, "--lease", *lease, "New lease length from now (default 30s)");
+    add_duration(*cmd, "--lease", *lease, "New lease length from now (default 30s)",
+                 /*allow_zero=*/true);
   }
   {
     auto name = std::make_shared<std::string>();
@@ -384,10 +364,13 @@ void add_lock_commands(CommandTree& tree) {
     tree.add_connection_options(*cmd);
     add_name(*cmd, a->name);
     cmd->add_option("--owner", a->owner, "Who holds it, shown to others (default HOST:PID)");
-    add_duration(*cmd, "--wait", a->wait_ms, "Wait this long for the lock (default 30s)");
-    add_duration(*cmd, "--lease", a->lease_ms, "Lease length, renewed every third (default 30s)");
+    add_duration(*cmd, "--wait", a->wait_ms, "Wait this long for the lock (default 30s)",
+                 /*allow_zero=*/true);
+    add_duration(*cmd, "--lease", a->lease_ms, "Lease length, renewed every third (default 30s)",
+                 /*allow_zero=*/true);
     add_duration(*cmd, "--grace", a->grace_ms,
-                 "After SIGTERM on a lost lease, SIGKILL follows this late (default 10s)");
+                 "After SIGTERM on a lost lease, SIGKILL follows this late (default 10s)",
+                              /*allow_zero=*/true);
     cmd->add_option("command", a->command, "The command and its arguments, after --")->required();
   }
 }

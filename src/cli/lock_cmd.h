@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/duration.h"  // parse_wait_ms
 
 namespace ichido::cli {
 
@@ -18,9 +19,6 @@ namespace ichido::cli {
 inline constexpr int kExitLockTimeout = 75;  // the wait ended without the lock (EX_TEMPFAIL)
 inline constexpr int kExitLockLost = 76;     // the lease was lost while the command ran
 
-// A duration as cli/duration.h reads it ("30s", "500ms", "2m", a bare number of seconds), or
-// zero ("0", "0s", "0ms": --wait 0 means "do not wait"). nullopt when malformed.
-std::optional<std::int64_t> parse_wait_ms(std::string_view text);
 
 struct LockAcquireArgs {
   std::string name;

@@ -10,6 +10,7 @@
 #include <ostream>
 
 #include "cli/duration.h"
+#include "cli/duration_option.h"
 #include "cli/output.h"
 
 namespace ichido::cli {
@@ -41,34 +42,6 @@ std::string add_query(std::string target, std::string_view name, std::string_vie
   target += '=';
   target += percent_encode(value);
   return target;
-}
-
-// A duration option ("60s", "1500ms"): stored in milliseconds.
-CLI::Option* add_duration(CLI::App& cmd, const std::string& name, std::int64_t& out_ms,
-                          const std::string& description) {
-  return cmd.add_option_function<std::string>(
-      name,
-      [&out_ms, name](const std::string& text) {
-        auto ms = parse_duration_ms(text);
-        if (!ms) {
-          throw CLI::ValidationError(name, "'" + text + "' is not a duration like 1500ms, 60s, 5m");
-        }
-        out_ms = *ms;
-      },
-      description);
-}
-CLI::Option* add_duration(CLI::App& cmd, const std::string& name,
-                          std::optional<std::int64_t>& out_ms, const std::string& description) {
-  return cmd.add_option_function<std::string>(
-      name,
-      [&out_ms, name](const std::string& text) {
-        auto ms = parse_duration_ms(text);
-        if (!ms) {
-          throw CLI::ValidationError(name, "'" + text + "' is not a duration like 1500ms, 60s, 5m");
-        }
-        out_ms = *ms;
-      },
-      description);
 }
 
 void add_key(CLI::App& cmd, std::string& key) {
@@ -178,10 +151,11 @@ void add_once_commands(CommandTree& tree) {
         [a, &conn] { return once_begin_call(conn.ns, *a); });
     add_key(*cmd, a->key);
     cmd->add_option("--owner", a->owner, "Who claims it (shown to others)");
-    add_duration(*cmd, "--lease", a->lease_ms, "Lease, 1s..1h (server default: 60s)");
+    add_duration(*cmd, "--lease", a->lease_ms, "Lease, 1s..1h (server default: 60s)",
+                 /*allow_zero=*/false);
     cmd->add_option("--fingerprint", a->fingerprint, "Digest of the item's content");
     add_duration(*cmd, "--wait", a->wait_ms,
-                 "Wait up to this long (<= 300s) for a holder to finish");
+                 "Wait up to this long (<= 300s) for a holder to finish", /*allow_zero=*/false);
     cmd->add_option("--max-attempts", a->max_attempts,
                     "Attempts before dead, when the record is created (server default: 5)");
   }
@@ -221,7 +195,8 @@ void add_once_commands(CommandTree& tree) {
                               [a, &conn] { return once_renew_call(conn.ns, *a); });
     add_key(*cmd, a->key);
     cmd->add_option("--token", a->token, "The token begin answered")->required();
-    add_duration(*cmd, "--lease", a->lease_ms, "New lease from now (server default: 60s)");
+    add_duration(*cmd, "--lease", a->lease_ms, "New lease from now (server default: 60s)",
+                 /*allow_zero=*/false);
   }
   {
     auto key = std::make_shared<std::string>();
@@ -261,9 +236,11 @@ void add_once_commands(CommandTree& tree) {
     tree.add_connection_options(*cmd);
     add_key(*cmd, a->key);
     cmd->add_option("command", a->command, "The command and its arguments, after --")->required();
-    add_duration(*cmd, "--lease", a->lease_ms, "Lease, renewed every third of it (default 60s)");
+    add_duration(*cmd, "--lease", a->lease_ms, "Lease, renewed every third of it (default 60s)",
+                 /*allow_zero=*/false);
     add_duration(*cmd, "--wait", a->wait_ms,
-                 "If another run holds KEY, wait up to this long (<= 300s) for it (default 0)");
+                 "If another run holds KEY, wait up to this long (<= 300s) for it (default 0)",
+                              /*allow_zero=*/false);
     cmd->add_option("--owner", a->owner, "Owner shown to others (default: HOST:PID)");
     cmd->add_option("--fingerprint", a->fingerprint, "Digest of the item's content");
   }

@@ -183,6 +183,9 @@ struct StoreStats {
   std::uint64_t commits = 0;           // write transactions committed
   std::uint64_t committed_commands = 0;  // commands in them (commands / commits = batch size)
   std::uint64_t failed_commits = 0;
+  // Batches re-run with a savepoint per job because a failing command had already written
+  // (normally 0: the rules decide before they write).
+  std::uint64_t isolated_batches = 0;
 };
 
 class Store {

@@ -37,6 +37,10 @@ std::string Metrics::render(const StoreStats& s) const {
          "rolled back.\n";
   out += "# TYPE ichido_store_failed_commits_total counter\n";
   out += "ichido_store_failed_commits_total " + std::to_string(s.failed_commits) + "\n";
+  out += "# HELP ichido_store_isolated_batches_total Batches run again with a savepoint per "
+         "command because a failing command had already written.\n";
+  out += "# TYPE ichido_store_isolated_batches_total counter\n";
+  out += "ichido_store_isolated_batches_total " + std::to_string(s.isolated_batches) + "\n";
   for (const auto& g : gauges_) {
     out += "# HELP " + g.name + " " + g.help + "\n";
     out += "# TYPE " + g.name + " gauge\n";

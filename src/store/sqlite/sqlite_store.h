@@ -44,6 +44,8 @@ struct Options {
 };
 
 class SqliteStore final : public TableStore {
+  friend class SqliteStoreTestPeer;  // tests submit hand-made jobs
+
  public:
   static Result<std::unique_ptr<SqliteStore>> open(Options options);
   ~SqliteStore() override;
@@ -64,6 +66,8 @@ class SqliteStore final : public TableStore {
   void writer_loop();
   void reader_loop(int index);
   void commit_batch(std::vector<Job>& batch);
+  enum class Attempt { applied, dirty_failure, failed };
+  Attempt apply_batch(std::vector<Job>& batch, TimeMs now, bool isolate);
 
   // Constant after construction.
   const Options opt_;
@@ -81,6 +85,7 @@ class SqliteStore final : public TableStore {
   std::atomic<std::uint64_t> commits_{0};
   std::atomic<std::uint64_t> committed_commands_{0};
   std::atomic<std::uint64_t> failed_commits_{0};
+  std::atomic<std::uint64_t> isolated_batches_{0};  // batches re-run with a savepoint per job
 
   std::unique_ptr<Db> write_db_;  // owned by the writer thread once started
   std::vector<std::unique_ptr<Db>> read_dbs_;  // one per reader thread

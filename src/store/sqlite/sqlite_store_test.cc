@@ -19,6 +19,13 @@
 #include "store/testing/sync_store.h"
 
 namespace ichido::store::sqlite {
+
+// Lets a test queue a hand-made job (one no command would make, e.g. one that writes and fails).
+class SqliteStoreTestPeer {
+ public:
+  static void submit_write(SqliteStore& s, Job job) { s.submit_write(std::move(job)); }
+};
+
 namespace {
 
 using store_testing::SyncStore;
@@ -240,6 +247,83 @@ TEST_F(SqliteStoreTest, GroupCommitBatchesQueuedCommands) {
   // The gate's own commit, then the 2000 queued commands in batches of at most 1024.
   EXPECT_LE(commits, 3u);
   EXPECT_EQ(after.failed_commits, before.failed_commits);
+}
+
+// A batch runs without a savepoint per command; a failing command that had already written is
+// the one case that needs them: the batch is rolled back and run again with savepoints, so the
+// failed command's writes are undone and the others still commit, all answered after one commit.
+TEST_F(SqliteStoreTest, AFailingCommandThatWroteIsUndoneAloneInItsBatch) {
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
+  SyncStore sync(*store);
+  ASSERT_TRUE(sync.create_counter({Ref("c"), Config()}).ok());
+  const StoreStats before = store->stats();
+
+  // Hold the writer so that everything below lands in one batch.
+  std::promise<void> writer_held, release;
+  auto released = release.get_future().share();
+  store->next({Ref("c"), {"gate", ""}}, [&](Result<NextReply>) {
+    writer_held.set_value();
+    released.wait_for(std::chrono::seconds(60));
+  });
+  ASSERT_EQ(writer_held.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+
+  std::mutex mu;
+  std::condition_variable cv;
+  int answered = 0;
+  std::vector<std::string> outcomes(5);
+  auto record = [&](int i, std::string what) {
+    std::lock_guard lk(mu);
+    outcomes[i] = std::move(what);
+    ++answered;
+    cv.notify_all();
+  };
+  auto next = [&](int i, const std::string& key) {
+    store->next({Ref("c"), {key, ""}}, [&, i](Result<NextReply> r) {
+      record(i, r.ok() ? std::to_string(r->record.value) : std::string(to_string(r.error().code)));
+    });
+  };
+  auto hand_made = [&](int i, bool writes) {
+    Job job;
+    job.apply = [&, writes](Tables& t, TimeMs) {
+      if (writes) (void)t.save_period(1, "", PeriodRow{500, 9, 0});  // then fails: must vanish
+      return false;
+    };
+    job.finish = [&, i](const Error* e) { record(i, e ? std::string(to_string(e->code)) : "rejected"); };
+    SqliteStoreTestPeer::submit_write(*store, std::move(job));
+  };
+  next(0, "a");
+  hand_made(1, /*writes=*/false);
+  next(2, "b");
+  hand_made(3, /*writes=*/true);
+  next(4, "c");
+  release.set_value();
+  {
+    std::unique_lock lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(60), [&] { return answered == 5; }));
+  }
+  EXPECT_EQ(outcomes, (std::vector<std::string>{"2", "rejected", "3", "rejected", "4"}));
+  const StoreStats after = store->stats();
+  EXPECT_EQ(after.isolated_batches - before.isolated_batches, 1u);
+  EXPECT_EQ(after.commits - before.commits, 2u);  // the gate's, then the batch's
+  EXPECT_EQ(after.failed_commits, before.failed_commits);
+  // The period row holds what the three `next` wrote, not the failed job's 500.
+  auto info = sync.get_counter(Ref("c"));
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->last_value, 4);
+  EXPECT_EQ(info->issued_count, 4);
+}
+
+// A failing command that wrote nothing (the usual 4xx) needs no second run.
+TEST_F(SqliteStoreTest, AFailingCommandThatWroteNothingCostsNoRerun) {
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
+  SyncStore sync(*store);
+  ASSERT_TRUE(sync.create_counter({Ref("c"), Config()}).ok());
+  const StoreStats before = store->stats();
+  EXPECT_FALSE(sync.next({Ref("missing"), {"k", ""}}).ok());
+  EXPECT_TRUE(sync.next({Ref("c"), {"k", ""}}).ok());
+  EXPECT_EQ(store->stats().isolated_batches, before.isolated_batches);
 }
 
 TEST_F(SqliteStoreTest, CloseFinishesQueuedWrites) {

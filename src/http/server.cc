@@ -1,6 +1,7 @@
 #include "http/server.h"
 
 #include <array>
+#include <type_traits>
 #include <iostream>
 
 #include <boost/asio/as_tuple.hpp>
@@ -57,6 +58,31 @@ asio::awaitable<void> watch_peer(Stream& stream, beast::flat_buffer& buffer, std
     if (rec) co_return;  // EOF or reset: the client went away (or we were cancelled)
     buffer.commit(n);
   }
+}
+
+// Feeds what is already buffered to the parser, without I/O. Usually the idle-phase read brought
+// the whole request, and then no async_read (one scheduler round trip and a timer re-arm) is
+// needed. Returns the parser's error, or success when it is done or simply needs more bytes.
+template <class Parser>
+boost::system::error_code parse_buffered(Parser& parser, beast::flat_buffer& buffer) {
+  boost::system::error_code ec;
+  while (!parser.is_done() && buffer.size() > 0) {
+    const std::size_t used = parser.put(buffer.data(), ec);
+    buffer.consume(used);
+    if (ec == beast_http::error::need_more) return {};
+    if (ec || used == 0) return ec;
+  }
+  return ec;
+}
+
+// Writes as much of the response as the socket takes now (the socket is in non-blocking mode):
+// small answers usually go out whole, with no async operation and no timer. Returns
+// would_block when the rest must be written asynchronously.
+template <class Serializer>
+boost::system::error_code write_now(tcp::socket& socket, Serializer& sr) {
+  boost::system::error_code ec;
+  while (!sr.is_done() && !ec) beast_http::write_some(socket, sr, ec);
+  return ec;
 }
 
 }  // namespace
@@ -191,9 +217,14 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
     beast_http::request_parser<beast_http::string_body> parser;
     parser.body_limit(limits_.max_body_bytes);
     parser.header_limit(static_cast<std::uint32_t>(limits_.max_header_bytes));
-    tcp_layer.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
-    auto [ec, n] = co_await beast_http::async_read(stream, buffer, parser, use_tuple);
-    (void)n;
+    // With TLS the buffer holds plain text too (the stream decrypts), so this works for both.
+    boost::system::error_code ec = parse_buffered(parser, buffer);
+    if (!ec && !parser.is_done()) {
+      tcp_layer.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
+      auto [rec, n] = co_await beast_http::async_read(stream, buffer, parser, use_tuple);
+      (void)n;
+      ec = rec;
+    }
     if (ec) {
       std::optional<Error> err;
       if (ec == beast_http::error::body_limit) {
@@ -244,9 +275,15 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
     }
     if (draining_.load()) res.keep_alive(false);
     keep_going = res.keep_alive();
-    tcp_layer.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
-    auto [wec, wn] = co_await beast_http::async_write(stream, res, use_tuple);
-    (void)wn;
+    beast_http::response_serializer<beast_http::string_body> sr(res);
+    boost::system::error_code wec = asio::error::would_block;
+    if constexpr (std::is_same_v<Stream, beast::tcp_stream>) wec = write_now(tcp_layer.socket(), sr);
+    if (wec == asio::error::would_block || wec == asio::error::try_again) {
+      tcp_layer.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
+      auto [aec, wn] = co_await beast_http::async_write(stream, sr, use_tuple);
+      (void)wn;
+      wec = aec;
+    }
     conn->busy = false;
     if (wec) break;
   }
@@ -260,6 +297,9 @@ asio::awaitable<void> HttpServer::session(std::shared_ptr<Conn> conn) {
     if (!ec) remote = ep.address().to_string() + ":" + std::to_string(ep.port());
   }
   if (!tls_) {
+    // Non-blocking at the user level too, so write_now() never blocks the I/O thread.
+    boost::system::error_code ignore;
+    conn->stream.socket().non_blocking(true, ignore);
     co_await serve(conn, conn->stream, remote);
   } else {
     // TLS over the connection's tcp_stream (by reference, so drain can still cancel it).

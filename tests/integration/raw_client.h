@@ -17,8 +17,13 @@ namespace ichido::testing {
 
 class RawConn {
  public:
-  explicit RawConn(std::uint16_t port) {
+  // `receive_buffer` > 0 sets SO_RCVBUF before connecting: a small one makes the server's
+  // writes block part-way (a slow reader).
+  explicit RawConn(std::uint16_t port, int receive_buffer = 0) {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (receive_buffer > 0) {
+      ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
+    }
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(port);

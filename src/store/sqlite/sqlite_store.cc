@@ -191,6 +191,7 @@ void SqliteStore::commit_batch(std::vector<Job>& batch) {
     Db& db = *write_db_;
     const int rc = sqlite3_extended_errcode(db.raw());
     Error e = db.error("commit to disk");
+    cache_.clear();
     if (db.in_transaction()) (void)db.exec("ROLLBACK", "roll back");
     failed_commits_.fetch_add(1);
     if (is_fatal(rc)) failed_.store(true);
@@ -208,6 +209,7 @@ void SqliteStore::commit_batch(std::vector<Job>& batch) {
 SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs now, bool isolate) {
   Db& db = *write_db_;
   auto give_up = [&](const Error& e) {
+    cache_.clear();
     if (db.in_transaction()) (void)db.exec("ROLLBACK", "roll back");
     failed_commits_.fetch_add(1);
     for (auto& j : batch) j.finish(&e);
@@ -219,7 +221,7 @@ SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs no
     return q->run(what);
   };
   if (auto r = step("BEGIN IMMEDIATE", "begin a transaction"); !r.ok()) return give_up(r.error());
-  SqliteTables tables(db);
+  SqliteTables tables(db, &cache_);
   for (auto& job : batch) {
     if (isolate) {
       // Cannot isolate this job: give up on the batch rather than risk a partial effect.
@@ -235,9 +237,13 @@ SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs no
       return give_up(db.error("apply a batch of writes"));
     }
     if (isolate) {
-      if (!keep) (void)step("ROLLBACK TO job", "roll back a failed command");
+      if (!keep) {
+        cache_.clear();
+        (void)step("ROLLBACK TO job", "roll back a failed command");
+      }
       (void)step("RELEASE job", "release a savepoint");
     } else if (!keep && sqlite3_total_changes64(db.raw()) != changes_before) {
+      cache_.clear();
       (void)db.exec("ROLLBACK", "roll back");
       return Attempt::dirty_failure;
     }

@@ -31,6 +31,7 @@
 
 #include "ichido/clock.h"
 #include "store/sqlite/db.h"
+#include "store/sqlite/sqlite_tables.h"
 #include "store/table_store.h"
 
 namespace ichido::store::sqlite {
@@ -88,6 +89,7 @@ class SqliteStore final : public TableStore {
   std::atomic<std::uint64_t> isolated_batches_{0};  // batches re-run with a savepoint per job
 
   std::unique_ptr<Db> write_db_;  // owned by the writer thread once started
+  WriterCache cache_;             // the writer thread's; cleared on every rollback
   std::vector<std::unique_ptr<Db>> read_dbs_;  // one per reader thread
   std::thread writer_;
   std::vector<std::thread> readers_;

@@ -40,6 +40,21 @@ core::IssuedNumber issued_from(const Query& q) {
   return r;
 }
 
+std::string counter_key(const std::string& ns, const std::string& name) {
+  std::string k;
+  k.reserve(ns.size() + name.size() + 1);
+  k.append(ns).push_back('\0');
+  k.append(name);
+  return k;
+}
+
+std::string period_key(std::int64_t id, const std::string& period) {
+  std::string k = std::to_string(id);
+  k.push_back('\0');
+  k.append(period);
+  return k;
+}
+
 }  // namespace
 
 Result<std::int64_t> SqliteTables::next_token() {
@@ -53,9 +68,18 @@ Result<std::int64_t> SqliteTables::next_token() {
 
 Result<std::optional<CounterRow>> SqliteTables::find_counter(const std::string& ns,
                                                              const std::string& name) {
+  std::string key;
+  if (cache_) {
+    key = counter_key(ns, name);
+    if (auto it = cache_->counters_.find(key); it != cache_->counters_.end()) {
+      return std::optional<CounterRow>(it->second);
+    }
+  }
   auto q = db_.query("SELECT " COUNTER_COLUMNS " FROM counters WHERE ns = ? AND name = ?");
   if (q.ok()) q->bind(1, ns).bind(2, name);
-  return one<CounterRow>(db_, std::move(q), counter_from, "read a counter");
+  auto row = one<CounterRow>(db_, std::move(q), counter_from, "read a counter");
+  if (cache_ && row.ok() && *row) WriterCache::put(cache_->counters_, std::move(key), **row);
+  return row;
 }
 
 Result<std::int64_t> SqliteTables::insert_counter(const CounterRow& r) {
@@ -67,7 +91,13 @@ Result<std::int64_t> SqliteTables::insert_counter(const CounterRow& r) {
   q->bind(5, r.config.format).bind(6, core::to_string(r.config.period));
   q->bind(7, r.config.timezone).bind(8, std::int64_t{r.config.require_key}).bind(9, r.created_at);
   ICHIDO_TRY(q->run("create a counter"));
-  return static_cast<std::int64_t>(sqlite3_last_insert_rowid(db_.raw()));
+  const auto id = static_cast<std::int64_t>(sqlite3_last_insert_rowid(db_.raw()));
+  if (cache_) {
+    CounterRow stored = r;
+    stored.id = id;
+    WriterCache::put(cache_->counters_, counter_key(r.ns, r.name), std::move(stored));
+  }
+  return id;
 }
 
 Result<std::vector<CounterRow>> SqliteTables::list_counters(const std::string& ns) {
@@ -78,14 +108,23 @@ Result<std::vector<CounterRow>> SqliteTables::list_counters(const std::string& n
 
 Result<std::optional<PeriodRow>> SqliteTables::find_period(std::int64_t id,
                                                            const std::string& period) {
+  std::string key;
+  if (cache_) {
+    key = period_key(id, period);
+    if (auto it = cache_->periods_.find(key); it != cache_->periods_.end()) {
+      return std::optional<PeriodRow>(it->second);
+    }
+  }
   auto q = db_.query(
       "SELECT last_value, issued_count, voided_count FROM counter_periods "
       "WHERE counter_id = ? AND period = ?");
   if (q.ok()) q->bind(1, id).bind(2, period);
-  return one<PeriodRow>(
+  auto row = one<PeriodRow>(
       db_, std::move(q),
       [](const Query& r) { return PeriodRow{r.int64(0), r.int64(1), r.int64(2)}; },
       "read a counter period");
+  if (cache_ && row.ok() && *row) WriterCache::put(cache_->periods_, std::move(key), **row);
+  return row;
 }
 
 Result<void> SqliteTables::save_period(std::int64_t id, const std::string& period,
@@ -98,7 +137,9 @@ Result<void> SqliteTables::save_period(std::int64_t id, const std::string& perio
   if (!q.ok()) return std::move(q).error();
   q->bind(1, id).bind(2, period).bind(3, row.last_value).bind(4, row.issued_count);
   q->bind(5, row.voided_count);
-  return q->run("save a counter period");
+  ICHIDO_TRY(q->run("save a counter period"));
+  if (cache_) WriterCache::put(cache_->periods_, period_key(id, period), row);
+  return {};
 }
 
 Result<std::optional<core::IssuedNumber>> SqliteTables::find_issued_by_key(

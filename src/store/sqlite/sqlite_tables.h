@@ -1,14 +1,41 @@
 // SqliteTables: the Tables interface over one SQLite connection. The caller owns the transaction.
 #pragma once
 
+#include <string>
+#include <unordered_map>
+
 #include "store/sqlite/db.h"
 #include "store/tables.h"
 
 namespace ichido::store::sqlite {
 
+// Counter rows and period rows as the writer last read or wrote them, so that a counter `next`
+// runs three statements instead of five. Only for the writer connection (the one writer of these
+// tables: counters are never changed after creation, periods only through save_period), and
+// write-through: a row enters only after the statement that read or wrote it succeeded. Any
+// rollback may undo cached rows, so whoever rolls back must clear() it.
+class WriterCache {
+ public:
+  void clear() {
+    counters_.clear();
+    periods_.clear();
+  }
+
+ private:
+  friend class SqliteTables;
+  static constexpr std::size_t kMaxRows = 10000;  // then start over (a clear is always safe)
+  template <class Map, class Row>
+  static void put(Map& m, std::string key, Row row) {
+    if (m.size() >= kMaxRows) m.clear();
+    m.insert_or_assign(std::move(key), std::move(row));
+  }
+  std::unordered_map<std::string, CounterRow> counters_;  // by ns '\0' name
+  std::unordered_map<std::string, PeriodRow> periods_;    // by counter id '\0' period
+};
+
 class SqliteTables final : public Tables {
  public:
-  explicit SqliteTables(Db& db) : db_(db) {}
+  explicit SqliteTables(Db& db, WriterCache* cache = nullptr) : db_(db), cache_(cache) {}
 
   Result<std::int64_t> next_token() override;
 
@@ -57,6 +84,7 @@ class SqliteTables final : public Tables {
 
  private:
   Db& db_;
+  WriterCache* cache_;  // the writer's; nullptr on readers
 };
 
 }  // namespace ichido::store::sqlite

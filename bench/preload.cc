@@ -1,7 +1,11 @@
-// ichido-preload: fills an ichido data directory with N issued numbers of one counter, straight
-// into the SQLite file, for the scale benchmark (bench/compare --scale N). Going through HTTP
-// would take hours at durable speed; this writes the same rows the store writes for
-// `POST …/next {"key": "pre-<i>"}` on a counter with period "none" and format R-{seq:6}.
+// ichido-preload: fills an ichido data directory with N issued numbers of one counter, or N
+// completed once records, straight into the SQLite file, for the scale benchmark
+// (bench/compare --scale N). Going through HTTP would take hours at durable speed; this writes
+// the same rows the store writes for
+// - `POST …/next {"key": "pre-<i>"}` on a counter with period "none" and format R-{seq:6}, or
+// - `POST …/once/begin {"key": "pre-<i>", "owner": "preload"}` then `…/once/complete` with the
+//   result {"ok":true} (tokens drawn from the one token sequence, which is advanced past them;
+//   finished now, so the retention purge keeps them for its 30 days).
 //
 // The server must be stopped, and the counter must exist (create it through the API first). Rows
 // are inserted in transactions of 100 000 with synchronous=OFF (a crash during preloading only
@@ -9,6 +13,7 @@
 // The WAL is checkpointed and truncated at the end, so the server starts with a clean file.
 //
 //   ichido-preload --data DIR --ns NS --counter NAME --count N
+//   ichido-preload --data DIR --ns NS --once --count N
 #include <sqlite3.h>
 
 #include <chrono>
@@ -32,8 +37,18 @@ bool check(sqlite3* db, int rc, const char* what) {
 int main(int argc, char** argv) {
   std::string dir, ns = "bench", counter;
   std::uint64_t count = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i], v = argv[i + 1];
+  bool once = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--once") {
+      once = true;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "ichido-preload: %s needs a value\n", a.c_str());
+      return 2;
+    }
+    const std::string v = argv[++i];
     if (a == "--data") dir = v;
     else if (a == "--ns") ns = v;
     else if (a == "--counter") counter = v;
@@ -49,8 +64,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (dir.empty() || counter.empty() || count == 0) {
-    std::fprintf(stderr, "usage: ichido-preload --data DIR [--ns NS] --counter NAME --count N\n");
+  if (dir.empty() || counter.empty() == !once || count == 0) {
+    std::fprintf(stderr, "usage: ichido-preload --data DIR [--ns NS] (--counter NAME | --once) --count N\n");
     return 2;
   }
   sqlite3* db = nullptr;
@@ -61,6 +76,56 @@ int main(int argc, char** argv) {
   }
   auto exec = [&](const char* sql) { return check(db, sqlite3_exec(db, sql, nullptr, nullptr, nullptr), sql); };
   if (!exec("PRAGMA synchronous=OFF; PRAGMA cache_size=-262144; PRAGMA busy_timeout=5000")) return 1;
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto progress = [&](std::uint64_t i) {
+    if (i % 1000000 == 0 || i == count)
+      std::fprintf(stderr, "ichido-preload: %llu rows (%.0f s)\n", static_cast<unsigned long long>(i),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  };
+  auto finish = [&]() {
+    if (!exec("PRAGMA synchronous=FULL; PRAGMA wal_checkpoint(TRUNCATE)")) return 1;
+    return sqlite3_close(db) == SQLITE_OK ? 0 : 1;
+  };
+
+  if (once) {
+    // Tokens continue the durable sequence, as begin would draw them.
+    std::int64_t token = 0;
+    sqlite3_stmt* q = nullptr;
+    if (!check(db, sqlite3_prepare_v2(db, "SELECT value FROM sequences WHERE name = 'token'", -1, &q, nullptr), "prepare")) return 1;
+    if (sqlite3_step(q) == SQLITE_ROW) token = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    if (!check(db, sqlite3_prepare_v2(db,
+                   "INSERT INTO once_records (ns, key, state, owner, fingerprint, token, attempt, "
+                   "max_attempts, lease_expires_at, result, last_error, holder_done, created_at, "
+                   "updated_at, finished_at) VALUES (?, ?, 'completed', 'preload', NULL, ?, 1, 5, ?, "
+                   "'{\"ok\":true}', '', 1, ?, ?, ?)", -1, &q, nullptr), "prepare insert")) return 1;
+    char key[48];
+    for (std::uint64_t i = 1; i <= count; ++i) {
+      if (i % 100000 == 1 && !exec("BEGIN")) return 1;
+      std::snprintf(key, sizeof key, "pre-%llu", static_cast<unsigned long long>(i));
+      sqlite3_bind_text(q, 1, ns.c_str(), -1, SQLITE_STATIC);
+      sqlite3_bind_text(q, 2, key, -1, SQLITE_STATIC);
+      sqlite3_bind_int64(q, 3, token + static_cast<std::int64_t>(i));
+      sqlite3_bind_int64(q, 4, now_ms + 60000);
+      sqlite3_bind_int64(q, 5, now_ms);
+      sqlite3_bind_int64(q, 6, now_ms);
+      sqlite3_bind_int64(q, 7, now_ms);
+      if (!check(db, sqlite3_step(q), "insert")) return 1;
+      sqlite3_reset(q);
+      if (i % 100000 == 0 || i == count) {
+        if (!exec("COMMIT")) return 1;
+        progress(i);
+      }
+    }
+    sqlite3_finalize(q);
+    const std::string up = "INSERT INTO sequences (name, value) VALUES ('token', " +
+                           std::to_string(token + static_cast<std::int64_t>(count)) +
+                           ") ON CONFLICT (name) DO UPDATE SET value = excluded.value";
+    if (!exec(up.c_str())) return 1;
+    return finish();
+  }
 
   sqlite3_stmt* q = nullptr;
   std::int64_t id = 0, start = 0;
@@ -89,12 +154,9 @@ int main(int argc, char** argv) {
   }
   sqlite3_finalize(q);
 
-  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch()).count();
   if (!check(db, sqlite3_prepare_v2(db,
                  "INSERT INTO issued (counter_id, period, value, formatted, key, note, issued_at, "
                  "voided_at, void_reason) VALUES (?, '', ?, ?, ?, '', ?, NULL, '')", -1, &q, nullptr), "prepare insert")) return 1;
-  const auto t0 = std::chrono::steady_clock::now();
   char formatted[32], key[48];
   for (std::uint64_t i = 1; i <= count; ++i) {
     if (i % 100000 == 1 && !exec("BEGIN")) return 1;
@@ -110,9 +172,7 @@ int main(int argc, char** argv) {
     sqlite3_reset(q);
     if (i % 100000 == 0 || i == count) {
       if (!exec("COMMIT")) return 1;
-      if (i % 1000000 == 0 || i == count)
-        std::fprintf(stderr, "ichido-preload: %llu rows (%.0f s)\n", static_cast<unsigned long long>(i),
-                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      progress(i);
     }
   }
   sqlite3_finalize(q);
@@ -122,7 +182,5 @@ int main(int argc, char** argv) {
                    ", 0) ON CONFLICT (counter_id, period) DO UPDATE SET last_value = excluded.last_value, "
                    "issued_count = excluded.issued_count";
   if (!exec(up.c_str())) return 1;
-  if (!exec("PRAGMA synchronous=FULL; PRAGMA wal_checkpoint(TRUNCATE)")) return 1;
-  if (sqlite3_close(db) != SQLITE_OK) return 1;
-  return 0;
+  return finish();
 }

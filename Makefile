@@ -34,11 +34,11 @@ fuzz:
 
 # Issue 6: ichido vs Redis, PostgreSQL and etcd in one run (~15 min; installs the peers).
 bench:
-	bench/compare
+	bench/run
 
 # The quick counters-only benchmark (~1 min).
 bench-counters: build
-	bench/run
+	bench/counters
 
 clean:
 	rm -rf build build-debug build-fuzz

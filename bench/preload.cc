@@ -1,6 +1,6 @@
 // ichido-preload: fills an ichido data directory with N issued numbers of one counter, or N
 // completed once records, straight into the SQLite file, for the scale benchmark
-// (bench/compare --scale N). Going through HTTP would take hours at durable speed; this writes
+// (bench/run --scale N). Going through HTTP would take hours at durable speed; this writes
 // the same rows the store writes for
 // - `POST …/next {"key": "pre-<i>"}` on a counter with period "none" and format R-{seq:6}, or
 // - `POST …/once/begin {"key": "pre-<i>", "owner": "preload"}` then `…/once/complete` with the

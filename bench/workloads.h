@@ -707,7 +707,7 @@ class RedisLock final : public RespWorkload {
 
 // =============================================================================================
 // PostgreSQL (libpq, prepared statements, one statement = one transaction with autocommit).
-// The schema (bench_* tables, the bench_next() function) is created by bench/compare.
+// The schema (bench_* tables, the bench_next() function) is created by bench/run.
 
 struct PgStatement {
   const char* name;

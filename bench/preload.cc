@@ -84,6 +84,21 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "ichido-preload: %llu rows (%.0f s)\n", static_cast<unsigned long long>(i),
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   };
+  // Runs q once per row 1..count (bind(i) binds row i), in transactions of 100 000, then finalizes it.
+  auto load = [&](sqlite3_stmt* q, auto&& bind) {
+    for (std::uint64_t i = 1; i <= count; ++i) {
+      if (i % 100000 == 1 && !exec("BEGIN")) return false;
+      bind(i);
+      if (!check(db, sqlite3_step(q), "insert")) return false;
+      sqlite3_reset(q);
+      if (i % 100000 == 0 || i == count) {
+        if (!exec("COMMIT")) return false;
+        progress(i);
+      }
+    }
+    sqlite3_finalize(q);
+    return true;
+  };
   auto finish = [&]() {
     if (!exec("PRAGMA synchronous=FULL; PRAGMA wal_checkpoint(TRUNCATE)")) return 1;
     return sqlite3_close(db) == SQLITE_OK ? 0 : 1;
@@ -102,8 +117,7 @@ int main(int argc, char** argv) {
                    "updated_at, finished_at) VALUES (?, ?, 'completed', 'preload', NULL, ?, 1, 5, ?, "
                    "'{\"ok\":true}', '', 1, ?, ?, ?)", -1, &q, nullptr), "prepare insert")) return 1;
     char key[48];
-    for (std::uint64_t i = 1; i <= count; ++i) {
-      if (i % 100000 == 1 && !exec("BEGIN")) return 1;
+    const bool loaded = load(q, [&](std::uint64_t i) {
       std::snprintf(key, sizeof key, "pre-%llu", static_cast<unsigned long long>(i));
       sqlite3_bind_text(q, 1, ns.c_str(), -1, SQLITE_STATIC);
       sqlite3_bind_text(q, 2, key, -1, SQLITE_STATIC);
@@ -112,14 +126,8 @@ int main(int argc, char** argv) {
       sqlite3_bind_int64(q, 5, now_ms);
       sqlite3_bind_int64(q, 6, now_ms);
       sqlite3_bind_int64(q, 7, now_ms);
-      if (!check(db, sqlite3_step(q), "insert")) return 1;
-      sqlite3_reset(q);
-      if (i % 100000 == 0 || i == count) {
-        if (!exec("COMMIT")) return 1;
-        progress(i);
-      }
-    }
-    sqlite3_finalize(q);
+    });
+    if (!loaded) return 1;
     const std::string up = "INSERT INTO sequences (name, value) VALUES ('token', " +
                            std::to_string(token + static_cast<std::int64_t>(count)) +
                            ") ON CONFLICT (name) DO UPDATE SET value = excluded.value";
@@ -158,8 +166,7 @@ int main(int argc, char** argv) {
                  "INSERT INTO issued (counter_id, period, value, formatted, key, note, issued_at, "
                  "voided_at, void_reason) VALUES (?, '', ?, ?, ?, '', ?, NULL, '')", -1, &q, nullptr), "prepare insert")) return 1;
   char formatted[32], key[48];
-  for (std::uint64_t i = 1; i <= count; ++i) {
-    if (i % 100000 == 1 && !exec("BEGIN")) return 1;
+  const bool loaded = load(q, [&](std::uint64_t i) {
     const std::int64_t v = last + static_cast<std::int64_t>(i);
     std::snprintf(formatted, sizeof formatted, "R-%06lld", static_cast<long long>(v));
     std::snprintf(key, sizeof key, "pre-%lld", static_cast<long long>(v));
@@ -168,14 +175,8 @@ int main(int argc, char** argv) {
     sqlite3_bind_text(q, 3, formatted, -1, SQLITE_STATIC);
     sqlite3_bind_text(q, 4, key, -1, SQLITE_STATIC);
     sqlite3_bind_int64(q, 5, now_ms);
-    if (!check(db, sqlite3_step(q), "insert")) return 1;
-    sqlite3_reset(q);
-    if (i % 100000 == 0 || i == count) {
-      if (!exec("COMMIT")) return 1;
-      progress(i);
-    }
-  }
-  sqlite3_finalize(q);
+  });
+  if (!loaded) return 1;
   std::string up = "INSERT INTO counter_periods (counter_id, period, last_value, issued_count, voided_count) VALUES (" +
                    std::to_string(id) + ", '', " + std::to_string(last + static_cast<std::int64_t>(count)) + ", " +
                    std::to_string(issued + static_cast<std::int64_t>(count)) +

@@ -385,21 +385,25 @@ TEST_F(LocksTest, FiveThousandWaitersOnOneLockFewThreadsLittleMemory) {
 }
 
 // The disconnect watch must not break pipelining: a request sent behind a waiting acquire on
-// the same connection is answered after it, in order, on the same connection.
-TEST_F(LocksTest, PipelinedRequestBehindAWaitingAcquireIsAnsweredInOrder) {
-  ApiClient api(server_.url());
+// the same connection is answered after it, in order, on the same connection — also when the
+// acquire waits longer than the server's idle and read timeouts (`outlast`).
+void pipelined_behind_a_waiting_acquire(ServerProcess& server, milliseconds outlast) {
+  ApiClient api(server.url());
   auto h = acquire(api, "pipe", "holder", 0, 60000);
   ASSERT_TRUE(h.at("acquired").as_bool());
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(fd, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_port = htons(server_.port());
+  addr.sin_port = htons(server.port());
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   ASSERT_TRUE(
       send_all(fd, post(lock_path("pipe") + "/acquire", R"({"owner":"piped","wait_ms":60000})")));
   ASSERT_TRUE(eventually([&] { return waiters(api, "pipe") == 1; }));
+  // Let the connection's timeouts pass while the acquire waits (the point of the test, not a
+  // guess at timing: the wait is only ended by the release below).
+  std::this_thread::sleep_for(outlast);
   // Sent while the acquire waits: it reaches the disconnect watch, which must keep it for the
   // session instead of taking readable bytes for a hang-up.
   ASSERT_TRUE(send_all(fd, "GET " + lock_path("pipe") + " HTTP/1.1\r\nHost: t\r\n\r\n"));
@@ -424,6 +428,19 @@ TEST_F(LocksTest, PipelinedRequestBehindAWaitingAcquireIsAnsweredInOrder) {
   EXPECT_TRUE(second.at("held").as_bool()) << answers[1].second;
   EXPECT_EQ(std::string(second.at("owner").as_string()), "piped");
   EXPECT_EQ(second.at("token"), first.at("token"));
+}
+
+TEST_F(LocksTest, PipelinedRequestBehindAWaitingAcquireIsAnsweredInOrder) {
+  pipelined_behind_a_waiting_acquire(server_, milliseconds(0));
+}
+
+TEST(LocksTimeouts, PipelinedRequestBehindAnAcquireThatOutlastsTheConnectionTimeouts) {
+  TempDir dir;
+  ServerProcess server(dir.path() + "/data",
+                       {"--idle-timeout-ms", "300", "--read-timeout-ms", "300"});
+  std::string err;
+  ASSERT_TRUE(server.start(&err)) << err;
+  pipelined_behind_a_waiting_acquire(server, milliseconds(1000));
 }
 
 // 6. A held lock stays held across a restart (clean and kill -9) until its lease lapses, and

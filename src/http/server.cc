@@ -262,6 +262,10 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
     BeastResponse res;
     if (Api::may_wait(req)) {
       using namespace asio::experimental::awaitable_operators;
+      // The wait may outlast the idle and read timeouts; the watch below reads through the
+      // stream (a pipelined request), and an expired deadline would close the connection under
+      // it. The watch itself notices a client that goes away.
+      tcp_layer.expires_never();
       // Named locals, not temporaries, inside co_await (g++ 12).
       auto handling = api_.handle(req, remote);
       auto watching =

@@ -14,20 +14,6 @@ Error not_holder(std::int64_t token) {
 
 }  // namespace
 
-Result<void> validate_lock_lease_ms(std::int64_t lease_ms) {
-  if (lease_ms < kLockMinLeaseMs || lease_ms > kLockMaxLeaseMs) {
-    return invalid_field("lease_ms", "The lease_ms must be a whole number from 1000 to 3600000.");
-  }
-  return {};
-}
-
-Result<void> validate_lock_wait_ms(std::int64_t wait_ms) {
-  if (wait_ms < 0 || wait_ms > kLockMaxWaitMs) {
-    return invalid_field("wait_ms", "The wait_ms must be a whole number from 0 to 300000.");
-  }
-  return {};
-}
-
 Result<void> validate_lock_owner(const std::string& owner) {
   if (owner.size() > kLockMaxOwnerBytes) {
     return invalid_field("owner", "The owner must be at most 256 bytes.");
@@ -54,7 +40,7 @@ Result<void> decide_release(const std::optional<LockRecord>& current, std::int64
 
 Result<LockRecord> decide_renew(const std::optional<LockRecord>& current, std::int64_t token,
                                 std::int64_t lease_ms, TimeMs now) {
-  ICHIDO_TRY(validate_lock_lease_ms(lease_ms));
+  ICHIDO_TRY(validate_lease_ms(lease_ms));
   if (!current || current->token != token) return not_holder(token);
   LockRecord r = *current;
   r.lease_expires_at = now + lease_ms;

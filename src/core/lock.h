@@ -43,15 +43,13 @@
 #include <optional>
 #include <string>
 
+#include "core/lease.h"
 #include "ichido/clock.h"
 #include "ichido/result.h"
 
 namespace ichido::core {
 
-inline constexpr std::int64_t kLockMinLeaseMs = 1000;
-inline constexpr std::int64_t kLockMaxLeaseMs = 3600000;
-inline constexpr std::int64_t kLockDefaultLeaseMs = 30000;
-inline constexpr std::int64_t kLockMaxWaitMs = 300000;
+inline constexpr std::int64_t kLockDefaultLeaseMs = 30000;  // bounds: core/lease.h
 inline constexpr std::size_t kLockMaxOwnerBytes = 256;
 
 struct LockRecord {
@@ -69,10 +67,6 @@ inline bool is_held(const std::optional<LockRecord>& r, TimeMs now) {
   return r.has_value() && now < r->lease_expires_at;
 }
 
-// Checks lease_ms (1000..3600000, field "lease_ms").
-Result<void> validate_lock_lease_ms(std::int64_t lease_ms);
-// Checks wait_ms (0..300000, field "wait_ms").
-Result<void> validate_lock_wait_ms(std::int64_t wait_ms);
 // Owner: free text shown to other callers, valid UTF-8, at most 256 bytes, no NUL (field "owner").
 Result<void> validate_lock_owner(const std::string& owner);
 

@@ -87,14 +87,14 @@ TEST(LockRules, RenewChecksTheLeaseBeforeTheToken) {
 }
 
 TEST(LockRules, LimitsOfLeaseWaitAndOwner) {
-  EXPECT_FALSE(validate_lock_lease_ms(999).ok());
-  EXPECT_TRUE(validate_lock_lease_ms(1000).ok());
-  EXPECT_TRUE(validate_lock_lease_ms(3600000).ok());
-  EXPECT_EQ(validate_lock_lease_ms(3600001).error().field, "lease_ms");
-  EXPECT_TRUE(validate_lock_wait_ms(0).ok());
-  EXPECT_TRUE(validate_lock_wait_ms(300000).ok());
-  EXPECT_EQ(validate_lock_wait_ms(300001).error().field, "wait_ms");
-  EXPECT_EQ(validate_lock_wait_ms(-1).error().field, "wait_ms");
+  EXPECT_FALSE(validate_lease_ms(999).ok());
+  EXPECT_TRUE(validate_lease_ms(1000).ok());
+  EXPECT_TRUE(validate_lease_ms(3600000).ok());
+  EXPECT_EQ(validate_lease_ms(3600001).error().field, "lease_ms");
+  EXPECT_TRUE(validate_wait_ms(0).ok());
+  EXPECT_TRUE(validate_wait_ms(300000).ok());
+  EXPECT_EQ(validate_wait_ms(300001).error().field, "wait_ms");
+  EXPECT_EQ(validate_wait_ms(-1).error().field, "wait_ms");
   EXPECT_TRUE(validate_lock_owner("").ok());
   EXPECT_TRUE(validate_lock_owner("経理-スクリプト").ok());
   EXPECT_EQ(validate_lock_owner(std::string(257, 'a')).error().field, "owner");

@@ -42,15 +42,13 @@
 #include <string>
 #include <string_view>
 
+#include "core/lease.h"
 #include "ichido/clock.h"
 #include "ichido/result.h"
 
 namespace ichido::core {
 
-inline constexpr std::int64_t kMinLeaseMs = 1000;
-inline constexpr std::int64_t kMaxLeaseMs = 3600000;
-inline constexpr std::int64_t kDefaultLeaseMs = 60000;
-inline constexpr std::int64_t kMaxWaitMs = 300000;
+inline constexpr std::int64_t kDefaultLeaseMs = 60000;  // bounds: core/lease.h
 inline constexpr std::int64_t kDefaultMaxAttempts = 5;
 inline constexpr std::int64_t kMaxMaxAttempts = 1000;
 inline constexpr std::size_t kMaxResultBytes = 32 * 1024;  // serialized JSON
@@ -97,8 +95,6 @@ Result<void> check_invariants(const OnceRecord& r);
 
 // --- input validation (the HTTP and service layers call these; errors name the field) -------
 
-Result<void> validate_lease_ms(std::int64_t lease_ms);     // field lease_ms
-Result<void> validate_wait_ms(std::int64_t wait_ms);       // field wait_ms
 Result<void> validate_max_attempts(std::int64_t n);        // field max_attempts
 Result<void> validate_owner(std::string_view owner);       // field owner
 Result<void> validate_fingerprint(std::string_view fp);    // field fingerprint

@@ -45,8 +45,8 @@ boost::asio::awaitable<Response> post_acquire(service::LockService& svc, const R
   TRY_BODY(body, parse_body(req.body));
   Fields f(body);
   TRY_BODY(owner, f.opt_string("owner"));
-  TRY_BODY(wait_ms, f.opt_int("wait_ms", 0, core::kLockMaxWaitMs));
-  TRY_BODY(lease_ms, f.opt_int("lease_ms", core::kLockMinLeaseMs, core::kLockMaxLeaseMs));
+  TRY_BODY(wait_ms, f.opt_int("wait_ms", 0, core::kMaxWaitMs));
+  TRY_BODY(lease_ms, f.opt_int("lease_ms", core::kMinLeaseMs, core::kMaxLeaseMs));
   service::AcquireLockRequest cmd{ref_of(p), owner.value_or(""), wait_ms.value_or(0),
                                   lease_ms.value_or(core::kLockDefaultLeaseMs)};
   auto r = co_await svc.acquire(std::move(cmd));
@@ -78,7 +78,7 @@ boost::asio::awaitable<Response> post_renew(service::LockService& svc, const Req
   TRY_BODY(body, parse_body(req.body));
   Fields f(body);
   TRY_BODY(token, f.req_int("token"));
-  TRY_BODY(lease_ms, f.opt_int("lease_ms", core::kLockMinLeaseMs, core::kLockMaxLeaseMs));
+  TRY_BODY(lease_ms, f.opt_int("lease_ms", core::kMinLeaseMs, core::kMaxLeaseMs));
   RenewLockCmd cmd{ref_of(p), token, lease_ms.value_or(core::kLockDefaultLeaseMs)};
   auto r = co_await svc.renew(std::move(cmd));
   if (!r.ok()) co_return Response::error(r.error());

@@ -120,8 +120,8 @@ asio::awaitable<void> LockService::release_for_gone_client(LockRef ref, std::int
 asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire(AcquireLockRequest req) {
   if (auto r = validate_lock_ref(req.ref); !r.ok()) co_return std::move(r).error();
   if (auto r = core::validate_lock_owner(req.owner); !r.ok()) co_return std::move(r).error();
-  if (auto r = core::validate_lock_wait_ms(req.wait_ms); !r.ok()) co_return std::move(r).error();
-  if (auto r = core::validate_lock_lease_ms(req.lease_ms); !r.ok()) co_return std::move(r).error();
+  if (auto r = core::validate_wait_ms(req.wait_ms); !r.ok()) co_return std::move(r).error();
+  if (auto r = core::validate_lease_ms(req.lease_ms); !r.ok()) co_return std::move(r).error();
 
   // Cancellation (the client went away) is checked at the points below, never thrown: a throw
   // in the middle could strand the turn and stall the whole line.
@@ -257,7 +257,7 @@ asio::awaitable<Result<Unit>> LockService::release(ReleaseLockCmd cmd) {
 
 asio::awaitable<Result<core::LockRecord>> LockService::renew(RenewLockCmd cmd) {
   if (auto r = validate_lock_ref(cmd.ref); !r.ok()) co_return std::move(r).error();
-  if (auto r = core::validate_lock_lease_ms(cmd.lease_ms); !r.ok()) co_return std::move(r).error();
+  if (auto r = core::validate_lease_ms(cmd.lease_ms); !r.ok()) co_return std::move(r).error();
   const std::string key = key_of(cmd.ref);
   const std::int64_t lease_ms = cmd.lease_ms;
   auto r = co_await call_store<core::LockRecord>(

@@ -9,7 +9,7 @@ namespace ichido::store {
 void TableStore::acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> done) {
   write<AcquireLockReply>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<AcquireLockReply> {
-        ICHIDO_TRY(core::validate_lock_lease_ms(cmd.lease_ms));
+        ICHIDO_TRY(core::validate_lease_ms(cmd.lease_ms));
         auto current = t.find_lock(cmd.ref.ns, cmd.ref.name);
         if (!current.ok()) return std::move(current).error();
         if (core::decide_acquire(*current, now) == core::AcquireVerdict::busy) {

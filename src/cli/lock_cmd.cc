@@ -11,14 +11,13 @@
 #include <boost/json.hpp>
 #include <cerrno>
 #include <condition_variable>
-#include <cstdio>
-#include <cstring>
 #include <iostream>
 #include <memory>
 #include <mutex>
 #include <ostream>
 #include <thread>
 
+#include "cli/child.h"
 #include "cli/duration.h"
 #include "cli/duration_option.h"
 #include "cli/output.h"
@@ -48,12 +47,6 @@ void add_name(CLI::App& cmd, std::string& name) {
   cmd.add_option("name", name, "Lock name: [A-Za-z0-9._-], 1-128 bytes")->required();
 }
 
-
-std::string default_owner() {
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-  return std::string(host[0] ? host : "host") + ":" + std::to_string(::getpid());
-}
 
 std::string error_code_of(const HttpResult& r) {
   if (!r.ok()) return "unreachable";
@@ -144,19 +137,12 @@ HttpCall lock_force_release_call(std::string_view ns, std::string_view name) {
 }
 
 int lock_run(const ConnectionOptions& conn, const LockRunArgs& a, Output& o) {
-  BaseUrlResult url = parse_base_url(conn.url);
-  if (!url.ok()) {
-    print_error("invalid_url", url.error, o.err);
-    return kExitUsage;
-  }
-  if (a.command.empty()) {
-    print_error("usage", "give the command to run after --", o.err);
-    return kExitUsage;
-  }
+  const std::optional<BaseUrl> url = run_target(conn, a.command, o);
+  if (!url) return kExitUsage;
   const std::string owner = a.owner.empty() ? default_owner() : a.owner;
 
   // 1. Wait for the lock.
-  HttpClient client(*url.url);
+  HttpClient client(*url);
   LockAcquireArgs acq{a.name, owner, a.wait_ms, a.lease_ms};
   HttpCall call = lock_acquire_call(conn.ns, acq);
   const auto sent_at = steady::now();
@@ -198,12 +184,7 @@ int lock_run(const ConnectionOptions& conn, const LockRunArgs& a, Output& o) {
   }
   if (child == 0) {
     ::setenv("ICHIDO_FENCING_TOKEN", std::to_string(token).c_str(), 1);
-    std::vector<char*> argv;
-    for (const auto& s : a.command) argv.push_back(const_cast<char*>(s.c_str()));
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
-    std::fprintf(stderr, "ichido lock run: cannot run %s: %s\n", argv[0], std::strerror(errno));
-    ::_exit(127);
+    exec_command(a.command);
   }
   g_child.store(child);
   struct sigaction sa {};
@@ -220,7 +201,7 @@ int lock_run(const ConnectionOptions& conn, const LockRunArgs& a, Output& o) {
   bool done = false;
   std::atomic<bool> lost{false};
   std::thread renewer([&] {
-    HttpClient rc(*url.url);
+    HttpClient rc(*url);
     const auto every = std::chrono::milliseconds(std::max<std::int64_t>(200, a.lease_ms / 3));
     auto next = steady::now() + every;
     std::string why;
@@ -280,9 +261,7 @@ int lock_run(const ConnectionOptions& conn, const LockRunArgs& a, Output& o) {
     o.err << "ichido lock run: could not release lock " << a.name << " ("
           << (rel.ok() ? error_code_of(rel) : rel.error) << "); its lease will lapse\n";
   }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return kExitServerError;
+  return exit_code_of(status, kExitServerError);
 }
 
 void add_lock_commands(CommandTree& tree) {

@@ -19,11 +19,11 @@
 #include <boost/json/serialize.hpp>
 #include <cerrno>
 #include <condition_variable>
-#include <cstring>
 #include <mutex>
 #include <ostream>
 #include <thread>
 
+#include "cli/child.h"
 #include "cli/once_cmd.h"
 #include "cli/output.h"
 
@@ -67,12 +67,6 @@ std::string valid_utf8(std::string_view s) {
     }
   }
   return out;
-}
-
-std::string default_owner() {
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "unknown-host");
-  return std::string(host) + ":" + std::to_string(::getpid());
 }
 
 struct Answer {
@@ -164,13 +158,7 @@ int run_child(const std::vector<std::string>& args, std::ostream& out, std::stri
     ::dup2(fds[1], STDOUT_FILENO);
     ::close(fds[0]);
     ::close(fds[1]);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
-    const std::string msg = "error: cannot run " + args[0] + ": " + std::strerror(errno) + "\n";
-    (void)!::write(STDERR_FILENO, msg.data(), msg.size());
-    ::_exit(127);
+    exec_command(args);
   }
   ::close(fds[1]);
   char buf[4096];
@@ -189,24 +177,15 @@ int run_child(const std::vector<std::string>& args, std::ostream& out, std::stri
     if (errno != EINTR) return 127;
   }
   if (tail.size() > kTailBytes) tail.erase(0, tail.size() - kTailBytes);
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 127;
+  return exit_code_of(status, 127);
 }
 
 }  // namespace
 
 int once_run(const ConnectionOptions& conn, const OnceRunArgs& a, Output& o) {
-  BaseUrlResult url = parse_base_url(conn.url);
-  if (!url.ok()) {
-    print_error("invalid_url", url.error, o.err);
-    return kExitUsage;
-  }
-  if (a.command.empty()) {
-    print_error("usage", "give the command to run after --", o.err);
-    return kExitUsage;
-  }
-  HttpClient client(*url.url);
+  const std::optional<BaseUrl> url = run_target(conn, a.command, o);
+  if (!url) return kExitUsage;
+  HttpClient client(*url);
   const std::string base = once_path(conn.ns);
 
   json::object begin{{"key", a.key},
@@ -250,7 +229,7 @@ int once_run(const ConnectionOptions& conn, const OnceRunArgs& a, Output& o) {
   std::string tail;
   int code = 0;
   {
-    Renewer renewer(*url.url, base + "/renew", a.key, token, a.lease_ms, o.err);
+    Renewer renewer(*url, base + "/renew", a.key, token, a.lease_ms, o.err);
     code = run_child(a.command, o.out, tail);
   }
 

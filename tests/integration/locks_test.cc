@@ -590,6 +590,35 @@ std::vector<std::string> run_args(const ServerProcess& s, const std::string& nam
   return a;
 }
 
+// A command that cannot be started: both `run` commands say so and exit 127 like a shell, and
+// leave nothing behind — the lock is released, the once record failed (retryable).
+TEST_F(LocksTest, RunWithAProgramThatDoesNotExistExits127AndCleansUp) {
+  const std::string err = dir_.path() + "/missing.err";
+  const std::string url = server_.url().to_string();
+  const std::string missing = "ichido-test-no-such-program";
+  EXPECT_EQ(wait_exit(spawn_ichido({"lock", "run", "gone", "--url", url, "--ns", "t", "--",
+                                    missing},
+                                   err)),
+            127);
+  EXPECT_EQ(wait_exit(spawn_ichido({"once", "run", "gone", "--url", url, "--ns", "t", "--",
+                                    missing},
+                                   err)),
+            127);
+  const std::string said = slurp(err);
+  std::size_t count = 0;
+  for (std::size_t at = 0; (at = said.find("ichido: cannot run " + missing, at)) !=
+                           std::string::npos;
+       ++at) {
+    ++count;
+  }
+  EXPECT_EQ(count, 2u) << said;
+  ApiClient api(server_.url());
+  EXPECT_FALSE(api.send("GET", lock_path("gone")).at("held").as_bool());
+  auto rec = api.send("GET", "/v1/ns/t/once?key=gone");
+  EXPECT_EQ(rec.str("state"), "pending");
+  EXPECT_EQ(rec.str("last_error"), "exit code 127");
+}
+
 // 7. `ichido lock run` from 10 parallel shells never overlaps.
 TEST_F(LocksTest, LockRunFromTenShellsNeverOverlaps) {
   const std::string file = dir_.path() + "/sections";

@@ -9,45 +9,19 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
-#include <optional>
 #include <set>
 #include <string>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/io_context.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
-#include "http/api.h"
-#include "store/memory/memory_store.h"
+#include "fuzz_world.h"
 
 namespace {
 
 using namespace ichido;
+using fuzzing::World;
 namespace bh = boost::beast::http;
-
-struct World {
-  ManualClock clock{1'780'000'000'000};
-  store::memory::MemoryStore store{&clock};
-  http::Metrics metrics;
-  http::Api api{store, metrics};
-  boost::asio::io_context ioc;
-  int uses = 0;
-
-  http::BeastResponse call(bh::verb v, const std::string& target, std::string body) {
-    http::BeastRequest req{v, target, 11};
-    req.body() = std::move(body);
-    std::optional<http::BeastResponse> res;
-    boost::asio::co_spawn(
-        ioc, [&]() -> boost::asio::awaitable<void> { res = co_await api.handle(req); },
-        boost::asio::detached);
-    ioc.run();
-    ioc.restart();
-    if (!res) std::abort();
-    return std::move(*res);
-  }
-};
 
 std::unique_ptr<World> world;
 

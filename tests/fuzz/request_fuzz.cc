@@ -6,30 +6,17 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
-#include <optional>
 #include <string>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/io_context.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/json/parse.hpp>
 
-#include "http/api.h"
-#include "store/memory/memory_store.h"
+#include "fuzz_world.h"
 
 namespace {
 
 using namespace ichido;
-
-struct World {
-  ManualClock clock{1'780'000'000'000};
-  store::memory::MemoryStore store{&clock};
-  http::Metrics metrics;
-  http::Api api{store, metrics};
-  boost::asio::io_context ioc;
-  int uses = 0;
-};
+using fuzzing::World;
 
 std::unique_ptr<World> world;
 
@@ -40,11 +27,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!world || ++world->uses > 2000) {
     world = std::make_unique<World>();
     // A counter to hit, so requests get past "not found".
-    http::BeastRequest put{http::beast_http::verb::put, "/v1/ns/f/counters/c", 11};
-    put.body() = R"({"max":50,"format":"F-{seq:3}-{yyyy}","period":"month","timezone":"Asia/Tokyo"})";
-    boost::asio::co_spawn(world->ioc, world->api.handle(put), boost::asio::detached);
-    world->ioc.run();
-    world->ioc.restart();
+    world->call(http::beast_http::verb::put, "/v1/ns/f/counters/c",
+                R"({"max":50,"format":"F-{seq:3}-{yyyy}","period":"month","timezone":"Asia/Tokyo"})");
   }
   namespace bh = boost::beast::http;
   bh::request_parser<bh::string_body> parser;
@@ -55,19 +39,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   parser.put(boost::asio::buffer(data, size), ec);
   if (!ec && !parser.is_done()) parser.put_eof(ec);
   if (ec || !parser.is_done()) return 0;
-  auto req = parser.release();
-  std::optional<http::BeastResponse> res;
-  boost::asio::co_spawn(
-      world->ioc, [&]() -> boost::asio::awaitable<void> { res = co_await world->api.handle(req); },
-      boost::asio::detached);
-  world->ioc.run();
-  world->ioc.restart();
-  if (!res) std::abort();  // every parsed request must be answered
-  const unsigned status = res->result_int();
+  const auto res = world->call(parser.release());  // aborts when a request goes unanswered
+  const unsigned status = res.result_int();
   if (status < 200 || status > 599) std::abort();
-  if (res->at(bh::field::content_type) == "application/json") {
+  if (res.at(bh::field::content_type) == "application/json") {
     boost::system::error_code jec;
-    boost::json::parse(res->body(), jec);
+    boost::json::parse(res.body(), jec);
     if (jec) std::abort();  // every JSON answer must be JSON
   }
   return 0;

@@ -23,8 +23,9 @@ run: build
 	@echo "  curl -H \"Authorization: Bearer \$$ICHIDO_TOKEN\" http://$(LISTEN)/v1/ns/demo/counters"
 	build/ichido serve --listen $(LISTEN) --data $(DATA)
 
-# Every test: a short fuzz run of each libFuzzer target (clang, ASan+UBSan), then CTest.
+# Every test: the clang-format check, a short fuzz run of each libFuzzer target (clang, ASan+UBSan), then CTest.
 test: build
+	scripts/check-format
 	scripts/fuzz $(FUZZ_SECONDS)
 	ctest --test-dir build --output-on-failure --timeout 600
 

@@ -1,6 +1,7 @@
-// ichido-loadgen: a closed-loop load generator for the ichido benchmarks, speaking HTTP/1.1 (ichido,
-// etcd's v3 JSON gateway), RESP (Redis) and the PostgreSQL protocol (libpq), so that every system
-// of the comparison is measured by the same loop, timeline and histogram. Workloads: workloads.h.
+// ichido-loadgen: a closed-loop load generator for the ichido benchmarks, speaking HTTP/1.1
+// (ichido, etcd's v3 JSON gateway), RESP (Redis) and the PostgreSQL protocol (libpq), so that every
+// system of the comparison is measured by the same loop, timeline and histogram. Workloads:
+// workloads.h.
 //
 // N keep-alive connections, each sending one request, awaiting its response and repeating, on 1–2
 // io threads (it shares the machine with the server under test, so it must stay light). Requests
@@ -21,9 +22,9 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/read_until.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -571,7 +572,8 @@ void usage(std::FILE* to) {
       "  --workload W         counter-next (W1, default) | incr (bare increment; peers only)\n"
       "                       | once (W2) | lock (W3) | lock-contended (W3, one name) | get\n"
       "                       | lock-handoff (ichido: waiting acquire + release on one name)\n"
-      "  --ns NS --name NAME  namespace; counter name, or the lock of lock-contended (bench/bench)\n"
+      "  --ns NS --name NAME  namespace; counter name, or the lock of lock-contended "
+      "(bench/bench)\n"
       "  --path PATH          path for get (default /healthz)\n"
       "  --token T            send Authorization: Bearer T\n"
       "  --run-id ID          idempotency keys are k-ID-CONN-SEQ (default: time and pid)\n"
@@ -589,7 +591,8 @@ bool valid_name(std::string_view s) {
   return true;
 }
 
-// Accepts http://HOST[:PORT][/PREFIX] (no TLS) or redis://HOST[:PORT]; a postgres URL goes to libpq.
+// Accepts http://HOST[:PORT][/PREFIX] (no TLS) or redis://HOST[:PORT]; a postgres URL goes to
+// libpq.
 bool parse_url(Options& o) {
   std::string_view u = o.url;
   if (o.target == Target::postgres) return !u.empty();
@@ -643,11 +646,16 @@ int parse_args(int argc, char** argv, Options& o) {
       o.url = v;
     } else if (a == "--target") {
       ok = true;
-      if (v == "ichido") o.target = Target::ichido;
-      else if (v == "etcd") o.target = Target::etcd;
-      else if (v == "redis") o.target = Target::redis;
-      else if (v == "postgres") o.target = Target::postgres;
-      else ok = false;
+      if (v == "ichido")
+        o.target = Target::ichido;
+      else if (v == "etcd")
+        o.target = Target::etcd;
+      else if (v == "redis")
+        o.target = Target::redis;
+      else if (v == "postgres")
+        o.target = Target::postgres;
+      else
+        ok = false;
     } else if (a == "--connections" || a == "-c") {
       const auto n = parse_uint(v, 1, kMaxConnections);
       ok = n.has_value();
@@ -737,30 +745,44 @@ int run(const Options& opt) {
   Workloads w;
   switch (opt.target) {
     case Target::ichido:
-      if (wl == "counter-next") w.http = std::make_unique<IchidoCounterNext>(p);
-      else if (wl == "once") w.http = std::make_unique<IchidoOnce>(p);
-      else if (wl == "get") w.http = std::make_unique<HttpGet>(opt.prefix + opt.path);
-      else if (wl == "lock-handoff") w.http = std::make_unique<IchidoLockHandoff>(p);
-      else w.http = std::make_unique<IchidoLock>(p, contended);
+      if (wl == "counter-next")
+        w.http = std::make_unique<IchidoCounterNext>(p);
+      else if (wl == "once")
+        w.http = std::make_unique<IchidoOnce>(p);
+      else if (wl == "get")
+        w.http = std::make_unique<HttpGet>(opt.prefix + opt.path);
+      else if (wl == "lock-handoff")
+        w.http = std::make_unique<IchidoLockHandoff>(p);
+      else
+        w.http = std::make_unique<IchidoLock>(p, contended);
       break;
     case Target::etcd:
-      if (wl == "counter-next") w.http = std::make_unique<EtcdCounterNext>(p);
-      else if (wl == "incr") w.http = std::make_unique<EtcdIncr>(p);
-      else if (wl == "once") w.http = std::make_unique<EtcdOnce>(p);
-      else if (wl == "get") w.http = std::make_unique<HttpGet>(opt.prefix + opt.path);
-      else w.http = std::make_unique<EtcdLock>(p, contended);
+      if (wl == "counter-next")
+        w.http = std::make_unique<EtcdCounterNext>(p);
+      else if (wl == "incr")
+        w.http = std::make_unique<EtcdIncr>(p);
+      else if (wl == "once")
+        w.http = std::make_unique<EtcdOnce>(p);
+      else if (wl == "get")
+        w.http = std::make_unique<HttpGet>(opt.prefix + opt.path);
+      else
+        w.http = std::make_unique<EtcdLock>(p, contended);
       break;
     case Target::redis:
       if (wl == "counter-next" || wl == "incr")
         w.resp = std::make_unique<RedisCounterNext>(p, wl == "incr");
-      else if (wl == "once") w.resp = std::make_unique<RedisOnce>(p);
-      else w.resp = std::make_unique<RedisLock>(p, contended);
+      else if (wl == "once")
+        w.resp = std::make_unique<RedisOnce>(p);
+      else
+        w.resp = std::make_unique<RedisLock>(p, contended);
       break;
     case Target::postgres:
       if (wl == "counter-next" || wl == "incr")
         w.pg = std::make_unique<PgCounterNext>(p, wl == "incr");
-      else if (wl == "once") w.pg = std::make_unique<PgOnce>(p);
-      else w.pg = std::make_unique<PgLock>(p, contended);
+      else if (wl == "once")
+        w.pg = std::make_unique<PgOnce>(p);
+      else
+        w.pg = std::make_unique<PgLock>(p, contended);
       break;
   }
 

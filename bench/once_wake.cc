@@ -67,14 +67,14 @@ int main(int argc, char** argv) {
   copt.read_timeout = std::chrono::milliseconds(90000);
   ichido::cli::HttpClient holder(*base.url, copt), waiter(*base.url, copt), probe(*base.url, copt);
   const std::string path = "/v1/ns/" + ns + "/once";
-  const std::string run = std::to_string(::getpid()) + "-" +
-                          std::to_string(Clock::now().time_since_epoch().count());
+  const std::string run =
+      std::to_string(::getpid()) + "-" + std::to_string(Clock::now().time_since_epoch().count());
   std::vector<double> lat_ms;
   int errors = 0;
   for (int r = 0; r < rounds; ++r) {
     const std::string key = "wake-" + run + "-" + std::to_string(r);
-    auto a = body_of(holder.post(path + "/begin",
-                                 json::serialize(json::object{{"key", key}, {"owner", "A"}})));
+    auto a = body_of(
+        holder.post(path + "/begin", json::serialize(json::object{{"key", key}, {"owner", "A"}})));
     if (!a.is_object() || a.at("outcome") != "acquired") {
       ++errors;
       continue;
@@ -83,9 +83,9 @@ int main(int argc, char** argv) {
     Clock::time_point t1{};
     json::value answer;
     std::thread w([&] {
-      auto res = waiter.post(path + "/begin",
-                             json::serialize(json::object{
-                                 {"key", key}, {"owner", "B"}, {"wait_ms", 60000}}));
+      auto res = waiter.post(
+          path + "/begin",
+          json::serialize(json::object{{"key", key}, {"owner", "B"}, {"wait_ms", 60000}}));
       t1 = Clock::now();
       answer = body_of(res);
     });
@@ -96,8 +96,9 @@ int main(int argc, char** argv) {
       if (!parked) std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     const auto t0 = Clock::now();
-    auto done = holder.post(path + "/complete", json::serialize(json::object{
-                                                    {"key", key}, {"token", token}, {"result", r}}));
+    auto done =
+        holder.post(path + "/complete",
+                    json::serialize(json::object{{"key", key}, {"token", token}, {"result", r}}));
     w.join();
     if (!parked || !done.ok() || done.response->status != 200 || !answer.is_object() ||
         answer.at("outcome") != "completed" || answer.at("result") != json::value(r)) {
@@ -112,10 +113,10 @@ int main(int argc, char** argv) {
     return lat_ms[std::min(lat_ms.size() - 1, static_cast<std::size_t>(p * lat_ms.size()))];
   };
   if (as_json) {
-    std::printf("{\"workload\":\"once-wake\",\"rounds\":%zu,\"p50_ms\":%.3f,\"p90_ms\":%.3f,"
-                "\"p99_ms\":%.3f,\"max_ms\":%.3f,\"errors\":%d}\n",
-                lat_ms.size(), q(0.5), q(0.9), q(0.99), lat_ms.empty() ? 0.0 : lat_ms.back(),
-                errors);
+    std::printf(
+        "{\"workload\":\"once-wake\",\"rounds\":%zu,\"p50_ms\":%.3f,\"p90_ms\":%.3f,"
+        "\"p99_ms\":%.3f,\"max_ms\":%.3f,\"errors\":%d}\n",
+        lat_ms.size(), q(0.5), q(0.9), q(0.99), lat_ms.empty() ? 0.0 : lat_ms.back(), errors);
   } else {
     std::printf("once-wake rounds=%zu p50_ms=%.3f p90_ms=%.3f p99_ms=%.3f max_ms=%.3f errors=%d\n",
                 lat_ms.size(), q(0.5), q(0.9), q(0.99), lat_ms.empty() ? 0.0 : lat_ms.back(),

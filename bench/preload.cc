@@ -49,9 +49,12 @@ int main(int argc, char** argv) {
       return 2;
     }
     const std::string v = argv[++i];
-    if (a == "--data") dir = v;
-    else if (a == "--ns") ns = v;
-    else if (a == "--counter") counter = v;
+    if (a == "--data")
+      dir = v;
+    else if (a == "--ns")
+      ns = v;
+    else if (a == "--counter")
+      counter = v;
     else if (a == "--count") {
       const auto n = ichido::bench::parse_uint(v, 1, 1'000'000'000);
       if (!n) {
@@ -65,7 +68,8 @@ int main(int argc, char** argv) {
     }
   }
   if (dir.empty() || counter.empty() == !once || count == 0) {
-    std::fprintf(stderr, "usage: ichido-preload --data DIR [--ns NS] (--counter NAME | --once) --count N\n");
+    std::fprintf(
+        stderr, "usage: ichido-preload --data DIR [--ns NS] (--counter NAME | --once) --count N\n");
     return 2;
   }
   sqlite3* db = nullptr;
@@ -74,17 +78,23 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ichido-preload: cannot open %s: %s\n", path.c_str(), sqlite3_errmsg(db));
     return 1;
   }
-  auto exec = [&](const char* sql) { return check(db, sqlite3_exec(db, sql, nullptr, nullptr, nullptr), sql); };
-  if (!exec("PRAGMA synchronous=OFF; PRAGMA cache_size=-262144; PRAGMA busy_timeout=5000")) return 1;
+  auto exec = [&](const char* sql) {
+    return check(db, sqlite3_exec(db, sql, nullptr, nullptr, nullptr), sql);
+  };
+  if (!exec("PRAGMA synchronous=OFF; PRAGMA cache_size=-262144; PRAGMA busy_timeout=5000"))
+    return 1;
   const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch()).count();
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
   const auto t0 = std::chrono::steady_clock::now();
   auto progress = [&](std::uint64_t i) {
     if (i % 1000000 == 0 || i == count)
-      std::fprintf(stderr, "ichido-preload: %llu rows (%.0f s)\n", static_cast<unsigned long long>(i),
+      std::fprintf(stderr, "ichido-preload: %llu rows (%.0f s)\n",
+                   static_cast<unsigned long long>(i),
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   };
-  // Runs q once per row 1..count (bind(i) binds row i), in transactions of 100 000, then finalizes it.
+  // Runs q once per row 1..count (bind(i) binds row i), in transactions of 100 000, then finalizes
+  // it.
   auto load = [&](sqlite3_stmt* q, auto&& bind) {
     for (std::uint64_t i = 1; i <= count; ++i) {
       if (i % 100000 == 1 && !exec("BEGIN")) return false;
@@ -108,14 +118,24 @@ int main(int argc, char** argv) {
     // Tokens continue the durable sequence, as begin would draw them.
     std::int64_t token = 0;
     sqlite3_stmt* q = nullptr;
-    if (!check(db, sqlite3_prepare_v2(db, "SELECT value FROM sequences WHERE name = 'token'", -1, &q, nullptr), "prepare")) return 1;
+    if (!check(db,
+               sqlite3_prepare_v2(db, "SELECT value FROM sequences WHERE name = 'token'", -1, &q,
+                                  nullptr),
+               "prepare"))
+      return 1;
     if (sqlite3_step(q) == SQLITE_ROW) token = sqlite3_column_int64(q, 0);
     sqlite3_finalize(q);
-    if (!check(db, sqlite3_prepare_v2(db,
-                   "INSERT INTO once_records (ns, key, state, owner, fingerprint, token, attempt, "
-                   "max_attempts, lease_expires_at, result, last_error, holder_done, created_at, "
-                   "updated_at, finished_at) VALUES (?, ?, 'completed', 'preload', NULL, ?, 1, 5, ?, "
-                   "'{\"ok\":true}', '', 1, ?, ?, ?)", -1, &q, nullptr), "prepare insert")) return 1;
+    if (!check(
+            db,
+            sqlite3_prepare_v2(
+                db,
+                "INSERT INTO once_records (ns, key, state, owner, fingerprint, token, attempt, "
+                "max_attempts, lease_expires_at, result, last_error, holder_done, created_at, "
+                "updated_at, finished_at) VALUES (?, ?, 'completed', 'preload', NULL, ?, 1, 5, ?, "
+                "'{\"ok\":true}', '', 1, ?, ?, ?)",
+                -1, &q, nullptr),
+            "prepare insert"))
+      return 1;
     char key[48];
     const bool loaded = load(q, [&](std::uint64_t i) {
       std::snprintf(key, sizeof key, "pre-%llu", static_cast<unsigned long long>(i));
@@ -137,11 +157,17 @@ int main(int argc, char** argv) {
 
   sqlite3_stmt* q = nullptr;
   std::int64_t id = 0, start = 0;
-  if (!check(db, sqlite3_prepare_v2(db, "SELECT id, start, period FROM counters WHERE ns = ? AND name = ?", -1, &q, nullptr), "prepare")) return 1;
+  if (!check(
+          db,
+          sqlite3_prepare_v2(db, "SELECT id, start, period FROM counters WHERE ns = ? AND name = ?",
+                             -1, &q, nullptr),
+          "prepare"))
+    return 1;
   sqlite3_bind_text(q, 1, ns.c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(q, 2, counter.c_str(), -1, SQLITE_TRANSIENT);
   if (sqlite3_step(q) != SQLITE_ROW) {
-    std::fprintf(stderr, "ichido-preload: no counter %s/%s in %s (create it first)\n", ns.c_str(), counter.c_str(), path.c_str());
+    std::fprintf(stderr, "ichido-preload: no counter %s/%s in %s (create it first)\n", ns.c_str(),
+                 counter.c_str(), path.c_str());
     return 1;
   }
   id = sqlite3_column_int64(q, 0);
@@ -154,7 +180,13 @@ int main(int argc, char** argv) {
 
   // Continue after whatever the counter already issued.
   std::int64_t last = start, issued = 0;
-  if (!check(db, sqlite3_prepare_v2(db, "SELECT last_value, issued_count FROM counter_periods WHERE counter_id = ? AND period = ''", -1, &q, nullptr), "prepare")) return 1;
+  if (!check(db,
+             sqlite3_prepare_v2(db,
+                                "SELECT last_value, issued_count FROM counter_periods WHERE "
+                                "counter_id = ? AND period = ''",
+                                -1, &q, nullptr),
+             "prepare"))
+    return 1;
   sqlite3_bind_int64(q, 1, id);
   if (sqlite3_step(q) == SQLITE_ROW) {
     last = sqlite3_column_int64(q, 0);
@@ -162,9 +194,14 @@ int main(int argc, char** argv) {
   }
   sqlite3_finalize(q);
 
-  if (!check(db, sqlite3_prepare_v2(db,
+  if (!check(db,
+             sqlite3_prepare_v2(
+                 db,
                  "INSERT INTO issued (counter_id, period, value, formatted, key, note, issued_at, "
-                 "voided_at, void_reason) VALUES (?, '', ?, ?, ?, '', ?, NULL, '')", -1, &q, nullptr), "prepare insert")) return 1;
+                 "voided_at, void_reason) VALUES (?, '', ?, ?, ?, '', ?, NULL, '')",
+                 -1, &q, nullptr),
+             "prepare insert"))
+    return 1;
   char formatted[32], key[48];
   const bool loaded = load(q, [&](std::uint64_t i) {
     const std::int64_t v = last + static_cast<std::int64_t>(i);
@@ -177,11 +214,13 @@ int main(int argc, char** argv) {
     sqlite3_bind_int64(q, 5, now_ms);
   });
   if (!loaded) return 1;
-  std::string up = "INSERT INTO counter_periods (counter_id, period, last_value, issued_count, voided_count) VALUES (" +
-                   std::to_string(id) + ", '', " + std::to_string(last + static_cast<std::int64_t>(count)) + ", " +
-                   std::to_string(issued + static_cast<std::int64_t>(count)) +
-                   ", 0) ON CONFLICT (counter_id, period) DO UPDATE SET last_value = excluded.last_value, "
-                   "issued_count = excluded.issued_count";
+  std::string up =
+      "INSERT INTO counter_periods (counter_id, period, last_value, issued_count, voided_count) "
+      "VALUES (" +
+      std::to_string(id) + ", '', " + std::to_string(last + static_cast<std::int64_t>(count)) +
+      ", " + std::to_string(issued + static_cast<std::int64_t>(count)) +
+      ", 0) ON CONFLICT (counter_id, period) DO UPDATE SET last_value = excluded.last_value, "
+      "issued_count = excluded.issued_count";
   if (!exec(up.c_str())) return 1;
   return finish();
 }

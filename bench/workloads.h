@@ -1,4 +1,5 @@
-// The benchmark workloads of ichido-loadgen, for ichido and for its peers (Redis, PostgreSQL, etcd).
+// The benchmark workloads of ichido-loadgen, for ichido and for its peers (Redis, PostgreSQL,
+// etcd).
 //
 // Purpose: define, once per system, what one *operation* of each workload is — the same semantics
 // on every system (see bench/README.md, "Workloads") — as a short sequence of protocol requests,
@@ -19,10 +20,10 @@
 
 #include <charconv>
 #include <chrono>
-#include <cstdio>
-#include <mutex>
 #include <cstdint>
+#include <cstdio>
 #include <initializer_list>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,7 +39,7 @@ struct OpState {
   unsigned step = 0;
   std::uint64_t last = 0;
   std::uint64_t value = 0, rev = 0, token = 0;
-  bool granted = false;   // this operation acquired a lock (contended workloads count grants)
+  bool granted = false;       // this operation acquired a lock (contended workloads count grants)
   std::uint64_t retries = 0;  // CAS retries (etcd), whole run
 };
 
@@ -126,7 +127,8 @@ struct HttpRequest {
 class HttpWorkload {
  public:
   virtual ~HttpWorkload() = default;
-  virtual void make(unsigned conn, std::uint64_t seq, const OpState& st, HttpRequest& out) const = 0;
+  virtual void make(unsigned conn, std::uint64_t seq, const OpState& st,
+                    HttpRequest& out) const = 0;
   // Called for 2xx answers only (the loop counts the others as errors).
   virtual Verdict check(std::string_view body, OpState& st) const = 0;
   // True when an operation in progress must be finished even after the window ended (a lock
@@ -205,13 +207,15 @@ class IchidoOnce final : public HttpWorkload {
   }
   Verdict check(std::string_view body, OpState& st) const override {
     if (st.step == 0) {
-      if (body.find("\"acquired\"") == std::string_view::npos) return fail("begin on a fresh key was not acquired");
+      if (body.find("\"acquired\"") == std::string_view::npos)
+        return fail("begin on a fresh key was not acquired");
       const auto t = json_uint(body, "\"token\"");
       if (!t) return fail("begin answer has no token");
       st.token = *t;
       return next(st, 1);
     }
-    if (body.find("\"completed\"") == std::string_view::npos) return fail("complete did not answer completed");
+    if (body.find("\"completed\"") == std::string_view::npos)
+      return fail("complete did not answer completed");
     return done();
   }
 
@@ -303,8 +307,7 @@ class IchidoLockHandoff final : public HttpWorkload {
       std::lock_guard lk(mu_);
       if (release_written_ != std::chrono::steady_clock::time_point{}) {
         wakeup_us_.record(static_cast<std::uint64_t>(
-            std::chrono::duration_cast<std::chrono::microseconds>(now - release_written_)
-                .count()));
+            std::chrono::duration_cast<std::chrono::microseconds>(now - release_written_).count()));
       }
       return next(st, 1);
     }
@@ -330,14 +333,15 @@ class IchidoLockHandoff final : public HttpWorkload {
   mutable Histogram wakeup_us_;
 };
 
-// --- etcd v3 JSON gateway --------------------------------------------------------------------------
+// --- etcd v3 JSON gateway
+// --------------------------------------------------------------------------
 
 inline void base64(std::string& out, std::string_view in) {
   static constexpr char k[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::size_t i = 0;
   for (; i + 2 < in.size(); i += 3) {
-    const unsigned v = (unsigned char)in[i] << 16 | (unsigned char)in[i + 1] << 8 |
-                       (unsigned char)in[i + 2];
+    const unsigned v =
+        (unsigned char)in[i] << 16 | (unsigned char)in[i + 1] << 8 | (unsigned char)in[i + 2];
     out.push_back(k[v >> 18]);
     out.push_back(k[(v >> 12) & 63]);
     out.push_back(k[(v >> 6) & 63]);
@@ -363,12 +367,18 @@ inline std::optional<std::uint64_t> base64_uint(std::string_view in) {
   int bits = 0;
   for (char c : in) {
     int v;
-    if (c >= 'A' && c <= 'Z') v = c - 'A';
-    else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
-    else if (c >= '0' && c <= '9') v = c - '0' + 52;
-    else if (c == '+') v = 62;
-    else if (c == '/') v = 63;
-    else break;
+    if (c >= 'A' && c <= 'Z')
+      v = c - 'A';
+    else if (c >= 'a' && c <= 'z')
+      v = c - 'a' + 26;
+    else if (c >= '0' && c <= '9')
+      v = c - '0' + 52;
+    else if (c == '+')
+      v = 62;
+    else if (c == '/')
+      v = 63;
+    else
+      break;
     acc = acc << 6 | static_cast<unsigned>(v);
     bits += 6;
     if (bits >= 8) {
@@ -432,18 +442,23 @@ class EtcdCounterNext final : public EtcdBase {
     std::string k;
     key64(k, "k-", conn, seq);
     if (st.step == 0) {
-      out.body.assign("{\"compare\":[{\"key\":\"").append(k).append(
-          "\",\"target\":\"VERSION\",\"result\":\"GREATER\",\"version\":\"0\"}],"
-          "\"success\":[{\"request_range\":{\"key\":\"");
+      out.body.assign("{\"compare\":[{\"key\":\"")
+          .append(k)
+          .append(
+              "\",\"target\":\"VERSION\",\"result\":\"GREATER\",\"version\":\"0\"}],"
+              "\"success\":[{\"request_range\":{\"key\":\"");
       out.body.append(k).append("\"}}],\"failure\":[{\"request_range\":{\"key\":\"");
       out.body.append(counter64_).append("\"}}]}");
     } else {
-      out.body.assign("{\"compare\":[{\"key\":\"").append(counter64_).append(
-          "\",\"target\":\"MOD\",\"result\":\"EQUAL\",\"mod_revision\":\"");
+      out.body.assign("{\"compare\":[{\"key\":\"")
+          .append(counter64_)
+          .append("\",\"target\":\"MOD\",\"result\":\"EQUAL\",\"mod_revision\":\"");
       append_uint(out.body, st.rev);
-      out.body.append("\"},{\"key\":\"").append(k).append(
-          "\",\"target\":\"VERSION\",\"result\":\"EQUAL\",\"version\":\"0\"}],\"success\":["
-          "{\"request_put\":{\"key\":\"");
+      out.body.append("\"},{\"key\":\"")
+          .append(k)
+          .append(
+              "\",\"target\":\"VERSION\",\"result\":\"EQUAL\",\"version\":\"0\"}],\"success\":["
+              "{\"request_put\":{\"key\":\"");
       out.body.append(counter64_).append("\",\"value\":\"");
       base64_uint_to(out.body, st.value + 1);
       out.body.append("\"}},{\"request_put\":{\"key\":\"").append(k).append("\",\"value\":\"");
@@ -461,7 +476,8 @@ class EtcdCounterNext final : public EtcdBase {
       ++st.retries;
       return next(st, 0);
     }
-    if (p_.verify && st.value + 1 <= st.last) return fail("number did not increase on this connection");
+    if (p_.verify && st.value + 1 <= st.last)
+      return fail("number did not increase on this connection");
     st.last = st.value + 1;
     return done();
   }
@@ -478,8 +494,9 @@ class EtcdIncr final : public EtcdBase {
       out.body.assign("{\"key\":\"").append(counter64_).append("\"}");
     } else {
       out.target = txn_;
-      out.body.assign("{\"compare\":[{\"key\":\"").append(counter64_).append(
-          "\",\"target\":\"MOD\",\"result\":\"EQUAL\",\"mod_revision\":\"");
+      out.body.assign("{\"compare\":[{\"key\":\"")
+          .append(counter64_)
+          .append("\",\"target\":\"MOD\",\"result\":\"EQUAL\",\"mod_revision\":\"");
       append_uint(out.body, st.rev);
       out.body.append("\"}],\"success\":[{\"request_put\":{\"key\":\"").append(counter64_);
       out.body.append("\",\"value\":\"");
@@ -513,13 +530,16 @@ class EtcdOnce final : public EtcdBase {
     out.body.assign("{\"compare\":[{\"key\":\"").append(k);
     if (st.step == 0) {
       out.body.append("\",\"target\":\"CREATE\",\"result\":\"EQUAL\",\"create_revision\":\"0\"}],");
-      out.body.append("\"success\":[{\"request_put\":{\"key\":\"").append(k).append("\",\"value\":\"");
+      out.body.append("\"success\":[{\"request_put\":{\"key\":\"")
+          .append(k)
+          .append("\",\"value\":\"");
       base64(out.body, "processing:bench-" + std::to_string(conn));
     } else {
       out.body.append("\",\"target\":\"MOD\",\"result\":\"EQUAL\",\"mod_revision\":\"");
       append_uint(out.body, st.token);
-      out.body.append("\"}],\"success\":[{\"request_put\":{\"key\":\"").append(k).append(
-          "\",\"value\":\"");
+      out.body.append("\"}],\"success\":[{\"request_put\":{\"key\":\"")
+          .append(k)
+          .append("\",\"value\":\"");
       base64(out.body, "completed:{\"ok\":true}");
     }
     out.body.append("\"}}]}");
@@ -556,14 +576,17 @@ class EtcdLock final : public EtcdBase {
     out.body.assign("{\"compare\":[{\"key\":\"").append(k);
     if (st.step == 0) {
       out.body.append("\",\"target\":\"CREATE\",\"result\":\"EQUAL\",\"create_revision\":\"0\"}],");
-      out.body.append("\"success\":[{\"request_put\":{\"key\":\"").append(k).append("\",\"value\":\"");
+      out.body.append("\"success\":[{\"request_put\":{\"key\":\"")
+          .append(k)
+          .append("\",\"value\":\"");
       base64(out.body, "bench-" + std::to_string(conn));
       out.body.append("\"}}]}");
     } else {
       out.body.append("\",\"target\":\"MOD\",\"result\":\"EQUAL\",\"mod_revision\":\"");
       append_uint(out.body, st.token);
-      out.body.append("\"}],\"success\":[{\"request_delete_range\":{\"key\":\"").append(k).append(
-          "\"}}]}");
+      out.body.append("\"}],\"success\":[{\"request_delete_range\":{\"key\":\"")
+          .append(k)
+          .append("\"}}]}");
     }
   }
   Verdict check(std::string_view body, OpState& st) const override {
@@ -610,7 +633,8 @@ inline void resp_command(std::string& out, std::initializer_list<std::string_vie
 class RespWorkload {
  public:
   virtual ~RespWorkload() = default;
-  virtual void make(unsigned conn, std::uint64_t seq, const OpState& st, std::string& out) const = 0;
+  virtual void make(unsigned conn, std::uint64_t seq, const OpState& st,
+                    std::string& out) const = 0;
   // Error replies are counted by the loop; check sees the others.
   virtual Verdict check(const RespReply& r, OpState& st) const = 0;
 };
@@ -626,7 +650,8 @@ inline constexpr std::string_view kRedisUnlockLua =
 
 class RedisCounterNext final : public RespWorkload {
  public:
-  RedisCounterNext(const WorkloadParams& p, bool bare) : p_(p), bare_(bare), counter_("c:" + p.name) {}
+  RedisCounterNext(const WorkloadParams& p, bool bare)
+      : p_(p), bare_(bare), counter_("c:" + p.name) {}
   void make(unsigned conn, std::uint64_t seq, const OpState&, std::string& out) const override {
     out.clear();
     if (bare_) return resp_command(out, {"INCR", counter_});
@@ -657,7 +682,8 @@ class RedisOnce final : public RespWorkload {
     std::string k;
     append_key(k, "o:", p_, conn, seq);
     if (st.step == 0)
-      resp_command(out, {"SET", k, "processing:bench-" + std::to_string(conn), "NX", "PX", "60000"});
+      resp_command(out,
+                   {"SET", k, "processing:bench-" + std::to_string(conn), "NX", "PX", "60000"});
     else
       resp_command(out, {"SET", k, "completed:{\"ok\":true}"});
   }
@@ -737,7 +763,9 @@ inline std::optional<std::uint64_t> pg_uint(const PGresult* r) {
   if (e.ec != std::errc{}) return std::nullopt;
   return n;
 }
-inline bool pg_one_row_affected(const PGresult* r) { return std::string_view(PQcmdTuples(const_cast<PGresult*>(r))) == "1"; }
+inline bool pg_one_row_affected(const PGresult* r) {
+  return std::string_view(PQcmdTuples(const_cast<PGresult*>(r))) == "1";
+}
 
 // W1: SELECT bench_next(key) — a plpgsql function: return the key's number if issued, else
 // UPDATE the counter row … RETURNING and INSERT key→number, in the statement's transaction.
@@ -746,8 +774,9 @@ class PgCounterNext final : public PgWorkload {
  public:
   PgCounterNext(const WorkloadParams& p, bool bare) : p_(p), bare_(bare) {}
   std::vector<PgStatement> statements() const override {
-    return {{"next", "SELECT bench_next($1, $2)", 2},
-            {"incr", "UPDATE bench_counters SET last = last + 1 WHERE name = $1 RETURNING last", 1}};
+    return {
+        {"next", "SELECT bench_next($1, $2)", 2},
+        {"incr", "UPDATE bench_counters SET last = last + 1 WHERE name = $1 RETURNING last", 1}};
   }
   void make(unsigned conn, std::uint64_t seq, const OpState&, PgRequest& out) const override {
     if (bare_) {
@@ -824,13 +853,14 @@ class PgLock final : public PgWorkload {
  public:
   PgLock(const WorkloadParams& p, bool contended) : p_(p), contended_(contended) {}
   std::vector<PgStatement> statements() const override {
-    return {{"acquire",
-             "INSERT INTO bench_locks (name, owner, token, expires_at) "
-             "VALUES ($1, $2, nextval('bench_tokens'), now() + interval '30 s') "
-             "ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, token = EXCLUDED.token, "
-             "expires_at = EXCLUDED.expires_at WHERE bench_locks.expires_at < now() RETURNING token",
-             2},
-            {"release", "DELETE FROM bench_locks WHERE name = $1 AND token = $2", 2}};
+    return {
+        {"acquire",
+         "INSERT INTO bench_locks (name, owner, token, expires_at) "
+         "VALUES ($1, $2, nextval('bench_tokens'), now() + interval '30 s') "
+         "ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, token = EXCLUDED.token, "
+         "expires_at = EXCLUDED.expires_at WHERE bench_locks.expires_at < now() RETURNING token",
+         2},
+        {"release", "DELETE FROM bench_locks WHERE name = $1 AND token = $2", 2}};
   }
   void make(unsigned conn, std::uint64_t seq, const OpState& st, PgRequest& out) const override {
     out.params[0].clear();

@@ -82,8 +82,7 @@ class [[nodiscard]] Result<void> {
 }  // namespace ichido
 
 // Propagates an error from an expression returning Result<...>.
-#define ICHIDO_TRY(expr)                                  \
-  do {                                                    \
-    if (auto ichido_try_r_ = (expr); !ichido_try_r_.ok()) \
-      return std::move(ichido_try_r_).error();            \
+#define ICHIDO_TRY(expr)                                                                           \
+  do {                                                                                             \
+    if (auto ichido_try_r_ = (expr); !ichido_try_r_.ok()) return std::move(ichido_try_r_).error(); \
   } while (0)

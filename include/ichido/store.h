@@ -169,7 +169,7 @@ struct RenewLockCmd {
   std::int64_t lease_ms = core::kLockDefaultLeaseMs;
 };
 struct ForceReleaseReply {
-  bool released = false;                    // false: there was no record to end
+  bool released = false;                     // false: there was no record to end
   std::optional<core::LockRecord> previous;  // the record that was deleted (held or lapsed)
 };
 // What GET answers: the live holder (absent when free or lapsed), and the store's clock.
@@ -180,7 +180,7 @@ struct LockState {
 
 // Counters of the store's own work, for /metrics and the benchmarks.
 struct StoreStats {
-  std::uint64_t commits = 0;           // write transactions committed
+  std::uint64_t commits = 0;             // write transactions committed
   std::uint64_t committed_commands = 0;  // commands in them (commands / commits = batch size)
   std::uint64_t failed_commits = 0;
   // Batches re-run with a savepoint per job because a failing command had already written

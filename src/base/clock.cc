@@ -1,9 +1,9 @@
-#include <chrono>
-#include <cstdio>
+#include "ichido/clock.h"
 
 #include <date/date.h>
 
-#include "ichido/clock.h"
+#include <chrono>
+#include <cstdio>
 
 namespace ichido {
 

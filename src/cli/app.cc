@@ -6,10 +6,10 @@
 #include <utility>
 
 #include "cli/counter_cmd.h"
-#include "cli/once_cmd.h"
 #include "cli/lock_cmd.h"
-#include "cli/token_cmd.h"
+#include "cli/once_cmd.h"
 #include "cli/output.h"
+#include "cli/token_cmd.h"
 
 #ifndef ICHIDO_VERSION
 #define ICHIDO_VERSION "dev"

@@ -303,8 +303,7 @@ TEST_F(CliTest, ServeDefaultsAreTheConfigDefaults) {
 }
 
 TEST_F(CliTest, ServeTakesTheWaiterLimits) {
-  ASSERT_FALSE(
-      parse({"serve", "--max-waiters-per-lock", "5", "--max-waiters", "9"}).has_value())
+  ASSERT_FALSE(parse({"serve", "--max-waiters-per-lock", "5", "--max-waiters", "9"}).has_value())
       << err_.str();
   EXPECT_EQ(cli_.run(out_), 7);
   EXPECT_EQ(served_.max_waiters_per_lock, 5u);

@@ -13,12 +13,18 @@ std::optional<std::int64_t> parse_duration_ms(std::string_view text) {
   if (i == 0) return std::nullopt;
   const std::string_view unit = text.substr(i);
   std::int64_t scale;
-  if (unit == "ms") scale = 1;
-  else if (unit.empty() || unit == "s") scale = 1000;
-  else if (unit == "m") scale = 60'000;
-  else if (unit == "h") scale = 3'600'000;
-  else if (unit == "d") scale = 86'400'000;
-  else return std::nullopt;
+  if (unit == "ms")
+    scale = 1;
+  else if (unit.empty() || unit == "s")
+    scale = 1000;
+  else if (unit == "m")
+    scale = 60'000;
+  else if (unit == "h")
+    scale = 3'600'000;
+  else if (unit == "d")
+    scale = 86'400'000;
+  else
+    return std::nullopt;
   const std::int64_t ms = n * scale;
   if (ms <= 0 || ms > 100LL * 365 * 86'400'000) return std::nullopt;
   return ms;

@@ -47,7 +47,6 @@ void add_name(CLI::App& cmd, std::string& name) {
   cmd.add_option("name", name, "Lock name: [A-Za-z0-9._-], 1-128 bytes")->required();
 }
 
-
 std::string error_code_of(const HttpResult& r) {
   if (!r.ok()) return "unreachable";
   boost::system::error_code ec;
@@ -67,7 +66,6 @@ void forward_signal(int sig) {
 }
 
 }  // namespace
-
 
 std::string lock_path(std::string_view ns, std::string_view name) {
   std::string path = ns_path(ns) + "/locks";
@@ -349,7 +347,7 @@ void add_lock_commands(CommandTree& tree) {
                  /*allow_zero=*/true);
     add_duration(*cmd, "--grace", a->grace_ms,
                  "After SIGTERM on a lost lease, SIGKILL follows this late (default 10s)",
-                              /*allow_zero=*/true);
+                 /*allow_zero=*/true);
     cmd->add_option("command", a->command, "The command and its arguments, after --")->required();
   }
 }

@@ -19,7 +19,6 @@ namespace ichido::cli {
 inline constexpr int kExitLockTimeout = 75;  // the wait ended without the lock (EX_TEMPFAIL)
 inline constexpr int kExitLockLost = 76;     // the lease was lost while the command ran
 
-
 struct LockAcquireArgs {
   std::string name;
   std::string owner;

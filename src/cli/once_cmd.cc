@@ -240,7 +240,7 @@ void add_once_commands(CommandTree& tree) {
                  /*allow_zero=*/false);
     add_duration(*cmd, "--wait", a->wait_ms,
                  "If another run holds KEY, wait up to this long (<= 300s) for it (default 0)",
-                              /*allow_zero=*/false);
+                 /*allow_zero=*/false);
     cmd->add_option("--owner", a->owner, "Owner shown to others (default: HOST:PID)");
     cmd->add_option("--fingerprint", a->fingerprint, "Digest of the item's content");
   }

@@ -1,10 +1,10 @@
 #include "cli/serve_cmd.h"
 
-#include "cli/duration.h"
-
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <utility>
+
+#include "cli/duration.h"
 
 namespace ichido::cli {
 
@@ -21,8 +21,9 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
       ->capture_default_str();
   cmd->add_flag("--no-auth", cfg->no_auth,
                 "Accept requests without a token (allowed only when listening on loopback)");
-  cmd->add_option("--tls-cert", cfg->tls_cert,
-                  "PEM certificate chain: serve HTTPS (TLS 1.2+) instead of HTTP (needs --tls-key)");
+  cmd->add_option(
+      "--tls-cert", cfg->tls_cert,
+      "PEM certificate chain: serve HTTPS (TLS 1.2+) instead of HTTP (needs --tls-key)");
   cmd->add_option("--tls-key", cfg->tls_key, "PEM private key of --tls-cert");
   cmd->add_flag("--metrics-open", cfg->metrics_open,
                 "Serve /metrics without a token (otherwise it needs a reader token)");
@@ -49,16 +50,16 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option_function<std::string>(
-         "--once-retention",
-         [cfg](const std::string& text) {
-           auto ms = parse_duration_ms(text);
-           if (!ms || *ms < 1000) {
-             throw CLI::ValidationError("--once-retention",
-                                        "'" + text + "' is not a duration of at least 1s like 30d");
-           }
-           cfg->once_retention_ms = *ms;
-         },
-         "Completed and dead once records older than this are purged (default 30d)");
+      "--once-retention",
+      [cfg](const std::string& text) {
+        auto ms = parse_duration_ms(text);
+        if (!ms || *ms < 1000) {
+          throw CLI::ValidationError("--once-retention",
+                                     "'" + text + "' is not a duration of at least 1s like 30d");
+        }
+        cfg->once_retention_ms = *ms;
+      },
+      "Completed and dead once records older than this are purged (default 30d)");
   cmd->add_option("--max-connections", cfg->max_connections, "Connections beyond this are refused")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

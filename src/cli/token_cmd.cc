@@ -47,9 +47,9 @@ struct TokenOptions {
 }  // namespace
 
 void add_token_commands(CommandTree& tree) {
-  CLI::App* group = tree.add_group(tree.root(), "token",
-                                   "API tokens on a data directory (create, list, revoke)",
-                                   "ichido token create --data ./ichido-data --ns shop --role writer");
+  CLI::App* group =
+      tree.add_group(tree.root(), "token", "API tokens on a data directory (create, list, revoke)",
+                     "ichido token create --data ./ichido-data --ns shop --role writer");
   auto o = std::make_shared<TokenOptions>();
   const ConnectionOptions* conn = &tree.connection();  // read after parsing
 
@@ -65,12 +65,13 @@ void add_token_commands(CommandTree& tree) {
         if (!o->expires.empty()) {
           auto ms = parse_duration_ms(o->expires);
           if (!ms) {
-            return fail(invalid_field("expires", "--expires wants a duration such as 90d, 12h or 30m."));
+            return fail(
+                invalid_field("expires", "--expires wants a duration such as 90d, 12h or 30m."));
           }
           expires_at = now + *ms;
         }
-        auto made = store::sqlite::create_token_in_dir(o->data, *role, o->ns, o->label,
-                                                       expires_at, now);
+        auto made =
+            store::sqlite::create_token_in_dir(o->data, *role, o->ns, o->label, expires_at, now);
         if (!made.ok()) return fail(made.error());
         std::cout << made->secret << "\n";
         return kExitOk;
@@ -94,7 +95,8 @@ void add_token_commands(CommandTree& tree) {
           std::cout << json::serialize(json::object{{"items", std::move(items)}}) << "\n";
           return kExitOk;
         }
-        std::cout << "ID                ROLE    NS            EXPIRES                   REVOKED                   LABEL\n";
+        std::cout << "ID                ROLE    NS            EXPIRES                   REVOKED    "
+                     "               LABEL\n";
         for (const auto& t : *tokens) {
           char line[512];
           std::snprintf(line, sizeof line, "%-17s %-7s %-13s %-25s %-25s %s\n", t.id.c_str(),
@@ -112,8 +114,8 @@ void add_token_commands(CommandTree& tree) {
   CLI::App* revoke = tree.add_local_command(
       *group, "revoke", "Revoke a token by id (effective within a second on a running server)",
       "ichido token revoke 3f9a0c1d2e4b5a6f --data ./ichido-data", [o]() -> int {
-        auto t = store::sqlite::revoke_token_in_dir(o->data, o->id,
-                                                    SystemClock::instance().now_ms());
+        auto t =
+            store::sqlite::revoke_token_in_dir(o->data, o->id, SystemClock::instance().now_ms());
         if (!t.ok()) return fail(t.error());
         std::cout << "revoked " << t->id << "\n";
         return kExitOk;

@@ -7,9 +7,12 @@ namespace ichido::core {
 
 std::string_view to_string(Role r) {
   switch (r) {
-    case Role::reader: return "reader";
-    case Role::writer: return "writer";
-    case Role::admin: return "admin";
+    case Role::reader:
+      return "reader";
+    case Role::writer:
+      return "writer";
+    case Role::admin:
+      return "admin";
   }
   return "reader";
 }
@@ -49,9 +52,8 @@ Result<void> validate_scope(std::string_view scope) {
   return validate_name(scope, "ns");
 }
 
-Result<TokenInfo> make_token(std::string id, std::string_view secret, Role role,
-                             std::string scope, std::string label, TimeMs now,
-                             std::optional<TimeMs> expires_at) {
+Result<TokenInfo> make_token(std::string id, std::string_view secret, Role role, std::string scope,
+                             std::string label, TimeMs now, std::optional<TimeMs> expires_at) {
   ICHIDO_TRY(validate_scope(scope));
   if (expires_at && *expires_at <= now) {
     return invalid_field("expires", "A token's expiry must be in the future.");

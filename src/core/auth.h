@@ -24,11 +24,11 @@ Result<Role> parse_role(std::string_view s);  // error names field "role"
 inline constexpr std::string_view kAllNamespaces = "*";
 
 struct TokenInfo {
-  std::string id;        // public identifier (shown in lists and the audit log)
-  std::string hash;      // SHA-256 hex of the secret; the secret itself is never stored
+  std::string id;    // public identifier (shown in lists and the audit log)
+  std::string hash;  // SHA-256 hex of the secret; the secret itself is never stored
   Role role = Role::reader;
-  std::string scope;     // a namespace name or "*"
-  std::string label;     // free text for humans
+  std::string scope;  // a namespace name or "*"
+  std::string label;  // free text for humans
   TimeMs created_at = 0;
   std::optional<TimeMs> expires_at;
   std::optional<TimeMs> revoked_at;
@@ -46,20 +46,19 @@ Result<void> validate_scope(std::string_view scope);
 
 // A new token's record for `secret` (which the caller generated and will show once): only the
 // SHA-256 of the secret is kept. Errors: invalid_request (scope, or expiry not in the future).
-Result<TokenInfo> make_token(std::string id, std::string_view secret, Role role,
-                             std::string scope, std::string label, TimeMs now,
-                             std::optional<TimeMs> expires_at);
+Result<TokenInfo> make_token(std::string id, std::string_view secret, Role role, std::string scope,
+                             std::string label, TimeMs now, std::optional<TimeMs> expires_at);
 
 // One line of the audit log: every admin call and every authentication failure.
 struct AuditEntry {
-  std::int64_t id = 0;   // assigned by the store, increasing
+  std::int64_t id = 0;  // assigned by the store, increasing
   TimeMs at = 0;
-  std::string actor;     // token id, or "-" when no valid token was presented
-  std::string action;    // "PUT /v1/ns/shop/counters/receipts", "auth_failure"
-  std::string ns;        // namespace concerned, "" when none
-  unsigned status = 0;   // HTTP status answered
-  std::string remote;    // client address
-  std::string detail;    // short free text
+  std::string actor;    // token id, or "-" when no valid token was presented
+  std::string action;   // "PUT /v1/ns/shop/counters/receipts", "auth_failure"
+  std::string ns;       // namespace concerned, "" when none
+  unsigned status = 0;  // HTTP status answered
+  std::string remote;   // client address
+  std::string detail;   // short free text
 };
 
 }  // namespace ichido::core

@@ -1,20 +1,24 @@
 #include "core/counter.h"
 
+#include <date/date.h>
+#include <date/tz.h>
+
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>
-
-#include <date/date.h>
-#include <date/tz.h>
 
 namespace ichido::core {
 
 std::string_view to_string(Period p) {
   switch (p) {
-    case Period::none: return "none";
-    case Period::year: return "year";
-    case Period::month: return "month";
-    case Period::day: return "day";
+    case Period::none:
+      return "none";
+    case Period::year:
+      return "year";
+    case Period::month:
+      return "month";
+    case Period::day:
+      return "day";
   }
   return "none";
 }
@@ -60,7 +64,8 @@ Result<std::vector<FormatPiece>> parse_format(std::string_view f) {
     }
     const auto close = f.find('}', i);
     if (close == std::string_view::npos) {
-      return invalid_field("format", "A '{' in the format is not closed; write '{{' for a literal brace.");
+      return invalid_field("format",
+                           "A '{' in the format is not closed; write '{{' for a literal brace.");
     }
     const std::string_view tag = f.substr(i + 1, close - i - 1);
     FormatPiece piece;
@@ -71,8 +76,10 @@ Result<std::vector<FormatPiece>> parse_format(std::string_view f) {
       int w = 0;
       bool ok = !digits.empty() && digits.size() <= 2;  // checked first: no overflow below
       for (std::size_t k = 0; ok && k < digits.size(); ++k) {
-        if (digits[k] < '0' || digits[k] > '9') ok = false;
-        else w = w * 10 + (digits[k] - '0');
+        if (digits[k] < '0' || digits[k] > '9')
+          ok = false;
+        else
+          w = w * 10 + (digits[k] - '0');
       }
       if (!ok || w < 1 || w > kMaxSeqWidth) {
         return invalid_field("format", "In {seq:N}, N must be a whole number from 1 to 18.");
@@ -107,7 +114,8 @@ Result<LocalDate> local_date(std::string_view tz, TimeMs now) {
   using namespace std::chrono;
   const date::time_zone* zone = nullptr;
   if (tz.empty() || tz.size() > 64) {
-    return invalid_field("timezone", "The timezone must be an IANA name such as UTC or Asia/Tokyo.");
+    return invalid_field("timezone",
+                         "The timezone must be an IANA name such as UTC or Asia/Tokyo.");
   }
   try {
     zone = date::locate_zone(tz);
@@ -124,9 +132,14 @@ Result<LocalDate> local_date(std::string_view tz, TimeMs now) {
 std::string period_label(Period p, const LocalDate& d) {
   char buf[32];
   switch (p) {
-    case Period::none: return "";
-    case Period::year: std::snprintf(buf, sizeof buf, "%04d", d.year); return buf;
-    case Period::month: std::snprintf(buf, sizeof buf, "%04d-%02u", d.year, d.month); return buf;
+    case Period::none:
+      return "";
+    case Period::year:
+      std::snprintf(buf, sizeof buf, "%04d", d.year);
+      return buf;
+    case Period::month:
+      std::snprintf(buf, sizeof buf, "%04d-%02u", d.year, d.month);
+      return buf;
     case Period::day:
       std::snprintf(buf, sizeof buf, "%04d-%02u-%02u", d.year, d.month, d.day);
       return buf;
@@ -141,9 +154,12 @@ bool is_period_label(Period p, std::string_view s) {
     return true;
   };
   switch (p) {
-    case Period::none: return s.empty();
-    case Period::year: return s.size() == 4 && digits(0, 4);
-    case Period::month: return s.size() == 7 && digits(0, 4) && s[4] == '-' && digits(5, 2);
+    case Period::none:
+      return s.empty();
+    case Period::year:
+      return s.size() == 4 && digits(0, 4);
+    case Period::month:
+      return s.size() == 7 && digits(0, 4) && s[4] == '-' && digits(5, 2);
     case Period::day:
       return s.size() == 10 && digits(0, 4) && s[4] == '-' && digits(5, 2) && s[7] == '-' &&
              digits(8, 2);
@@ -157,15 +173,29 @@ std::string render(const std::vector<FormatPiece>& pieces, std::int64_t value, c
   char buf[32];
   for (const auto& p : pieces) {
     switch (p.kind) {
-      case K::literal: out += p.text; break;
+      case K::literal:
+        out += p.text;
+        break;
       case K::seq:
         std::snprintf(buf, sizeof buf, "%0*lld", p.width, static_cast<long long>(value));
         out += buf;
         break;
-      case K::yyyy: std::snprintf(buf, sizeof buf, "%04d", d.year); out += buf; break;
-      case K::yy: std::snprintf(buf, sizeof buf, "%02d", d.year % 100); out += buf; break;
-      case K::mm: std::snprintf(buf, sizeof buf, "%02u", d.month); out += buf; break;
-      case K::dd: std::snprintf(buf, sizeof buf, "%02u", d.day); out += buf; break;
+      case K::yyyy:
+        std::snprintf(buf, sizeof buf, "%04d", d.year);
+        out += buf;
+        break;
+      case K::yy:
+        std::snprintf(buf, sizeof buf, "%02d", d.year % 100);
+        out += buf;
+        break;
+      case K::mm:
+        std::snprintf(buf, sizeof buf, "%02u", d.month);
+        out += buf;
+        break;
+      case K::dd:
+        std::snprintf(buf, sizeof buf, "%02u", d.day);
+        out += buf;
+        break;
     }
   }
   return out;
@@ -264,7 +294,8 @@ Result<std::int64_t> decide_set(const CounterConfig& c, std::int64_t last_value,
         .with("last_value", last_value);
   }
   if (new_value < c.start || new_value > c.max) {
-    return invalid_field("last_value", "The last_value must be between the counter's start and max.");
+    return invalid_field("last_value",
+                         "The last_value must be between the counter's start and max.");
   }
   if (highest_used && new_value < *highest_used) {
     return Error(errc::value_below_issued,

@@ -28,8 +28,8 @@ std::string_view to_string(Period p);
 Result<Period> parse_period(std::string_view s);  // error names field "period"
 
 struct CounterConfig {
-  std::int64_t start = 0;                // the last value already used
-  std::int64_t max = kMaxJsonInteger;    // the highest value that may be issued
+  std::int64_t start = 0;              // the last value already used
+  std::int64_t max = kMaxJsonInteger;  // the highest value that may be issued
   std::string format = "{seq}";
   Period period = Period::none;
   std::string timezone = "UTC";

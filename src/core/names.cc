@@ -7,7 +7,8 @@ namespace ichido::core {
 Result<void> validate_name(std::string_view value, std::string_view field) {
   const std::string f(field);
   if (value.empty() || value.size() > kMaxNameBytes) {
-    return invalid_field(f, "The " + f + " must be 1 to 128 characters of A-Z, a-z, 0-9, '.', '_' or '-'.");
+    return invalid_field(
+        f, "The " + f + " must be 1 to 128 characters of A-Z, a-z, 0-9, '.', '_' or '-'.");
   }
   if (value == "." || value == "..") {
     return invalid_field(f, "The " + f + " may not be '.' or '..'.");

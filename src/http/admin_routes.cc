@@ -45,8 +45,8 @@ json::object audit_json(const core::AuditEntry& e) {
   return o;
 }
 
-boost::asio::awaitable<Response> create_token(Store& store, Authenticator* auth,
-                                              const Clock& clock, const Request& req) {
+boost::asio::awaitable<Response> create_token(Store& store, Authenticator* auth, const Clock& clock,
+                                              const Request& req) {
   auto body = parse_body(req.body);
   if (!body.ok()) co_return Response::error(body.error());
   Fields f(*body);
@@ -64,8 +64,8 @@ boost::asio::awaitable<Response> create_token(Store& store, Authenticator* auth,
   std::optional<TimeMs> expires_at;
   if (*expires_in) expires_at = now + **expires_in;
   const std::string secret = new_token_secret();
-  auto info = core::make_token(new_token_id(), secret, *role, *ns, label->value_or(""), now,
-                               expires_at);
+  auto info =
+      core::make_token(new_token_id(), secret, *role, *ns, label->value_or(""), now, expires_at);
   if (!info.ok()) co_return Response::error(info.error());
   auto stored = co_await call_store<core::TokenInfo>(
       [&](auto cb) { store.create_token(std::move(*info), std::move(cb)); });
@@ -85,8 +85,7 @@ boost::asio::awaitable<Response> list_tokens(Store& store) {
   co_return Response::json(200, json::object{{"items", std::move(items)}});
 }
 
-boost::asio::awaitable<Response> revoke_token(Store& store, Authenticator* auth,
-                                              const Params& p) {
+boost::asio::awaitable<Response> revoke_token(Store& store, Authenticator* auth, const Params& p) {
   std::string id = p.at("id");
   if (id.empty() || id.size() > 64) {
     co_return Response::error(invalid_field("id", "The token id is 16 hexadecimal characters."));
@@ -133,10 +132,9 @@ void add_admin_routes(Router& router, Store& store, Authenticator* auth, const C
                    });
   router.add_admin(verb::get, "/v1/admin/tokens",
                    [&store](const Request&, const Params&) { return list_tokens(store); });
-  router.add_admin(verb::delete_, "/v1/admin/tokens/{id}",
-                   [&store, auth](const Request&, const Params& p) {
-                     return revoke_token(store, auth, p);
-                   });
+  router.add_admin(
+      verb::delete_, "/v1/admin/tokens/{id}",
+      [&store, auth](const Request&, const Params& p) { return revoke_token(store, auth, p); });
   router.add_admin(verb::get, "/v1/admin/audit",
                    [&store](const Request& req, const Params&) { return list_audit(store, req); });
 }

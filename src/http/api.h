@@ -10,7 +10,6 @@
 #pragma once
 
 #include <atomic>
-
 #include <boost/asio/awaitable.hpp>
 
 #include "http/auth.h"
@@ -30,8 +29,8 @@ struct ApiOptions {
   // Parked once begins (wait_ms): beyond these, begin answers 429 too_many_waiters.
   std::size_t max_once_waiters_per_key = 1000;
   std::size_t max_once_waiters = 10000;
-  Authenticator* auth = nullptr;        // nullptr: --no-auth (every call allowed)
-  bool metrics_open = false;            // /metrics without a token even when auth is on
+  Authenticator* auth = nullptr;  // nullptr: --no-auth (every call allowed)
+  bool metrics_open = false;      // /metrics without a token even when auth is on
   const Clock* clock = &SystemClock::instance();
 };
 
@@ -46,8 +45,8 @@ class Api {
   // Builds the response for an error found before the request could be routed.
   BeastResponse error_response(const Error& e, unsigned version, bool keep_alive);
   const Router& router() const { return router_; }
-  // True for requests that may park for a long time (lock acquire, once begin): the server watches their
-  // connection while they wait, so a client that goes away leaves the line (see server.cc).
+  // True for requests that may park for a long time (lock acquire, once begin): the server watches
+  // their connection while they wait, so a client that goes away leaves the line (see server.cc).
   static bool may_wait(const BeastRequest& req);
   const service::LockService& locks() const { return locks_; }
   service::OnceService& once() { return once_; }

@@ -1,8 +1,7 @@
 #include "http/auth.h"
 
-#include <future>
-
 #include <boost/asio/post.hpp>
+#include <future>
 
 #include "base/secret.h"
 
@@ -64,7 +63,8 @@ Result<core::TokenInfo> Authenticator::authenticate(std::string_view header) con
     return fail("This call needs a token: send \"Authorization: Bearer <token>\".");
   }
   constexpr std::string_view kScheme = "bearer ";
-  if (header.size() <= kScheme.size()) return fail("The Authorization header must be \"Bearer <token>\".");
+  if (header.size() <= kScheme.size())
+    return fail("The Authorization header must be \"Bearer <token>\".");
   for (std::size_t i = 0; i < kScheme.size(); ++i) {
     if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) {
       return fail("The Authorization header must be \"Bearer <token>\".");

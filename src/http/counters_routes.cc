@@ -93,8 +93,8 @@ Result<core::CounterConfig> decode_config(const json::object& body) {
   return c;
 }
 
-#define TRY_BODY(var, expr)                              \
-  auto var##_r = (expr);                                 \
+#define TRY_BODY(var, expr)                                      \
+  auto var##_r = (expr);                                         \
   if (!var##_r.ok()) co_return Response::error(var##_r.error()); \
   auto& var = *var##_r
 

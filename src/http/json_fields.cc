@@ -90,8 +90,8 @@ Result<std::optional<bool>> Fields::opt_bool(std::string_view name) const {
   return std::optional<bool>(v->get_bool());
 }
 
-Result<std::int64_t> parse_query_int(std::string_view text, std::string_view name,
-                                     std::int64_t min, std::int64_t max) {
+Result<std::int64_t> parse_query_int(std::string_view text, std::string_view name, std::int64_t min,
+                                     std::int64_t max) {
   if (text.empty() || text.size() > 16) return range_error(name, min, max);
   std::int64_t n = 0;
   for (char c : text) {

@@ -4,12 +4,11 @@
 // ceiling is 2^53 so JavaScript callers never lose precision.
 #pragma once
 
+#include <boost/json/object.hpp>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <boost/json/object.hpp>
 
 #include "core/names.h"
 #include "ichido/result.h"
@@ -41,7 +40,7 @@ class Fields {
 };
 
 // Parses a non-negative decimal integer from a query parameter (no sign, no fraction).
-Result<std::int64_t> parse_query_int(std::string_view text, std::string_view name,
-                                     std::int64_t min, std::int64_t max);
+Result<std::int64_t> parse_query_int(std::string_view text, std::string_view name, std::int64_t min,
+                                     std::int64_t max);
 
 }  // namespace ichido::http

@@ -22,12 +22,12 @@ using BeastResponse = beast_http::response<beast_http::string_body>;
 struct Request {
   beast_http::verb method = beast_http::verb::get;
   std::string method_string;
-  std::vector<std::string> segments;         // "/v1/ns/a/counters" -> {"v1","ns","a","counters"}
+  std::vector<std::string> segments;  // "/v1/ns/a/counters" -> {"v1","ns","a","counters"}
   std::multimap<std::string, std::string> query;
   std::string body;
-  std::string authorization;                 // the Authorization header, if any
-  std::string path;                          // the raw path (no query), for logs and audit
-  std::string remote;                        // client address, for the audit log
+  std::string authorization;  // the Authorization header, if any
+  std::string path;           // the raw path (no query), for logs and audit
+  std::string remote;         // client address, for the audit log
 
   // The first value of query parameter `name`, if present.
   const std::string* param(const std::string& name) const {

@@ -22,23 +22,27 @@ std::string Metrics::render(const StoreStats& s) const {
   out += "# HELP ichido_http_connections_total Client connections accepted.\n";
   out += "# TYPE ichido_http_connections_total counter\n";
   out += "ichido_http_connections_total " + std::to_string(connections_total_.load()) + "\n";
-  out += "# HELP ichido_audit_dropped_total Audit records not written (failure-audit rate "
-         "limit reached, or the store refused them).\n";
+  out +=
+      "# HELP ichido_audit_dropped_total Audit records not written (failure-audit rate "
+      "limit reached, or the store refused them).\n";
   out += "# TYPE ichido_audit_dropped_total counter\n";
   out += "ichido_audit_dropped_total " + std::to_string(dropped_audits_.load()) + "\n";
   out += "# HELP ichido_store_commits_total Durable write transactions (one fsync each).\n";
   out += "# TYPE ichido_store_commits_total counter\n";
   out += "ichido_store_commits_total " + std::to_string(s.commits) + "\n";
-  out += "# HELP ichido_store_committed_commands_total Commands in those transactions "
-         "(divide by commits for the average group-commit batch).\n";
+  out +=
+      "# HELP ichido_store_committed_commands_total Commands in those transactions "
+      "(divide by commits for the average group-commit batch).\n";
   out += "# TYPE ichido_store_committed_commands_total counter\n";
   out += "ichido_store_committed_commands_total " + std::to_string(s.committed_commands) + "\n";
-  out += "# HELP ichido_store_failed_commits_total Write transactions that failed and were "
-         "rolled back.\n";
+  out +=
+      "# HELP ichido_store_failed_commits_total Write transactions that failed and were "
+      "rolled back.\n";
   out += "# TYPE ichido_store_failed_commits_total counter\n";
   out += "ichido_store_failed_commits_total " + std::to_string(s.failed_commits) + "\n";
-  out += "# HELP ichido_store_isolated_batches_total Batches run again with a savepoint per "
-         "command because a failing command had already written.\n";
+  out +=
+      "# HELP ichido_store_isolated_batches_total Batches run again with a savepoint per "
+      "command because a failing command had already written.\n";
   out += "# TYPE ichido_store_isolated_batches_total counter\n";
   out += "ichido_store_isolated_batches_total " + std::to_string(s.isolated_batches) + "\n";
   for (const auto& g : gauges_) {

@@ -17,7 +17,10 @@ namespace ichido::http {
 class Metrics {
  public:
   void count_response(unsigned status);
-  void connection_opened() { connections_.fetch_add(1); connections_total_.fetch_add(1); }
+  void connection_opened() {
+    connections_.fetch_add(1);
+    connections_total_.fetch_add(1);
+  }
   void connection_closed() { connections_.fetch_sub(1); }
   void count_dropped_audit() { dropped_audits_.fetch_add(1, std::memory_order_relaxed); }
   std::int64_t active_connections() const { return connections_.load(); }

@@ -1,8 +1,8 @@
 // docs/openapi.yaml must describe every route the server serves, with its method.
+#include <gtest/gtest.h>
+
 #include <fstream>
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 #include "http/api.h"
 #include "store/memory/memory_store.h"
@@ -26,8 +26,8 @@ std::vector<std::string> methods_of(const std::string& yaml, const std::string& 
   std::istringstream rest(yaml.substr(at + key.size()));
   std::string line;
   while (std::getline(rest, line)) {
-    if (line.rfind("    ", 0) != 0) break;          // left the path item
-    if (line.rfind("     ", 0) == 0) continue;      // deeper than a method key
+    if (line.rfind("    ", 0) != 0) break;      // left the path item
+    if (line.rfind("     ", 0) == 0) continue;  // deeper than a method key
     const auto colon = line.find(':');
     if (colon != std::string::npos) out.push_back(line.substr(4, colon - 4));
   }

@@ -18,8 +18,7 @@ void add_ops_routes(Router& router, Store& store, const Metrics& metrics) {
                co_return Response::json(200, boost::json::object{{"status", "ready"}});
              });
   router.add(verb::get, "/metrics",
-             [&store, &metrics](const Request&,
-                                const Params&) -> boost::asio::awaitable<Response> {
+             [&store, &metrics](const Request&, const Params&) -> boost::asio::awaitable<Response> {
                co_return Response::text(200, metrics.render(store.stats()),
                                         "text/plain; version=0.0.4");
              });

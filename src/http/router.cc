@@ -57,9 +57,9 @@ Match Router::match(const Request& req) const {
     return m;
   }
   if (!allow.empty()) {
-    Response res = Response::error(Error(errc::method_not_allowed,
-                                         "This path does not accept " + req.method_string +
-                                             "; use " + allow + "."));
+    Response res = Response::error(
+        Error(errc::method_not_allowed,
+              "This path does not accept " + req.method_string + "; use " + allow + "."));
     res.headers.emplace_back("Allow", allow);
     m.error = std::move(res);
   } else {

@@ -4,13 +4,12 @@
 // Built once at start-up, then read-only: safe to share between threads.
 #pragma once
 
+#include <boost/asio/awaitable.hpp>
 #include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <boost/asio/awaitable.hpp>
 
 #include "core/auth.h"
 #include "http/message.h"

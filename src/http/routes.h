@@ -5,8 +5,8 @@
 #include "http/metrics.h"
 #include "http/router.h"
 #include "service/counter_service.h"
-#include "service/once_service.h"
 #include "service/lock_service.h"
+#include "service/once_service.h"
 
 namespace ichido::http {
 

@@ -1,9 +1,6 @@
 #include "http/server.h"
 
 #include <array>
-#include <type_traits>
-#include <iostream>
-
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -17,6 +14,8 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <iostream>
+#include <type_traits>
 
 namespace ichido::http {
 
@@ -48,7 +47,8 @@ asio::awaitable<void> watch_peer(Stream& stream, beast::flat_buffer& buffer, std
     auto [ec] = co_await socket.async_wait(tcp::socket::wait_read, use_tuple);
     if (ec) co_return;
     if (buffer.size() >= limit) {
-      asio::steady_timer forever(socket.get_executor(), std::chrono::steady_clock::time_point::max());
+      asio::steady_timer forever(socket.get_executor(),
+                                 std::chrono::steady_clock::time_point::max());
       co_await forever.async_wait(use_tuple);
       co_return;
     }
@@ -102,8 +102,8 @@ Result<tcp::endpoint> HttpServer::listen(const std::string& host, std::uint16_t 
   if (!ec) acceptor_.bind(ep, ec);
   if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
-    return Error(errc::internal, "Cannot listen on " + host + ":" + std::to_string(port) + ": " +
-                                     ec.message());
+    return Error(errc::internal,
+                 "Cannot listen on " + host + ":" + std::to_string(port) + ": " + ec.message());
   }
   return acceptor_.local_endpoint();
 }
@@ -201,7 +201,7 @@ asio::awaitable<void> linger(Stream& stream) {
 
 template <class Stream>
 asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stream,
-                                       const std::string& remote) {
+                                        const std::string& remote) {
   auto& tcp_layer = conn->stream;
   beast::flat_buffer buffer;
   bool keep_going = true;
@@ -244,8 +244,10 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
           err = Error(errc::headers_too_large,
                       "The request headers are too large or too many; send fewer.");
         }
-      } else if (ec.category() == beast_http::make_error_code(beast_http::error::bad_method).category() &&
-                 ec != beast_http::error::end_of_stream && ec != beast_http::error::partial_message) {
+      } else if (ec.category() ==
+                     beast_http::make_error_code(beast_http::error::bad_method).category() &&
+                 ec != beast_http::error::end_of_stream &&
+                 ec != beast_http::error::partial_message) {
         err = Error(errc::invalid_request, "Malformed HTTP request (" + ec.message() + ").");
       }
       if (err) {
@@ -268,8 +270,7 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
       tcp_layer.expires_never();
       // Named locals, not temporaries, inside co_await (g++ 12).
       auto handling = api_.handle(req, remote);
-      auto watching =
-          watch_peer(stream, buffer, limits_.max_header_bytes + limits_.max_body_bytes);
+      auto watching = watch_peer(stream, buffer, limits_.max_header_bytes + limits_.max_body_bytes);
       auto raced = std::move(handling) || std::move(watching);
       auto outcome = co_await std::move(raced);
       if (outcome.index() == 1) break;  // the client went away; its wait was cancelled
@@ -281,7 +282,8 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
     keep_going = res.keep_alive();
     beast_http::response_serializer<beast_http::string_body> sr(res);
     boost::system::error_code wec = asio::error::would_block;
-    if constexpr (std::is_same_v<Stream, beast::tcp_stream>) wec = write_now(tcp_layer.socket(), sr);
+    if constexpr (std::is_same_v<Stream, beast::tcp_stream>)
+      wec = write_now(tcp_layer.socket(), sr);
     if (wec == asio::error::would_block || wec == asio::error::try_again) {
       tcp_layer.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
       auto [aec, wn] = co_await beast_http::async_write(stream, sr, use_tuple);

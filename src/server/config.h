@@ -11,18 +11,19 @@ namespace ichido::server {
 struct ServeConfig {
   std::string listen = "127.0.0.1:7878";  // HOST:PORT; port 0 picks a free port
   std::string data_dir = "./ichido-data";
-  bool no_auth = false;         // accept calls without a token; only when listening on loopback
-  bool metrics_open = false;    // /metrics without a token
-  std::string tls_cert;         // PEM certificate chain; with tls_key: serve HTTPS only
-  std::string tls_key;          // PEM private key
-  int threads = 0;              // I/O threads; 0 = number of cores
+  bool no_auth = false;       // accept calls without a token; only when listening on loopback
+  bool metrics_open = false;  // /metrics without a token
+  std::string tls_cert;       // PEM certificate chain; with tls_key: serve HTTPS only
+  std::string tls_key;        // PEM private key
+  int threads = 0;            // I/O threads; 0 = number of cores
   std::size_t max_body_bytes = 64 * 1024;
   std::size_t max_header_bytes = 16 * 1024;
   std::uint32_t read_timeout_ms = 30000;   // a request must arrive whole within this
   std::uint32_t idle_timeout_ms = 60000;   // keep-alive connections idle longer are closed
   std::uint32_t drain_timeout_ms = 10000;  // on SIGTERM, in-flight requests get this long
   std::size_t max_connections = 10000;
-  // Completed and dead once records older than this are purged in the background (--once-retention).
+  // Completed and dead once records older than this are purged in the background
+  // (--once-retention).
   std::int64_t once_retention_ms = std::int64_t{30} * 24 * 3600 * 1000;
   std::size_t max_waiters_per_lock = 10000;  // more waiters on one lock: 429 too_many_waiters
   std::size_t max_waiters = 100000;          // waiters over all locks, same answer beyond it

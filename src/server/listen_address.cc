@@ -17,7 +17,8 @@ Result<ListenAddress> parse_listen_address(const std::string& text) {
     host = host.substr(1, host.size() - 2);
   }
   if (host == "localhost") host = "127.0.0.1";
-  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) {
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos) {
     return bad("the port must be a number from 0 to 65535");
   }
   const unsigned long p = std::stoul(port);

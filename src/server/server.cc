@@ -1,28 +1,28 @@
 // Composition root: wires store, services, HTTP server, signals and drain.
-#include <algorithm>
+#include "http/server.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <cstdio>
 #include <future>
 #include <iostream>
 #include <thread>
 #include <vector>
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
-
 #include "base/secret.h"
 #include "http/api.h"
 #include "http/auth.h"
-#include "http/server.h"
 #include "server/config.h"
 #include "server/listen_address.h"
 #include "store/sqlite/sqlite_store.h"
@@ -43,8 +43,8 @@ constexpr int kPurgeBatch = 200;
 boost::asio::awaitable<void> purge_once_records(service::OnceService& once,
                                                 std::int64_t retention_ms) {
   namespace asio = boost::asio;
-  const auto interval = std::chrono::milliseconds(
-      std::clamp<std::int64_t>(retention_ms / 10, 100, 60000));
+  const auto interval =
+      std::chrono::milliseconds(std::clamp<std::int64_t>(retention_ms / 10, 100, 60000));
   asio::steady_timer timer(co_await asio::this_coro::executor);
   for (;;) {
     timer.expires_after(interval);
@@ -69,13 +69,14 @@ boost::asio::awaitable<void> purge_once_records(service::OnceService& once,
 // namespace and write it to DIR/admin.token (0600). Returns the file's path.
 Result<std::string> create_first_admin_token(Store& store, const std::string& dir) {
   const std::string secret = new_token_secret();
-  auto info = core::make_token(new_token_id(), secret, core::Role::admin,
-                               std::string(core::kAllNamespaces), "first admin token",
-                               SystemClock::instance().now_ms(), std::nullopt);
+  auto info =
+      core::make_token(new_token_id(), secret, core::Role::admin, std::string(core::kAllNamespaces),
+                       "first admin token", SystemClock::instance().now_ms(), std::nullopt);
   if (!info.ok()) return std::move(info).error();
   std::promise<Result<core::TokenInfo>> p;
   auto f = p.get_future();
-  store.create_token(std::move(*info), [&p](Result<core::TokenInfo> r) { p.set_value(std::move(r)); });
+  store.create_token(std::move(*info),
+                     [&p](Result<core::TokenInfo> r) { p.set_value(std::move(r)); });
   auto stored = f.get();
   if (!stored.ok()) return std::move(stored).error();
   const std::string path = dir + "/admin.token";
@@ -111,8 +112,8 @@ int run_server(const ServeConfig& cfg) {
   }
   log("store opened at " + (*store)->db_path());
 
-  const int threads = cfg.threads > 0 ? cfg.threads
-                                      : std::max(1u, std::thread::hardware_concurrency());
+  const int threads =
+      cfg.threads > 0 ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
   boost::asio::io_context ioc(threads);
   http::Metrics metrics;
   http::Authenticator auth(**store, SystemClock::instance());
@@ -133,7 +134,8 @@ int run_server(const ServeConfig& cfg) {
       }
       log("first start: an admin token was written to " + *made +
           " (mode 0600); use it as \"Authorization: Bearer <token>\" or "
-          "export ICHIDO_TOKEN=$(cat " + *made + ")");
+          "export ICHIDO_TOKEN=$(cat " +
+          *made + ")");
       (void)auth.load_blocking();
     }
   }
@@ -212,8 +214,8 @@ int run_server(const ServeConfig& cfg) {
 
   const std::string auth_note = std::string(cfg.tls_cert.empty() ? "" : " (TLS)") +
                                 (cfg.no_auth ? " (no authentication)" : "");
-  std::string shown = ep->address().is_v6() ? "[" + ep->address().to_string() + "]"
-                                            : ep->address().to_string();
+  std::string shown =
+      ep->address().is_v6() ? "[" + ep->address().to_string() + "]" : ep->address().to_string();
   std::printf("ichido listening on %s:%u\n", shown.c_str(), static_cast<unsigned>(ep->port()));
   std::fflush(stdout);
   log("listening on " + shown + ":" + std::to_string(ep->port()) + " with " +

@@ -5,14 +5,13 @@
 // thread and never blocks it.
 #pragma once
 
-#include <memory>
-#include <utility>
-
-#include <boost/asio/async_result.hpp>
 #include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <memory>
+#include <utility>
 
 #include "ichido/store.h"
 

@@ -8,8 +8,8 @@ namespace {
 
 Result<void> validate_text(const std::string& s, std::size_t max, const char* field) {
   if (s.size() > max) {
-    return invalid_field(field, std::string("The ") + field + " must be at most " +
-                                    std::to_string(max) + " bytes.");
+    return invalid_field(
+        field, std::string("The ") + field + " must be at most " + std::to_string(max) + " bytes.");
   }
   if (!core::is_valid_utf8(s)) {
     return invalid_field(field, std::string("The ") + field + " must be valid UTF-8.");
@@ -76,7 +76,8 @@ boost::asio::awaitable<Result<IssuedPage>> CounterService::issued(IssuedQuery q)
   if (q.key) {
     if (auto r = core::validate_key(*q.key, "key"); !r.ok()) co_return std::move(r).error();
   }
-  if (q.limit < 1 || q.limit > 1000) co_return invalid_field("limit", "The limit must be 1 to 1000.");
+  if (q.limit < 1 || q.limit > 1000)
+    co_return invalid_field("limit", "The limit must be 1 to 1000.");
   co_return co_await call_store<IssuedPage>(
       [&](auto cb) { store_.list_issued(std::move(q), std::move(cb)); });
 }

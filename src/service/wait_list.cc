@@ -1,13 +1,12 @@
 #include "service/wait_list.h"
 
 #include <algorithm>
-#include <functional>
-
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <functional>
 
 namespace ichido::service {
 

@@ -22,17 +22,16 @@
 #pragma once
 
 #include <array>
+#include <boost/asio/awaitable.hpp>
 #include <chrono>
-#include <cstdint>
-#include <optional>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
-
-#include <boost/asio/awaitable.hpp>
 
 #include "ichido/result.h"
 

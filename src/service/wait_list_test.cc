@@ -1,11 +1,11 @@
 #include "service/wait_list.h"
 
-#include <vector>
+#include <gtest/gtest.h>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
-#include <gtest/gtest.h>
+#include <vector>
 
 namespace ichido::service {
 namespace {
@@ -19,10 +19,13 @@ TEST(WaitList, NotifyOneServesWaitersInArrivalOrder) {
   std::vector<int> woken;
   const auto far = clock::now() + std::chrono::hours(1);
   for (int i = 0; i < 3; ++i) {
-    asio::co_spawn(ioc, [&, i]() -> asio::awaitable<void> {
-      auto r = co_await list.wait("lock-a", far);
-      if (r.ok() && *r == WakeReason::notified) woken.push_back(i);
-    }, asio::detached);
+    asio::co_spawn(
+        ioc,
+        [&, i]() -> asio::awaitable<void> {
+          auto r = co_await list.wait("lock-a", far);
+          if (r.ok() && *r == WakeReason::notified) woken.push_back(i);
+        },
+        asio::detached);
   }
   ioc.poll();  // all three are parked now
   ASSERT_EQ(list.waiting("lock-a"), 3u);
@@ -40,10 +43,13 @@ TEST(WaitList, DeadlineInThePastTimesOutAndLeavesTheQueue) {
   asio::io_context ioc;
   WaitList list(100, 1000);
   std::optional<WakeReason> reason;
-  asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
-    auto r = co_await list.wait("k", clock::now() - std::chrono::milliseconds(1));
-    if (r.ok()) reason = *r;
-  }, asio::detached);
+  asio::co_spawn(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        auto r = co_await list.wait("k", clock::now() - std::chrono::milliseconds(1));
+        if (r.ok()) reason = *r;
+      },
+      asio::detached);
   ioc.run();
   ASSERT_TRUE(reason.has_value());
   EXPECT_EQ(*reason, WakeReason::timed_out);
@@ -58,11 +64,16 @@ TEST(WaitList, NotifyAllWakesEveryoneAndLimitsAreEnforced) {
   std::vector<errc> refused;
   const auto far = clock::now() + std::chrono::hours(1);
   auto spawn = [&](std::string key) {
-    asio::co_spawn(ioc, [&, key]() -> asio::awaitable<void> {
-      auto r = co_await list.wait(key, far);
-      if (!r.ok()) refused.push_back(r.error().code);
-      else if (*r == WakeReason::notified) ++notified;
-    }, asio::detached);
+    asio::co_spawn(
+        ioc,
+        [&, key]() -> asio::awaitable<void> {
+          auto r = co_await list.wait(key, far);
+          if (!r.ok())
+            refused.push_back(r.error().code);
+          else if (*r == WakeReason::notified)
+            ++notified;
+        },
+        asio::detached);
   };
   spawn("a");
   spawn("a");
@@ -85,12 +96,15 @@ TEST(WaitList, NotificationBetweenReadingTheGenerationAndParkingIsNotLost) {
   // The holder finishes after the waiter looked at the record but before it parked.
   EXPECT_EQ(list.notify_all("k"), 0u);
   std::optional<WakeReason> reason;
-  asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
-    // A bounded deadline, so that a lost notification fails the test (timed_out) instead of
-    // hanging it.
-    auto r = co_await list.wait("k", clock::now() + std::chrono::seconds(5), seen);
-    if (r.ok()) reason = *r;
-  }, asio::detached);
+  asio::co_spawn(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        // A bounded deadline, so that a lost notification fails the test (timed_out) instead of
+        // hanging it.
+        auto r = co_await list.wait("k", clock::now() + std::chrono::seconds(5), seen);
+        if (r.ok()) reason = *r;
+      },
+      asio::detached);
   ioc.run();
   ASSERT_TRUE(reason.has_value());
   EXPECT_EQ(*reason, WakeReason::notified);
@@ -101,10 +115,14 @@ TEST(WaitList, UnchangedGenerationParksUntilNotified) {
   asio::io_context ioc;
   WaitList list(100, 1000);
   std::optional<WakeReason> reason;
-  asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
-    auto r = co_await list.wait("k", clock::now() + std::chrono::hours(1), list.generation("k"));
-    if (r.ok()) reason = *r;
-  }, asio::detached);
+  asio::co_spawn(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        auto r =
+            co_await list.wait("k", clock::now() + std::chrono::hours(1), list.generation("k"));
+        if (r.ok()) reason = *r;
+      },
+      asio::detached);
   ioc.poll();
   EXPECT_FALSE(reason.has_value());
   EXPECT_EQ(list.waiting("k"), 1u);

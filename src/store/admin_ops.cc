@@ -1,5 +1,6 @@
 // TableStore commands for tokens and the audit log.
 #include "store/admin_ops.h"
+
 #include "store/table_store.h"
 
 namespace ichido::store {
@@ -36,8 +37,8 @@ void TableStore::revoke_token(std::string id, Callback<core::TokenInfo> done) {
 }
 
 void TableStore::list_tokens(Callback<std::vector<core::TokenInfo>> done) {
-  read<std::vector<core::TokenInfo>>(
-      [](Tables& t, TimeMs) { return t.list_tokens(); }, std::move(done));
+  read<std::vector<core::TokenInfo>>([](Tables& t, TimeMs) { return t.list_tokens(); },
+                                     std::move(done));
 }
 
 void TableStore::append_audit(core::AuditEntry entry, Callback<core::AuditEntry> done) {

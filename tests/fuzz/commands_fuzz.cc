@@ -6,14 +6,13 @@
 //
 // A body that is a JSON object gets its "wait_ms" forced to 0: the waits run on real timers (up
 // to minutes) and would stall the fuzzer without exercising more decoding.
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <set>
 #include <string>
-
-#include <boost/json/parse.hpp>
-#include <boost/json/serialize.hpp>
 
 #include "fuzz_world.h"
 
@@ -42,13 +41,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const char* target;
   };
   static const Route routes[] = {
-      {bh::verb::put, "/v1/ns/f/counters/n"},   {bh::verb::post, "/v1/ns/f/counters/c/next"},
+      {bh::verb::put, "/v1/ns/f/counters/n"},       {bh::verb::post, "/v1/ns/f/counters/c/next"},
       {bh::verb::post, "/v1/ns/f/counters/c/void"}, {bh::verb::post, "/v1/ns/f/counters/c/set"},
-      {bh::verb::post, "/v1/admin/tokens"},
-      {bh::verb::post, "/v1/ns/f/once/begin"},      {bh::verb::post, "/v1/ns/f/once/complete"},
-      {bh::verb::post, "/v1/ns/f/once/fail"},       {bh::verb::post, "/v1/ns/f/once/renew"},
-      {bh::verb::post, "/v1/ns/f/once/reset"},      {bh::verb::post, "/v1/ns/f/locks/l/acquire"},
-      {bh::verb::post, "/v1/ns/f/locks/l/release"}, {bh::verb::post, "/v1/ns/f/locks/l/renew"},
+      {bh::verb::post, "/v1/admin/tokens"},         {bh::verb::post, "/v1/ns/f/once/begin"},
+      {bh::verb::post, "/v1/ns/f/once/complete"},   {bh::verb::post, "/v1/ns/f/once/fail"},
+      {bh::verb::post, "/v1/ns/f/once/renew"},      {bh::verb::post, "/v1/ns/f/once/reset"},
+      {bh::verb::post, "/v1/ns/f/locks/l/acquire"}, {bh::verb::post, "/v1/ns/f/locks/l/release"},
+      {bh::verb::post, "/v1/ns/f/locks/l/renew"},
   };
   const Route& r = routes[data[0] % (sizeof routes / sizeof routes[0])];
   std::string body(reinterpret_cast<const char*>(data + 1), size - 1);

@@ -2,14 +2,13 @@
 // clock, and a way to run one request to its answer. An unanswered request aborts (a bug).
 #pragma once
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
 #include <cstdlib>
 #include <optional>
 #include <string>
 #include <utility>
-
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/io_context.hpp>
 
 #include "http/api.h"
 #include "store/memory/memory_store.h"

@@ -3,13 +3,12 @@
 // handed to Api::handle and the coroutine run to completion. Any crash, sanitizer report or
 // unanswered request is a bug; every answer must be a valid HTTP response with a JSON body
 // (or the metrics text).
+#include <boost/beast/http/parser.hpp>
+#include <boost/json/parse.hpp>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <string>
-
-#include <boost/beast/http/parser.hpp>
-#include <boost/json/parse.hpp>
 
 #include "fuzz_world.h"
 
@@ -27,8 +26,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!world || ++world->uses > 2000) {
     world = std::make_unique<World>();
     // A counter to hit, so requests get past "not found".
-    world->call(http::beast_http::verb::put, "/v1/ns/f/counters/c",
-                R"({"max":50,"format":"F-{seq:3}-{yyyy}","period":"month","timezone":"Asia/Tokyo"})");
+    world->call(
+        http::beast_http::verb::put, "/v1/ns/f/counters/c",
+        R"({"max":50,"format":"F-{seq:3}-{yyyy}","period":"month","timezone":"Asia/Tokyo"})");
   }
   namespace bh = boost::beast::http;
   bh::request_parser<bh::string_body> parser;

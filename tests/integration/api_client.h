@@ -1,18 +1,18 @@
 // Small helpers over cli::HttpClient for tests: JSON in, status + JSON out.
 #pragma once
 
-#include <string>
+#include <gtest/gtest.h>
 
 #include <boost/json.hpp>
-#include <gtest/gtest.h>
+#include <string>
 
 #include "cli/client.h"
 
 namespace ichido::testing {
 
 struct Reply {
-  int status = 0;             // 0: no answer (transport error)
-  boost::json::value json;    // parsed body (null when not JSON)
+  int status = 0;           // 0: no answer (transport error)
+  boost::json::value json;  // parsed body (null when not JSON)
   std::string body;
   std::string transport_error;
 

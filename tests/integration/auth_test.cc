@@ -1,5 +1,6 @@
 // Authentication and authorization end to end: tokens, roles, scopes, revocation, expiry,
 // the audit log, hashed storage — against the real binary with auth on (its default).
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <chrono>
@@ -8,8 +9,6 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "api_client.h"
 #include "server_process.h"
@@ -48,7 +47,8 @@ class AuthTest : public ::testing::Test {
   }
   std::string snapshot() {
     auto admin = as(admin_token_);
-    return admin.send("GET", "/v1/ns/a/counters").body + admin.send("GET", "/v1/ns/b/counters").body +
+    return admin.send("GET", "/v1/ns/a/counters").body +
+           admin.send("GET", "/v1/ns/b/counters").body +
            admin.send("GET", "/v1/ns/a/counters/c/issued?limit=1000").body;
   }
 
@@ -63,12 +63,18 @@ TEST_F(AuthTest, EveryV1RouteNeedsATokenAndARejectedCallChangesNothing) {
   ASSERT_EQ(admin.next("c", "k1").status, 200);
   const std::string before = snapshot();
   const std::vector<std::pair<std::string, std::string>> routes = {
-      {"GET", "/v1/ns/a/counters"},          {"PUT", "/v1/ns/a/counters/c"},
-      {"GET", "/v1/ns/a/counters/c"},        {"POST", "/v1/ns/a/counters/c/next"},
-      {"GET", "/v1/ns/a/counters/c/issued"}, {"POST", "/v1/ns/a/counters/c/void"},
-      {"POST", "/v1/ns/a/counters/c/set"},   {"POST", "/v1/admin/tokens"},
-      {"GET", "/v1/admin/tokens"},           {"DELETE", "/v1/admin/tokens/x"},
-      {"GET", "/v1/admin/audit"},            {"GET", "/v1/no/such/route"},
+      {"GET", "/v1/ns/a/counters"},
+      {"PUT", "/v1/ns/a/counters/c"},
+      {"GET", "/v1/ns/a/counters/c"},
+      {"POST", "/v1/ns/a/counters/c/next"},
+      {"GET", "/v1/ns/a/counters/c/issued"},
+      {"POST", "/v1/ns/a/counters/c/void"},
+      {"POST", "/v1/ns/a/counters/c/set"},
+      {"POST", "/v1/admin/tokens"},
+      {"GET", "/v1/admin/tokens"},
+      {"DELETE", "/v1/admin/tokens/x"},
+      {"GET", "/v1/admin/audit"},
+      {"GET", "/v1/no/such/route"},
       {"DELETE", "/v1/ns/a/counters"},
   };
   for (const auto& [method, path] : routes) {
@@ -128,14 +134,14 @@ TEST_F(AuthTest, RevokedAndExpiredTokensAreRejected) {
 
   auto [eid, short_lived] = mint("a", "reader", R"(,"expires_in_ms":300)");
   // It works until it expires (or has already expired on a slow machine); then it is 401.
-  EXPECT_TRUE(eventually([&] {
-    return as(short_lived).send("GET", "/v1/ns/a/counters").status == 401;
-  }));
+  EXPECT_TRUE(
+      eventually([&] { return as(short_lived).send("GET", "/v1/ns/a/counters").status == 401; }));
 }
 
 TEST_F(AuthTest, CliTokensOnTheDataDirTakeEffectWhileTheServerRuns) {
   const std::string bin = ichido_binary();
-  auto [rc, token] = run(bin + " token create --data " + data_dir() + " --ns a --role writer --label ci");
+  auto [rc, token] =
+      run(bin + " token create --data " + data_dir() + " --ns a --role writer --label ci");
   ASSERT_EQ(rc, 0);
   ASSERT_EQ(token.rfind("ichido_", 0), 0u) << "prints only the token: " << token;
   ASSERT_EQ(token.find('\n'), std::string::npos);
@@ -152,13 +158,14 @@ TEST_F(AuthTest, CliTokensOnTheDataDirTakeEffectWhileTheServerRuns) {
   EXPECT_EQ(listing.find(token), std::string::npos);
   ASSERT_EQ(run(bin + " token revoke " + id + " --data " + data_dir()).first, 0);
   EXPECT_TRUE(eventually([&] { return as(token).send("GET", "/v1/ns/a/counters").status == 401; }));
-  EXPECT_EQ(run(bin + " token create --data " + data_dir() + " --ns a --role boss 2>/dev/null").first, 2);
+  EXPECT_EQ(
+      run(bin + " token create --data " + data_dir() + " --ns a --role boss 2>/dev/null").first, 2);
 }
 
 TEST_F(AuthTest, NoTokenIsStoredInClearInTheDataDirectory) {
   auto [id1, api_token] = mint("a", "writer");
-  auto [rc, cli_token] =
-      run(std::string(ichido_binary()) + " token create --data " + data_dir() + " --ns '*' --role admin");
+  auto [rc, cli_token] = run(std::string(ichido_binary()) + " token create --data " + data_dir() +
+                             " --ns '*' --role admin");
   ASSERT_EQ(rc, 0);
   // Make sure everything is on disk: a clean stop checkpoints the WAL into the main file.
   ASSERT_EQ(server_.stop(), 0);
@@ -197,13 +204,14 @@ TEST_F(AuthTest, AdminCallsAndFailuresAreAudited) {
       if (o.at("action") == "forbidden" && o.at("actor").as_string() == rid) forbidden = true;
     }
     return created && failed && forbidden;
-  })) << created << failed << forbidden << " " << body;
+  })) << created
+      << failed << forbidden << " " << body;
 }
 
 TEST(AuthStartup, NoAuthIsRefusedOffLoopback) {
   TempDir dir;
-  auto [rc, out] = run(std::string(ichido_binary()) + " serve --listen 0.0.0.0:0 --no-auth --data " +
-                       dir.path() + "/d 2>&1");
+  auto [rc, out] = run(std::string(ichido_binary()) +
+                       " serve --listen 0.0.0.0:0 --no-auth --data " + dir.path() + "/d 2>&1");
   EXPECT_EQ(rc, 2) << out;
   EXPECT_NE(out.find("loopback"), std::string::npos) << out;
 }

@@ -1,8 +1,8 @@
 // Bad input, table-driven: every case gets its documented status and error code, the server
 // keeps serving, and a snapshot of all state taken before and after is identical.
-#include <thread>
-
 #include <gtest/gtest.h>
+
+#include <thread>
 
 #include "api_client.h"
 #include "raw_client.h"
@@ -32,14 +32,16 @@ class BadInputTest : public ::testing::Test {
     ASSERT_EQ(done.status, 200);
     ASSERT_EQ(api.send("POST", "/v1/ns/t/once/complete",
                        R"({"key":"done","token":)" + std::to_string(done.num("token")) +
-                           R"(,"result":{"ok":1}})").status,
+                           R"(,"result":{"ok":1}})")
+                  .status,
               200);
-    ASSERT_EQ(api.send("POST", "/v1/ns/t/once/begin",
-                       R"({"key":"held","owner":"w","lease_ms":3600000})").status,
-              200);
-    ASSERT_EQ(api.send("POST", "/v1/ns/t/locks/l/acquire",
-                       R"({"owner":"o","lease_ms":3600000})").status,
-              200);
+    ASSERT_EQ(
+        api.send("POST", "/v1/ns/t/once/begin", R"({"key":"held","owner":"w","lease_ms":3600000})")
+            .status,
+        200);
+    ASSERT_EQ(
+        api.send("POST", "/v1/ns/t/locks/l/acquire", R"({"owner":"o","lease_ms":3600000})").status,
+        200);
   }
 
   // Everything the API can show: counters and their audit trails, once records, locks.
@@ -83,7 +85,8 @@ TEST_F(BadInputTest, MalformedRequestsGetTheDocumentedErrorAndChangeNothing) {
       {"POST", c + "/next", R"({"key": ["k"]})", 400, "invalid_request", "key"},
       {"POST", c + "/next", R"({"key": ""})", 400, "invalid_request", "key"},
       {"POST", c + "/next", R"({"key": "a\u0000b"})", 400, "invalid_request", "key"},
-      {"POST", c + "/next", "{\"key\": \"" + repeat('k', 513) + "\"}", 400, "invalid_request", "key"},
+      {"POST", c + "/next", "{\"key\": \"" + repeat('k', 513) + "\"}", 400, "invalid_request",
+       "key"},
       {"POST", c + "/next", R"({"key": "k", "note": 7})", 400, "invalid_request", "note"},
       {"POST", c + "/next", "{\"key\": \"k\", \"note\": \"" + repeat('n', 1025) + "\"}", 400,
        "invalid_request", "note"},
@@ -135,10 +138,10 @@ TEST_F(BadInputTest, MalformedRequestsGetTheDocumentedErrorAndChangeNothing) {
       {"POST", c + "/set", R"({"expected_last_value": 2})", 400, "invalid_request", "last_value"},
       {"POST", c + "/set", R"({"expected_last_value": 2, "last_value": -3})", 400,
        "invalid_request", "last_value"},
-      {"POST", c + "/set", R"({"expected_last_value": 2, "last_value": 6})", 400,
-       "invalid_request", "last_value"},
-      {"POST", c + "/set", R"({"expected_last_value": 1, "last_value": 3})", 409,
-       "value_mismatch", ""},
+      {"POST", c + "/set", R"({"expected_last_value": 2, "last_value": 6})", 400, "invalid_request",
+       "last_value"},
+      {"POST", c + "/set", R"({"expected_last_value": 1, "last_value": 3})", 409, "value_mismatch",
+       ""},
       {"POST", c + "/set", R"({"expected_last_value": 2, "last_value": 1})", 409,
        "value_below_issued", ""},
       // --- queries ---
@@ -161,28 +164,38 @@ TEST_F(BadInputTest, MalformedRequestsGetTheDocumentedErrorAndChangeNothing) {
       {"PATCH", c, "{}", 405, "method_not_allowed", ""},
       {"POST", "/healthz", "", 405, "method_not_allowed", ""},
       // --- once records ---
-      {"POST", "/v1/ns/t/once/begin", R"({"key":"k","lease_ms":999})", 400, "invalid_request", "lease_ms"},
-      {"POST", "/v1/ns/t/once/begin", R"({"key":"k","lease_ms":1.5})", 400, "invalid_request", "lease_ms"},
+      {"POST", "/v1/ns/t/once/begin", R"({"key":"k","lease_ms":999})", 400, "invalid_request",
+       "lease_ms"},
+      {"POST", "/v1/ns/t/once/begin", R"({"key":"k","lease_ms":1.5})", 400, "invalid_request",
+       "lease_ms"},
       {"POST", "/v1/ns/t/once/begin", R"({"key":""})", 400, "invalid_request", "key"},
-      {"POST", "/v1/ns/t/once/begin", R"({"key":"k","wait_ms":300001})", 400, "invalid_request", "wait_ms"},
+      {"POST", "/v1/ns/t/once/begin", R"({"key":"k","wait_ms":300001})", 400, "invalid_request",
+       "wait_ms"},
       {"POST", "/v1/ns/t/once/complete", R"({"key":"held"})", 400, "invalid_request", "token"},
-      {"POST", "/v1/ns/t/once/complete", R"({"key":"nope","token":1,"result":1})", 404, "once_not_found", ""},
-      {"POST", "/v1/ns/t/once/fail", R"({"key":"held","token":"1"})", 400, "invalid_request", "token"},
-      {"POST", "/v1/ns/t/once/renew", R"({"key":"held","token":1,"lease_ms":-5})", 400, "invalid_request", "lease_ms"},
+      {"POST", "/v1/ns/t/once/complete", R"({"key":"nope","token":1,"result":1})", 404,
+       "once_not_found", ""},
+      {"POST", "/v1/ns/t/once/fail", R"({"key":"held","token":"1"})", 400, "invalid_request",
+       "token"},
+      {"POST", "/v1/ns/t/once/renew", R"({"key":"held","token":1,"lease_ms":-5})", 400,
+       "invalid_request", "lease_ms"},
       {"POST", "/v1/ns/t/once/reset", "{}", 400, "invalid_request", "key"},
       {"GET", "/v1/ns/t/once?key=", "", 400, "invalid_request", "key"},
       {"GET", "/v1/ns/t/once?state=weird", "", 400, "invalid_request", "state"},
       // --- locks ---
-      {"POST", "/v1/ns/t/locks/l/acquire", R"({"lease_ms":999})", 400, "invalid_request", "lease_ms"},
-      {"POST", "/v1/ns/t/locks/l/acquire", R"({"wait_ms":300001})", 400, "invalid_request", "wait_ms"},
+      {"POST", "/v1/ns/t/locks/l/acquire", R"({"lease_ms":999})", 400, "invalid_request",
+       "lease_ms"},
+      {"POST", "/v1/ns/t/locks/l/acquire", R"({"wait_ms":300001})", 400, "invalid_request",
+       "wait_ms"},
       {"POST", "/v1/ns/t/locks/l/acquire", R"({"owner":5})", 400, "invalid_request", "owner"},
       {"POST", "/v1/ns/t/locks/l/release", "{}", 400, "invalid_request", "token"},
       {"POST", "/v1/ns/t/locks/l/release", R"({"token":99999})", 409, "not_holder", ""},
-      {"POST", "/v1/ns/t/locks/l/renew", R"({"token":1,"lease_ms":3600001})", 400, "invalid_request", "lease_ms"},
+      {"POST", "/v1/ns/t/locks/l/renew", R"({"token":1,"lease_ms":3600001})", 400,
+       "invalid_request", "lease_ms"},
       {"POST", "/v1/ns/t/locks/a%2Fb/acquire", "{}", 400, "invalid_request", "name"},
       {"GET", "/v1/ns/t/locks/l?token=x", "", 400, "invalid_request", "token"},
       // --- size ---
-      {"POST", c + "/next", "{\"key\": \"" + repeat('x', 2 << 20) + "\"}", 413, "body_too_large", ""},
+      {"POST", c + "/next", "{\"key\": \"" + repeat('x', 2 << 20) + "\"}", 413, "body_too_large",
+       ""},
       {"GET", "/v1/ns/t/counters/c/issued?key=" + repeat('k', 9000), "", 414, "uri_too_long", ""},
   };
   ASSERT_GE(cases.size(), 60u);
@@ -190,7 +203,8 @@ TEST_F(BadInputTest, MalformedRequestsGetTheDocumentedErrorAndChangeNothing) {
   for (const auto& tc : cases) {
     ApiClient fresh(server_.url());  // some cases close the connection; keep them independent
     auto r = fresh.send(tc.method, tc.target, tc.body);
-    const std::string what = tc.method + " " + tc.target.substr(0, 60) + " " + tc.body.substr(0, 60);
+    const std::string what =
+        tc.method + " " + tc.target.substr(0, 60) + " " + tc.body.substr(0, 60);
     EXPECT_EQ(r.status, tc.status) << what << " -> " << r.body.substr(0, 300);
     EXPECT_EQ(r.error_code(), tc.code) << what << " -> " << r.body.substr(0, 300);
     EXPECT_EQ(r.error_field(), tc.field) << what << " -> " << r.body.substr(0, 300);
@@ -225,11 +239,13 @@ TEST_F(BadInputTest, HostileConnectionsAreAnsweredOrDroppedAndTheServerKeepsServ
   r = exchange("HELLO THERE\r\n\r\n");
   EXPECT_EQ(statuses(r), std::vector<int>{400}) << r.substr(0, 200);
 
-  r = exchange("POST /v1/ns/t/counters/c/next HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}");
+  r = exchange(
+      "POST /v1/ns/t/counters/c/next HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}");
   EXPECT_EQ(statuses(r), std::vector<int>{400}) << r.substr(0, 200);
 
-  std::string chunked = "POST /v1/ns/t/counters/c/next HTTP/1.1\r\nHost: x\r\n"
-                        "Transfer-Encoding: chunked\r\n\r\n";
+  std::string chunked =
+      "POST /v1/ns/t/counters/c/next HTTP/1.1\r\nHost: x\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n";
   for (int i = 0; i < 64; ++i) chunked += "8000\r\n" + repeat('a', 0x8000) + "\r\n";
   chunked += "0\r\n\r\n";
   r = exchange(chunked);

@@ -1,12 +1,12 @@
 // Counters end to end: the real binary, real sockets, real concurrent clients, real kill -9.
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "api_client.h"
 #include "server_process.h"
@@ -31,8 +31,8 @@ class CountersTest : public ::testing::Test {
       const std::string name(c.at("name").as_string());
       std::int64_t after = 0;
       for (;;) {
-        auto page = api.send("GET", api.counter_path(name) + "/issued?limit=1000&after=" +
-                                        std::to_string(after));
+        auto page = api.send(
+            "GET", api.counter_path(name) + "/issued?limit=1000&after=" + std::to_string(after));
         out += page.body;
         if (!page.json.as_object().contains("next_after")) break;
         after = page.num("next_after");
@@ -50,9 +50,9 @@ constexpr int kPerClient = 250;
 
 TEST_F(CountersTest, ConcurrentClientsGetEveryNumberExactlyOnceAndReplaysAreStable) {
   ApiClient admin(server_.url());
-  ASSERT_EQ(admin.create("receipts", R"({"start":100,"format":"R-{seq:5}","require_key":true})")
-                .status,
-            201);
+  ASSERT_EQ(
+      admin.create("receipts", R"({"start":100,"format":"R-{seq:5}","require_key":true})").status,
+      201);
 
   std::mutex mu;
   std::map<std::string, std::int64_t> by_key;
@@ -170,8 +170,8 @@ TEST_F(CountersTest, KillNineLosesNoAnsweredNumberAndRetriesNeverDuplicate) {
   std::set<std::string> keys;
   std::int64_t after = 0;
   for (;;) {
-    auto page = api.send("GET", api.counter_path("inv") + "/issued?limit=1000&after=" +
-                                    std::to_string(after));
+    auto page = api.send(
+        "GET", api.counter_path("inv") + "/issued?limit=1000&after=" + std::to_string(after));
     ASSERT_EQ(page.status, 200);
     for (const auto& it : page.at("items").as_array()) {
       ASSERT_TRUE(values.insert(it.at("value").to_number<std::int64_t>()).second);

@@ -2,12 +2,12 @@
 // pieces, several requests in one packet, an answer larger than the socket takes at once (the
 // server writes what it can at once and the rest asynchronously; it parses what one read
 // brought and reads more only when needed).
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
 #include <chrono>
 #include <string>
 #include <thread>
-
-#include <boost/json.hpp>
-#include <gtest/gtest.h>
 
 #include "api_client.h"
 #include "raw_client.h"
@@ -27,8 +27,9 @@ class FramingTest : public ::testing::Test {
   static std::string next_request(const std::string& key, bool close = false) {
     const std::string body = R"({"key":")" + key + R"("})";
     return "POST /v1/ns/t/counters/c/next HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-           "Content-Length: " + std::to_string(body.size()) + "\r\n" +
-           (close ? "Connection: close\r\n" : "") + "\r\n" + body;
+           "Content-Length: " +
+           std::to_string(body.size()) + "\r\n" + (close ? "Connection: close\r\n" : "") + "\r\n" +
+           body;
   }
 
   TempDir dir_;
@@ -42,8 +43,9 @@ TEST_F(FramingTest, ARequestArrivingInPiecesIsAnsweredOnceComplete) {
   const auto header_end = req.find("\r\n\r\n") + 4;
   // The request line alone, the rest of the header, then the body a byte at a time. The pauses
   // only make the pieces arrive separately; the answer must be the same whatever they are.
-  const std::string pieces[] = {req.substr(0, req.find("\r\n") + 2),
-                                req.substr(req.find("\r\n") + 2, header_end - req.find("\r\n") - 2)};
+  const std::string pieces[] = {
+      req.substr(0, req.find("\r\n") + 2),
+      req.substr(req.find("\r\n") + 2, header_end - req.find("\r\n") - 2)};
   for (const auto& p : pieces) {
     ASSERT_TRUE(conn.send(p));
     std::this_thread::sleep_for(std::chrono::milliseconds(30));

@@ -52,7 +52,6 @@ Reply renew(ApiClient& api, const std::string& name, std::int64_t token, std::in
                   json::serialize(json::object{{"token", token}, {"lease_ms", lease_ms}}));
 }
 
-
 std::int64_t waiters(ApiClient& api, const std::string& name) {
   auto r = api.send("GET", lock_path(name));
   return r.status == 200 ? r.num("waiters") : -1;
@@ -596,19 +595,16 @@ TEST_F(LocksTest, RunWithAProgramThatDoesNotExistExits127AndCleansUp) {
   const std::string err = dir_.path() + "/missing.err";
   const std::string url = server_.url().to_string();
   const std::string missing = "ichido-test-no-such-program";
-  EXPECT_EQ(wait_exit(spawn_ichido({"lock", "run", "gone", "--url", url, "--ns", "t", "--",
-                                    missing},
-                                   err)),
+  EXPECT_EQ(wait_exit(spawn_ichido(
+                {"lock", "run", "gone", "--url", url, "--ns", "t", "--", missing}, err)),
             127);
-  EXPECT_EQ(wait_exit(spawn_ichido({"once", "run", "gone", "--url", url, "--ns", "t", "--",
-                                    missing},
-                                   err)),
+  EXPECT_EQ(wait_exit(spawn_ichido(
+                {"once", "run", "gone", "--url", url, "--ns", "t", "--", missing}, err)),
             127);
   const std::string said = slurp(err);
   std::size_t count = 0;
-  for (std::size_t at = 0; (at = said.find("ichido: cannot run " + missing, at)) !=
-                           std::string::npos;
-       ++at) {
+  for (std::size_t at = 0;
+       (at = said.find("ichido: cannot run " + missing, at)) != std::string::npos; ++at) {
     ++count;
   }
   EXPECT_EQ(count, 2u) << said;

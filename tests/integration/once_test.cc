@@ -29,7 +29,6 @@ namespace json = boost::json;
 using std::chrono::milliseconds;
 using steady = std::chrono::steady_clock;
 
-
 class OnceClient {
  public:
   explicit OnceClient(const cli::BaseUrl& url) : api_(url) {}
@@ -323,8 +322,8 @@ TEST_F(OnceTest, AParkedWaiterWhoseClientDisconnectsLeavesTheWait) {
   auto a = holder.begin("<gone@example.com>", "outlook-A");
   ASSERT_EQ(a.str("outcome"), "acquired");
   auto parked = [&](int n) {
-    return probe.raw("GET", "/metrics").body.find("\nichido_once_waiters " + std::to_string(n) +
-                                                   "\n") != std::string::npos;
+    return probe.raw("GET", "/metrics")
+               .body.find("\nichido_once_waiters " + std::to_string(n) + "\n") != std::string::npos;
   };
   {
     RawConn conn(server_.port());

@@ -55,8 +55,8 @@ bool ServerProcess::start(std::string* error) {
     *error = "cannot create " + log_path;
     return false;
   }
-  std::vector<std::string> args = {ichido_binary(), "serve", "--listen", "127.0.0.1:0",
-                                   "--data", data_dir_};
+  std::vector<std::string> args = {ichido_binary(), "serve",  "--listen",
+                                   "127.0.0.1:0",   "--data", data_dir_};
   if (!auth_) args.push_back("--no-auth");
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   std::vector<char*> argv;

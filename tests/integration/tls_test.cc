@@ -14,8 +14,8 @@ TEST(Tls, CurlWithTheSelfSignedCaCompletesANextAndPlainHttpIsRefused) {
   const std::string cert = dir.path() + "/cert.pem", key = dir.path() + "/key.pem";
   auto [mk, mk_out] = run_command(
       "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
-      "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " + key + " -out " + cert +
-      " 2>&1");
+      "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " +
+      key + " -out " + cert + " 2>&1");
   ASSERT_EQ(mk, 0) << mk_out;
   ServerProcess server(dir.path() + "/data", {"--tls-cert", cert, "--tls-key", key},
                        /*auth=*/true);
@@ -27,17 +27,19 @@ TEST(Tls, CurlWithTheSelfSignedCaCompletesANextAndPlainHttpIsRefused) {
   const std::string curl = "curl -sS --max-time 10 --cacert " + cert +
                            " -H 'Authorization: Bearer " + token + "' -w ' %{http_code}' ";
 
-  auto [c1, put] = run_command(curl + "-X PUT " + base + "/v1/ns/s/counters/r -d '{\"format\":\"T-{seq:3}\"}'");
+  auto [c1, put] =
+      run_command(curl + "-X PUT " + base + "/v1/ns/s/counters/r -d '{\"format\":\"T-{seq:3}\"}'");
   EXPECT_EQ(c1, 0);
   EXPECT_NE(put.find(" 201"), std::string::npos) << put;
-  auto [c2, next] = run_command(curl + "-X POST " + base + "/v1/ns/s/counters/r/next -d '{\"key\":\"k\"}'");
+  auto [c2, next] =
+      run_command(curl + "-X POST " + base + "/v1/ns/s/counters/r/next -d '{\"key\":\"k\"}'");
   EXPECT_EQ(c2, 0);
   EXPECT_NE(next.find("\"formatted\":\"T-001\""), std::string::npos) << next;
   EXPECT_NE(next.find(" 200"), std::string::npos) << next;
 
   // Plain HTTP to the TLS port: no HTTP answer, the connection is closed (curl: empty reply).
-  auto [c3, plain] = run_command("curl -sS --max-time 10 http://127.0.0.1:" +
-                                 std::to_string(server.port()) + "/healthz 2>&1");
+  auto [c3, plain] = run_command(
+      "curl -sS --max-time 10 http://127.0.0.1:" + std::to_string(server.port()) + "/healthz 2>&1");
   EXPECT_NE(c3, 0) << plain;
   EXPECT_EQ(plain.find("\"status\""), std::string::npos) << plain;
   // TLS below 1.2 is refused at the handshake.
@@ -56,9 +58,9 @@ TEST(Tls, CurlWithTheSelfSignedCaCompletesANextAndPlainHttpIsRefused) {
 
 TEST(Tls, ACertificateWithoutAKeyIsAUsageError) {
   TempDir dir;
-  auto [rc, out] = run_command(std::string(ichido_binary()) +
-                               " serve --listen 127.0.0.1:0 --data " + dir.path() +
-                               "/d --tls-cert /nonexistent.pem 2>&1");
+  auto [rc, out] =
+      run_command(std::string(ichido_binary()) + " serve --listen 127.0.0.1:0 --data " +
+                  dir.path() + "/d --tls-cert /nonexistent.pem 2>&1");
   EXPECT_EQ(rc, 2) << out;
   EXPECT_NE(out.find("--tls-key"), std::string::npos) << out;
 }

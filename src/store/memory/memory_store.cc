@@ -25,18 +25,20 @@ class MemoryTables final : public Tables {
   }
   Result<std::vector<CounterRow>> list_counters(const std::string& ns) override {
     std::vector<CounterRow> out;
-    for (auto it = s_.counters.lower_bound({ns, ""}); it != s_.counters.end() && it->first.first == ns;
-         ++it) {
+    for (auto it = s_.counters.lower_bound({ns, ""});
+         it != s_.counters.end() && it->first.first == ns; ++it) {
       out.push_back(it->second);
     }
     return out;
   }
-  Result<std::optional<PeriodRow>> find_period(std::int64_t id, const std::string& period) override {
+  Result<std::optional<PeriodRow>> find_period(std::int64_t id,
+                                               const std::string& period) override {
     auto it = s_.periods.find({id, period});
     if (it == s_.periods.end()) return std::optional<PeriodRow>();
     return std::optional<PeriodRow>(it->second);
   }
-  Result<void> save_period(std::int64_t id, const std::string& period, const PeriodRow& row) override {
+  Result<void> save_period(std::int64_t id, const std::string& period,
+                           const PeriodRow& row) override {
     s_.periods[{id, period}] = row;
     return {};
   }

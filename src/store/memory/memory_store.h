@@ -29,13 +29,14 @@ class MemoryStore final : public TableStore {
   struct State {
     std::int64_t next_counter_id = 1;
     std::int64_t last_token = 0;
-    std::map<std::pair<std::string, std::string>, CounterRow> counters;     // (ns, name)
-    std::map<std::pair<std::int64_t, std::string>, PeriodRow> periods;      // (id, period)
+    std::map<std::pair<std::string, std::string>, CounterRow> counters;  // (ns, name)
+    std::map<std::pair<std::int64_t, std::string>, PeriodRow> periods;   // (id, period)
     std::map<std::tuple<std::int64_t, std::string, std::int64_t>, core::IssuedNumber> issued;
-    std::map<std::pair<std::int64_t, std::string>, std::tuple<std::int64_t, std::string, std::int64_t>>
+    std::map<std::pair<std::int64_t, std::string>,
+             std::tuple<std::int64_t, std::string, std::int64_t>>
         issued_by_key;  // (id, key) -> issued map key
     std::map<std::pair<std::string, std::string>, core::OnceRecord> once;  // (ns, key)
-    std::map<std::string, core::TokenInfo> tokens;  // by id
+    std::map<std::string, core::TokenInfo> tokens;                         // by id
     std::vector<core::AuditEntry> audit;
     std::map<std::pair<std::string, std::string>, core::LockRecord> locks;  // (ns, name)
   };
@@ -47,9 +48,9 @@ class MemoryStore final : public TableStore {
  private:
   Clock* clock_;
   mutable std::mutex mu_;
-  State state_;             // guarded by mu_
-  bool closed_ = false;     // guarded by mu_
-  StoreStats stats_;        // guarded by mu_
+  State state_;          // guarded by mu_
+  bool closed_ = false;  // guarded by mu_
+  StoreStats stats_;     // guarded by mu_
 };
 
 }  // namespace ichido::store::memory

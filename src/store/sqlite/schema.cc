@@ -123,10 +123,10 @@ const std::vector<const char*>& migrations() {
 int current_schema_version() { return static_cast<int>(migrations().size()); }
 
 Result<void> migrate(Db& db) {
-  ICHIDO_TRY(db.exec(
-      "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL PRIMARY KEY, "
-      "applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)",
-      "create the schema version table"));
+  ICHIDO_TRY(
+      db.exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL PRIMARY KEY, "
+              "applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)",
+              "create the schema version table"));
   // One migration per transaction. The version is read inside the (exclusive) write
   // transaction, so two processes opening a new data directory at once (the server and
   // `ichido token create`) cannot both apply the same migration.

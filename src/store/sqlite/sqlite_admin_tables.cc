@@ -13,7 +13,8 @@ Result<core::TokenInfo> token_from(const Query& q) {
   t.id = q.text(0);
   t.hash = q.text(1);
   auto role = core::parse_role(q.text(2));
-  if (!role.ok()) return Error(errc::store_unavailable, "The store holds a token with an unknown role.");
+  if (!role.ok())
+    return Error(errc::store_unavailable, "The store holds a token with an unknown role.");
   t.role = *role;
   t.scope = q.text(3);
   t.label = q.text(4);

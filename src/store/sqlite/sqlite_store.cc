@@ -94,14 +94,19 @@ void SqliteStore::submit_write(Job job) {
   const Error* refuse = nullptr;
   static const Error closed = unavailable("the server is shutting down");
   static const Error full = unavailable("too many queued writes");
-  static const Error failed = unavailable("an earlier write failed with an I/O error; restart "
-                                          "the server after checking the disk");
+  static const Error failed = unavailable(
+      "an earlier write failed with an I/O error; restart "
+      "the server after checking the disk");
   {
     std::lock_guard lk(mu_);
-    if (closing_) refuse = &closed;
-    else if (failed_.load()) refuse = &failed;
-    else if (write_queue_.size() >= opt_.max_queue) refuse = &full;
-    else write_queue_.push_back(std::move(job));
+    if (closing_)
+      refuse = &closed;
+    else if (failed_.load())
+      refuse = &failed;
+    else if (write_queue_.size() >= opt_.max_queue)
+      refuse = &full;
+    else
+      write_queue_.push_back(std::move(job));
   }
   if (refuse) {
     job.finish(refuse);
@@ -116,9 +121,12 @@ void SqliteStore::submit_read(Job job) {
   const Error* refuse = nullptr;
   {
     std::lock_guard lk(mu_);
-    if (closing_) refuse = &closed;
-    else if (read_queue_.size() >= opt_.max_queue) refuse = &full;
-    else read_queue_.push_back(std::move(job));
+    if (closing_)
+      refuse = &closed;
+    else if (read_queue_.size() >= opt_.max_queue)
+      refuse = &full;
+    else
+      read_queue_.push_back(std::move(job));
   }
   if (refuse) {
     job.finish(refuse);
@@ -144,9 +152,8 @@ void SqliteStore::writer_loop() {
       if (last_batch > 1 && write_queue_.size() < last_batch / 2 && !closing_) {
         const auto delay = std::min<std::chrono::steady_clock::duration>(
             last_commit / 4, std::chrono::milliseconds(1));
-        write_cv_.wait_for(lk, delay, [&] {
-          return closing_ || write_queue_.size() >= last_batch;
-        });
+        write_cv_.wait_for(lk, delay,
+                           [&] { return closing_ || write_queue_.size() >= last_batch; });
       }
       while (!write_queue_.empty() && batch.size() < opt_.max_batch) {
         batch.push_back(std::move(write_queue_.front()));

@@ -37,9 +37,9 @@
 namespace ichido::store::sqlite {
 
 struct Options {
-  std::string dir;              // data directory; created (mode 0700) when missing
-  int readers = 2;              // read threads / connections
-  std::size_t max_batch = 1024;   // jobs per commit at most
+  std::string dir;                 // data directory; created (mode 0700) when missing
+  int readers = 2;                 // read threads / connections
+  std::size_t max_batch = 1024;    // jobs per commit at most
   std::size_t max_queue = 100000;  // queued jobs beyond this are refused (store_unavailable)
   Clock* clock = &SystemClock::instance();
 };
@@ -82,14 +82,14 @@ class SqliteStore final : public TableStore {
   std::deque<Job> read_queue_;        // guarded by mu_
   bool closing_ = false;              // guarded by mu_
 
-  std::atomic<bool> failed_{false};   // a commit failed with an I/O error: no more writes
+  std::atomic<bool> failed_{false};  // a commit failed with an I/O error: no more writes
   std::atomic<std::uint64_t> commits_{0};
   std::atomic<std::uint64_t> committed_commands_{0};
   std::atomic<std::uint64_t> failed_commits_{0};
   std::atomic<std::uint64_t> isolated_batches_{0};  // batches re-run with a savepoint per job
 
-  std::unique_ptr<Db> write_db_;  // owned by the writer thread once started
-  WriterCache cache_;             // the writer thread's; cleared on every rollback
+  std::unique_ptr<Db> write_db_;               // owned by the writer thread once started
+  WriterCache cache_;                          // the writer thread's; cleared on every rollback
   std::vector<std::unique_ptr<Db>> read_dbs_;  // one per reader thread
   std::thread writer_;
   std::vector<std::thread> readers_;

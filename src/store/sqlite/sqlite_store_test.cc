@@ -289,7 +289,9 @@ TEST_F(SqliteStoreTest, AFailingCommandThatWroteIsUndoneAloneInItsBatch) {
       if (writes) (void)t.save_period(1, "", PeriodRow{500, 9, 0});  // then fails: must vanish
       return false;
     };
-    job.finish = [&, i](const Error* e) { record(i, e ? std::string(to_string(e->code)) : "rejected"); };
+    job.finish = [&, i](const Error* e) {
+      record(i, e ? std::string(to_string(e->code)) : "rejected");
+    };
     SqliteStoreTestPeer::submit_write(*store, std::move(job));
   };
   next(0, "a");

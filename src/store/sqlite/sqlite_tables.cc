@@ -5,7 +5,8 @@
 namespace ichido::store::sqlite {
 namespace {
 
-#define COUNTER_COLUMNS "id, ns, name, start, max, format, period, timezone, require_key, created_at"
+#define COUNTER_COLUMNS \
+  "id, ns, name, start, max, format, period, timezone, require_key, created_at"
 #define ISSUED_COLUMNS "period, value, formatted, key, note, issued_at, voided_at, void_reason"
 
 Result<CounterRow> counter_from(const Query& q) {
@@ -121,7 +122,9 @@ Result<std::optional<PeriodRow>> SqliteTables::find_period(std::int64_t id,
   if (q.ok()) q->bind(1, id).bind(2, period);
   auto row = one<PeriodRow>(
       db_, std::move(q),
-      [](const Query& r) { return PeriodRow{r.int64(0), r.int64(1), r.int64(2)}; },
+      [](const Query& r) {
+        return PeriodRow{r.int64(0), r.int64(1), r.int64(2)};
+      },
       "read a counter period");
   if (cache_ && row.ok() && *row) WriterCache::put(cache_->periods_, std::move(key), **row);
   return row;
@@ -142,8 +145,8 @@ Result<void> SqliteTables::save_period(std::int64_t id, const std::string& perio
   return {};
 }
 
-Result<std::optional<core::IssuedNumber>> SqliteTables::find_issued_by_key(
-    std::int64_t id, const std::string& key) {
+Result<std::optional<core::IssuedNumber>> SqliteTables::find_issued_by_key(std::int64_t id,
+                                                                           const std::string& key) {
   auto q = db_.query("SELECT " ISSUED_COLUMNS " FROM issued WHERE counter_id = ? AND key = ?");
   if (q.ok()) q->bind(1, id).bind(2, key);
   return one<core::IssuedNumber>(db_, std::move(q), issued_from, "look up an idempotency key");

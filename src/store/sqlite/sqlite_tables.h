@@ -56,8 +56,8 @@ class SqliteTables final : public Tables {
                                                      const std::string& period) override;
   Result<void> save_issued(std::int64_t counter_id, const core::IssuedNumber& rec) override;
   Result<std::vector<core::IssuedNumber>> list_issued(std::int64_t counter_id,
-                                                      const std::string& period,
-                                                      std::int64_t after, int limit) override;
+                                                      const std::string& period, std::int64_t after,
+                                                      int limit) override;
 
   // Once records: defined in sqlite_once_tables.cc.
   Result<std::optional<core::OnceRecord>> find_once(const std::string& ns,
@@ -79,8 +79,7 @@ class SqliteTables final : public Tables {
                                                     const std::string& name) override;
   Result<void> save_lock(const std::string& ns, const core::LockRecord& rec) override;
   Result<void> delete_lock(const std::string& ns, const std::string& name) override;
-  Result<std::vector<core::LockRecord>> list_live_locks(const std::string& ns,
-                                                        TimeMs now) override;
+  Result<std::vector<core::LockRecord>> list_live_locks(const std::string& ns, TimeMs now) override;
 
  private:
   Db& db_;

@@ -17,8 +17,8 @@ Result<void> open_dir(Db& db, const std::string& dir, bool create) {
   if (create) {
     std::filesystem::create_directories(dir, ec);
     if (ec) {
-      return Error(errc::store_unavailable, "Cannot create data directory " + dir + ": " +
-                                                ec.message() + ".");
+      return Error(errc::store_unavailable,
+                   "Cannot create data directory " + dir + ": " + ec.message() + ".");
     }
     ::chmod(dir.c_str(), 0700);
   } else if (!std::filesystem::exists(dir + "/ichido.db", ec)) {
@@ -54,11 +54,11 @@ Result<NewToken> create_token_in_dir(const std::string& dir, core::Role role,
   auto info = core::make_token(new_token_id(), out.secret, role, scope, label, now, expires_at);
   if (!info.ok()) return std::move(info).error();
   out.info = std::move(*info);
-  auto stored = in_transaction<core::TokenInfo>(dir, true, [&](SqliteTables& t)
-                                                    -> Result<core::TokenInfo> {
-    ICHIDO_TRY(t.insert_token(out.info));
-    return out.info;
-  });
+  auto stored =
+      in_transaction<core::TokenInfo>(dir, true, [&](SqliteTables& t) -> Result<core::TokenInfo> {
+        ICHIDO_TRY(t.insert_token(out.info));
+        return out.info;
+      });
   if (!stored.ok()) return std::move(stored).error();
   return out;
 }

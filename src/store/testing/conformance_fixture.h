@@ -102,9 +102,9 @@ inline std::string Dump(const core::CounterInfo& i) {
 }
 
 inline core::CounterConfig Config(std::int64_t start = 0, std::int64_t max = 9999,
-                           std::string format = "R-{seq:4}",
-                           core::Period period = core::Period::none, std::string tz = "UTC",
-                           bool require_key = false) {
+                                  std::string format = "R-{seq:4}",
+                                  core::Period period = core::Period::none, std::string tz = "UTC",
+                                  bool require_key = false) {
   return core::CounterConfig{start, max, std::move(format), period, std::move(tz), require_key};
 }
 

@@ -253,6 +253,20 @@ Result<Change> decide_fail(const std::optional<OnceRecord>& existing, std::int64
   return Change{std::move(next), true};
 }
 
+Abandon decide_abandon(const std::optional<OnceRecord>& existing, std::int64_t token, TimeMs now) {
+  if (!existing || existing->token != token || existing->state != OnceState::processing) {
+    return Abandon{existing, false};
+  }
+  if (existing->attempt <= 1) return Abandon{std::nullopt, true};
+  OnceRecord r = *existing;
+  r.state = OnceState::pending;
+  r.attempt -= 1;
+  r.holder_done = true;  // O3: the attempt it returns to has concluded (failed or lapsed)
+  r.request_id.reset();
+  r.updated_at = now;
+  return Abandon{std::move(r), true};
+}
+
 Result<OnceRecord> decide_renew(const std::optional<OnceRecord>& existing, std::int64_t token,
                                 std::int64_t lease_ms, TimeMs now) {
   if (!existing)

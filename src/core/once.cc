@@ -1,5 +1,6 @@
 #include "core/once.h"
 
+#include "core/fields.h"
 #include "core/names.h"
 
 namespace ichido::core {
@@ -126,12 +127,7 @@ Result<void> check_invariants(const OnceRecord& r) {
   return {};
 }
 
-Result<void> validate_max_attempts(std::int64_t v) {
-  if (v < 1 || v > kMaxMaxAttempts) {
-    return invalid_field("max_attempts", "The max_attempts must be a whole number from 1 to 1000.");
-  }
-  return {};
-}
+Result<void> validate_max_attempts(std::int64_t v) { return check(field::kMaxAttempts, v); }
 
 Result<void> validate_owner(std::string_view s) {
   return validate_text(s, kMaxOwnerBytes, "owner");

@@ -5,6 +5,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <chrono>
 
+#include "core/fields.h"
 #include "core/names.h"
 #include "service/call_store.h"
 
@@ -12,10 +13,7 @@ namespace ichido::service {
 namespace {
 
 Result<void> validate_token(std::int64_t token) {
-  if (token < 1 || token > core::kMaxJsonInteger) {
-    return invalid_field("token", "The token must be the whole number begin answered.");
-  }
-  return {};
+  return core::check(core::field::kOnceToken, token);
 }
 
 }  // namespace

@@ -90,8 +90,8 @@ TEST(Connections, RunningOutOfDescriptorsPausesAcceptingButNeverStopsIt) {
   std::string err;
   ASSERT_TRUE(server.start(&err)) << err;
   // Leave the server 48 descriptors, then open more connections than that.
-  auto [rc, out] = run_command("prlimit --pid " + std::to_string(server.pid()) +
-                               " --nofile=48:48 2>&1");
+  auto [rc, out] =
+      run_command("prlimit --pid " + std::to_string(server.pid()) + " --nofile=48:48 2>&1");
   ASSERT_EQ(rc, 0) << out;
   std::vector<std::unique_ptr<RawConn>> flood;
   for (int i = 0; i < 80; ++i) flood.push_back(std::make_unique<RawConn>(server.port()));

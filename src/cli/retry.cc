@@ -92,10 +92,13 @@ HttpResult send_with_retry(const Transport& transport, Request request, const Re
     }
     HttpResult r = transport(request);
     if (!is_retryable(r) || (policy.attempts > 0 && attempt >= policy.attempts)) return r;
-    const auto delay = std::max(backoff_with_jitter(attempt - 1), retry_after(r));
-    if (policy.give_up_after.count() > 0 &&
-        std::chrono::steady_clock::now() + delay - start > policy.give_up_after) {
-      return r;
+    auto delay = std::max(backoff_with_jitter(attempt - 1), retry_after(r));
+    if (policy.give_up_after.count() > 0) {
+      // Until a deadline: the last try goes just before it.
+      const auto left = policy.give_up_after - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                   std::chrono::steady_clock::now() - start);
+      if (left <= std::chrono::milliseconds(100)) return r;
+      delay = std::min(delay, left - std::chrono::milliseconds(100));
     }
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.1f", static_cast<double>(delay.count()) / 1000.0);

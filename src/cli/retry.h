@@ -47,8 +47,8 @@ void real_sleep(std::chrono::milliseconds d);
 struct RetryPolicy {
   // In total, the first one included (retries wait ~0.5 s, 1 s, 2.5 s); 0: no bound but time.
   int attempts = 4;
-  // Do not start a retry that would begin later than this after the first attempt (zero: no time
-  // bound, only `attempts`).
+  // Retry until this long after the first attempt began, the last try about 100 ms before that
+  // (zero: no time bound, only `attempts`).
   std::chrono::milliseconds give_up_after{0};
 };
 

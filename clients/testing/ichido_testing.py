@@ -122,6 +122,56 @@ class Server:
         return str(body["token"])
 
 
+class Tethered:
+    """A command run through tether.sh (it dies with this process), with its stdout lines handed
+    to on_line(line, self) as they come; kill() sends SIGKILL to the command itself."""
+
+    def __init__(self, argv: List[str], env: Dict[str, str], on_line: Callable[[str, "Tethered"], None] = lambda line, t: None) -> None:
+        self.proc = subprocess.Popen([TETHER, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+        self.pid = 0
+        self.lines: List[str] = []
+        self.err = ""
+        self._pid_known = threading.Event()
+        self._on_line = on_line
+        self._threads = [threading.Thread(target=self._read_out), threading.Thread(target=self._read_err)]
+        for t in self._threads:
+            t.start()
+
+    def _read_err(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.err += line
+            m = re.search(r"tether: pid (\d+)", line)
+            if m and not self.pid:
+                self.pid = int(m.group(1))
+                self._pid_known.set()
+
+    def _read_out(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+            self._on_line(line.rstrip("\n"), self)
+
+    def kill(self) -> None:
+        self._pid_known.wait(10)
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def wait(self, timeout: float = 240) -> int:
+        code = self.proc.wait(timeout=timeout)
+        for t in self._threads:
+            t.join()
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        return code
+
+    def last(self) -> Any:
+        return json.loads(self.lines[-1]) if self.lines else None
+
+
 Policy = Callable[[Dict[str, Any]], Union[str, Dict[str, Any]]]
 
 

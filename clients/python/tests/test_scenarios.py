@@ -25,59 +25,13 @@ sys.path.insert(0, os.path.join(HERE, "..", "src"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "testing"))
 
 from ichido import Client, IchidoError  # noqa: E402
-from ichido_testing import TETHER, LossyProxy, Server, flaky_for_keys, mail_message_ids  # noqa: E402
+from ichido_testing import LossyProxy, Server, Tethered, flaky_for_keys, mail_message_ids  # noqa: E402
 
 
-class Worker:
-    """A fixture script as its own (tethered) process; on_line(line, worker) sees each stdout line."""
-
-    def __init__(self, script, args, env, on_line=lambda line, w: None):
-        full_env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "src"), **env)
-        self.proc = subprocess.Popen(
-            [TETHER, sys.executable, os.path.join(HERE, "workers", script), *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=full_env,
-            text=True,
-        )
-        self.pid = 0
-        self.lines = []
-        self.err = ""
-        self._on_line = on_line
-        self._out = threading.Thread(target=self._read_out)
-        self._err = threading.Thread(target=self._read_err)
-        self._out.start()
-        self._err.start()
-
-    def _read_err(self):
-        for line in self.proc.stderr:
-            self.err += line
-            m = re.search(r"tether: pid (\d+)", line)
-            if m:
-                self.pid = int(m.group(1))
-
-    def _read_out(self):
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-            self._on_line(line.rstrip("\n"), self)
-
-    def kill(self):
-        deadline = time.monotonic() + 5
-        while not self.pid and time.monotonic() < deadline:
-            time.sleep(0.01)
-        os.kill(self.pid, 9)
-
-    def wait(self):
-        code = self.proc.wait(timeout=120)
-        self._out.join()
-        self._err.join()
-        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            pipe.close()
-        return code
-
-    def last(self):
-        return json.loads(self.lines[-1]) if self.lines else None
+def Worker(script, args, env, on_line=lambda line, w: None):
+    """A fixture script as its own (tethered) process."""
+    full_env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "src"), **env)
+    return Tethered([sys.executable, os.path.join(HERE, "workers", script), *args], full_env, on_line)
 
 
 class Scenarios(unittest.TestCase):

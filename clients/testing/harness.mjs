@@ -272,6 +272,15 @@ export function flakyForKeys(rand, suffix, { dropAnswer = 0.15, dropRequest = 0.
   };
 }
 
+// The README's code blocks marked <!-- recipe: NAME --> (the line before the fence), by NAME: the
+// tests run them as written.
+export function readmeRecipes(path = join(repoRoot, 'README.md')) {
+  const text = readFileSync(path, 'utf8');
+  const out = {};
+  for (const m of text.matchAll(/<!-- recipe: (\S+) -->\n```\w*\n([\s\S]*?)\n```/g)) out[m[1]] = m[2];
+  return out;
+}
+
 // A seeded pseudo-random generator (mulberry32), so a failing run can be repeated.
 export function seededRandom(seed) {
   let a = seed >>> 0;

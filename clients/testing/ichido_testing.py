@@ -328,6 +328,14 @@ def flaky_for_keys(
     return policy
 
 
+def readme_recipes(path: Optional[str] = None) -> Dict[str, str]:
+    """The README's code blocks marked <!-- recipe: NAME --> (the line before the fence), by NAME:
+    the tests run them as written."""
+    with open(path or os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    return {m.group(1): m.group(2) for m in re.finditer(r"<!-- recipe: (\S+) -->\n```\w*\n(.*?)\n```", text, re.S)}
+
+
 def mail_message_ids(count: int = 100) -> List[str]:
     """Message-IDs as shared mailboxes see them: <, @, /, +, spaces, quotes, Japanese."""
     kinds = [

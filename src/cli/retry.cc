@@ -95,8 +95,9 @@ HttpResult send_with_retry(const Transport& transport, Request request, const Re
     auto delay = std::max(backoff_with_jitter(attempt - 1), retry_after(r));
     if (policy.give_up_after.count() > 0) {
       // Until a deadline: the last try goes just before it.
-      const auto left = policy.give_up_after - std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                   std::chrono::steady_clock::now() - start);
+      const auto left =
+          policy.give_up_after - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::steady_clock::now() - start);
       if (left <= std::chrono::milliseconds(100)) return r;
       delay = std::min(delay, left - std::chrono::milliseconds(100));
     }

@@ -23,8 +23,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "clients", "testing"))
 
 import vba  # noqa: E402
-from fakes import Worksheet  # noqa: E402
-from ichido_testing import LossyProxy, Server, Tethered, flaky_for_keys, mail_message_ids  # noqa: E402
+from fakes import MailItem, Worksheet  # noqa: E402
+from ichido_testing import LossyProxy, Server, Tethered, flaky_for_keys, mail_message_ids, readme_recipes  # noqa: E402
 
 JSON = os.path.join(VBA_DIR, "IchidoJson.bas")
 ICHIDO = os.path.join(VBA_DIR, "Ichido.bas")
@@ -396,6 +396,49 @@ class Live(unittest.TestCase):
             _, rec = self.server.admin("GET", "/v1/ns/mailbox/once?key=" + urllib.parse.quote(i, safe=""))
             self.assertEqual(rec["state"], "completed", i)
             self.assertEqual(rec["attempt"], 2 if i == killed["id"] else 1, i)
+
+
+class Readme(unittest.TestCase):
+    """The README's VBA recipe, exactly as written there, as a module of its own."""
+
+    def test_vba_outlook_item_add(self):
+        code = readme_recipes().get("vba/outlook-item-add")
+        self.assertIsNotNone(code, "README recipe vba/outlook-item-add is missing")
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d, True)
+        path = os.path.join(d, "Recipe.bas")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write('Attribute VB_Name = "Recipe"\nOption Explicit\n\n' + code + "\n")
+        self.assertEqual(project(path).check(), [])
+        server = Server().start()
+        self.addCleanup(server.stop)
+        token = server.token("writer", "mailbox")
+        ids = mail_message_ids(20)
+        forwarded, lock = [], threading.Lock()
+
+        def on_send(sent):
+            with lock:
+                forwarded.append(vba.py_str(sent.original.message_id))
+
+        errors = []
+
+        def client(n):
+            try:
+                pj = project(path, environ={"COMPUTERNAME": f"PC-{n}", "USERNAME": "staff"})
+                pj.call("IchidoConnect", server.url, token, "mailbox")
+                for i in ids:
+                    pj.call("HandleSharedMail", MailItem(vba.vba_str(i), "s", on_send))
+                self.assertEqual(pj.debug, [])
+            except Exception as e:  # reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=client, args=(n,)) for n in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        self.assertEqual(sorted(forwarded), sorted(ids), "each mail forwarded once, by one client")
 
 
 if __name__ == "__main__":

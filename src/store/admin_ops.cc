@@ -5,14 +5,14 @@
 
 namespace ichido::store {
 
-void TableStore::create_token(core::TokenInfo token, Callback<core::TokenInfo> done) {
-  write<core::TokenInfo>(
-      [token = std::move(token)](Tables& t, TimeMs) -> Result<core::TokenInfo> {
+void TableStore::create_token(CreateTokenCmd cmd, Callback<core::TokenInfo> done) {
+  write_audited<core::TokenInfo>(
+      [token = std::move(cmd.token)](Tables& t, TimeMs) -> Result<core::TokenInfo> {
         ICHIDO_TRY(core::validate_scope(token.scope));
         ICHIDO_TRY(t.insert_token(token));
         return token;
       },
-      std::move(done));
+      std::move(cmd.audit), std::move(done));
 }
 
 Result<core::TokenInfo> revoke_token_rows(Tables& t, const std::string& id, TimeMs now) {
@@ -30,15 +30,22 @@ Result<core::TokenInfo> revoke_token_rows(Tables& t, const std::string& id, Time
   return tok;
 }
 
-void TableStore::revoke_token(std::string id, Callback<core::TokenInfo> done) {
-  write<core::TokenInfo>(
-      [id = std::move(id)](Tables& t, TimeMs now) { return revoke_token_rows(t, id, now); },
-      std::move(done));
+void TableStore::revoke_token(RevokeTokenCmd cmd, Callback<core::TokenInfo> done) {
+  write_audited<core::TokenInfo>(
+      [id = std::move(cmd.id)](Tables& t, TimeMs now) { return revoke_token_rows(t, id, now); },
+      std::move(cmd.audit), std::move(done));
 }
 
 void TableStore::list_tokens(Callback<std::vector<core::TokenInfo>> done) {
   read<std::vector<core::TokenInfo>>([](Tables& t, TimeMs) { return t.list_tokens(); },
                                      std::move(done));
+}
+
+void TableStore::find_token_by_hash(std::string hash,
+                                    Callback<std::optional<core::TokenInfo>> done) {
+  read<std::optional<core::TokenInfo>>(
+      [hash = std::move(hash)](Tables& t, TimeMs) { return t.find_token_by_hash(hash); },
+      std::move(done));
 }
 
 void TableStore::append_audit(core::AuditEntry entry, Callback<core::AuditEntry> done) {

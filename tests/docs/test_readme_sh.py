@@ -87,5 +87,26 @@ class ReadmeShell(unittest.TestCase):
             self.assertEqual(len(f.read().splitlines()), 1)
 
 
+class MakeInstall(unittest.TestCase):
+    """README: `make install` puts `ichido` on PATH (PREFIX, default /usr/local; DESTDIR)."""
+
+    def test_make_install_into_a_destdir(self):
+        dest = tempfile.mkdtemp(prefix="ichido-install-")
+        self.addCleanup(shutil.rmtree, dest, True)
+        # -o build: install what is built already (make test has just built it).
+        r = subprocess.run(["make", "-C", REPO, "-o", "build", "install", f"DESTDIR={dest}", "PREFIX=/opt/ichido"],
+                           capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        installed = os.path.join(dest, "opt", "ichido", "bin", "ichido")
+        self.assertTrue(os.access(installed, os.X_OK))
+        version = subprocess.run([installed, "--version"], capture_output=True, text=True)
+        self.assertEqual(version.returncode, 0)
+        self.assertRegex(version.stdout, r"^ichido \d+\.\d+\.\d+")
+        self.assertIn("75   lock acquire, lock run: not acquired", subprocess.run([installed, "--help"], capture_output=True, text=True).stdout)
+        r = subprocess.run(["make", "-C", REPO, "uninstall", f"DESTDIR={dest}", "PREFIX=/opt/ichido"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertFalse(os.path.exists(installed))
+
+
 if __name__ == "__main__":
     unittest.main()

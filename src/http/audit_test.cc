@@ -31,7 +31,8 @@ class AuditTest : public ::testing::Test {
     req.body() = body;
     std::optional<BeastResponse> res;
     boost::asio::co_spawn(
-        ioc_, [&]() -> boost::asio::awaitable<void> { res = co_await api_.handle(req, "1.2.3.4:5"); },
+        ioc_,
+        [&]() -> boost::asio::awaitable<void> { res = co_await api_.handle(req, "1.2.3.4:5"); },
         boost::asio::detached);
     ioc_.run();
     ioc_.restart();

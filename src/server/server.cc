@@ -211,6 +211,7 @@ int run_server(const ServeConfig& cfg) {
     log(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
         ": draining connections");
     deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(drain_deadline_ms);
+    api.shutdown_waiters();  // parked requests get their "not now" answer before the drain
     server.begin_drain();
     watch();
     signals.async_wait([&](boost::system::error_code ec, int s) {

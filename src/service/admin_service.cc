@@ -55,16 +55,14 @@ boost::asio::awaitable<Result<core::AuditEntry>> AdminService::append_audit(
       [&](auto cb) { store_.append_audit(std::move(entry), std::move(cb)); });
 }
 
-void AdminService::append_audit_detached(core::AuditEntry entry,
-                                         std::function<void()> on_failure) {
+void AdminService::append_audit_detached(core::AuditEntry entry, std::function<void()> on_failure) {
   store_.append_audit(std::move(entry),
                       [on_failure = std::move(on_failure)](Result<core::AuditEntry> r) {
                         if (!r.ok() && on_failure) on_failure();
                       });
 }
 
-boost::asio::awaitable<Result<AuditPage>> AdminService::list_audit(std::int64_t after,
-                                                                   int limit) {
+boost::asio::awaitable<Result<AuditPage>> AdminService::list_audit(std::int64_t after, int limit) {
   if (limit < 1 || limit > 1000) {
     co_return invalid_field("limit", "The limit must be a whole number from 1 to 1000.");
   }

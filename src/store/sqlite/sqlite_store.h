@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "ichido/clock.h"
 #include "store/sqlite/db.h"
 #include "store/sqlite/sqlite_tables.h"
@@ -75,12 +76,12 @@ class SqliteStore final : public TableStore {
   std::string db_path_;
   int lock_fd_ = -1;
 
-  std::mutex mu_;
-  std::condition_variable write_cv_;  // writer waits here; guarded by mu_
-  std::condition_variable read_cv_;   // readers wait here; guarded by mu_
-  std::deque<Job> write_queue_;       // guarded by mu_
-  std::deque<Job> read_queue_;        // guarded by mu_
-  bool closing_ = false;              // guarded by mu_
+  Mutex mu_;
+  CondVar write_cv_;  // the writer waits here (with mu_)
+  CondVar read_cv_;   // readers wait here (with mu_)
+  std::deque<Job> write_queue_ GUARDED_BY(mu_);
+  std::deque<Job> read_queue_ GUARDED_BY(mu_);
+  bool closing_ GUARDED_BY(mu_) = false;
 
   std::atomic<bool> failed_{false};  // a commit failed with an I/O error: no more writes
   std::atomic<std::uint64_t> commits_{0};

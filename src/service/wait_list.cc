@@ -34,26 +34,15 @@ std::uint64_t WaitList::generation(const std::string& key) const {
 }
 
 asio::awaitable<Result<WakeReason>> WaitList::wait(const std::string& key,
-                                                   std::chrono::steady_clock::time_point deadline) {
-  return park(key, deadline, std::nullopt);
-}
-
-asio::awaitable<Result<WakeReason>> WaitList::wait(const std::string& key,
                                                    std::chrono::steady_clock::time_point deadline,
                                                    std::uint64_t seen_generation) {
-  return park(key, deadline, seen_generation);
-}
-
-asio::awaitable<Result<WakeReason>> WaitList::park(const std::string& key,
-                                                   std::chrono::steady_clock::time_point deadline,
-                                                   std::optional<std::uint64_t> seen_generation) {
   auto ex = co_await asio::this_coro::executor;
   auto w = std::make_shared<Waiter>(ex);
   w->timer.expires_at(deadline);
   {
     MutexLock lk(mu_);
     if (closing_) co_return WakeReason::shutdown;
-    if (seen_generation && *seen_generation != stripe(key)) co_return WakeReason::notified;
+    if (seen_generation != stripe(key)) co_return WakeReason::notified;
     auto& q = by_key_[key];
     if (q.size() >= max_per_key_ || total_ >= max_total_) {
       if (q.empty()) by_key_.erase(key);

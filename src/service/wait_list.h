@@ -49,11 +49,9 @@ class WaitList {
       : max_per_key_(max_per_key), max_total_(max_total) {}
 
   // Parks the calling coroutine until notified, until `deadline`, or until the coroutine's
-  // cancellation slot fires. Errors: too_many_waiters (then nothing was parked).
-  boost::asio::awaitable<Result<WakeReason>> wait(const std::string& key,
-                                                  std::chrono::steady_clock::time_point deadline);
-  // The same, but answers `notified` without parking when generation(key) is no longer
-  // `seen_generation` (a notification came after the caller read it).
+  // cancellation slot fires — or answers `notified` at once, without parking, when
+  // generation(key) is no longer `seen_generation` (a notification came after the caller read
+  // it). Errors: too_many_waiters (then nothing was parked).
   boost::asio::awaitable<Result<WakeReason>> wait(const std::string& key,
                                                   std::chrono::steady_clock::time_point deadline,
                                                   std::uint64_t seen_generation);
@@ -75,9 +73,6 @@ class WaitList {
 
  private:
   void wake(const std::shared_ptr<Waiter>& w) REQUIRES(mu_);
-  boost::asio::awaitable<Result<WakeReason>> park(const std::string& key,
-                                                  std::chrono::steady_clock::time_point deadline,
-                                                  std::optional<std::uint64_t> seen_generation);
   std::uint64_t& stripe(const std::string& key) const REQUIRES(mu_);
 
   static constexpr std::size_t kStripes = 1024;

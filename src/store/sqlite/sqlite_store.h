@@ -1,11 +1,13 @@
 // SqliteStore: the embedded store (the default). One file, DIR/ichido.db, in WAL mode.
 //
 // Writes: one writer thread owns the only write connection and does group commit (after
-// LevelDB's DBImpl::Write): it takes every job queued so far (up to max_batch), opens one
-// transaction, runs each job inside its own SAVEPOINT (a job that fails is rolled back alone),
-// commits once — one fsync of the WAL for the whole batch (synchronous=FULL) — and only then
-// calls every job's `finish`. So an answer is never sent before its change is on disk, and the
-// fsync cost is shared by everyone who queued while the previous batch was being synced.
+// LevelDB's DBImpl::Write): it takes every job queued so far (up to max_batch), runs them one
+// after another in one transaction, commits once — one fsync of the WAL for the whole batch
+// (synchronous=FULL) — and only then calls every job's `finish`. So an answer is never sent
+// before its change is on disk, and the fsync cost is shared by everyone who queued while the
+// previous batch was being synced. A job that fails has normally written nothing (the rules
+// decide before they write); when one did write, the batch is rolled back and run again with a
+// SAVEPOINT around each job, so the failed job's writes are undone alone (commit_batch).
 //
 // If a commit fails with an I/O error, the store stops accepting writes for good (every later
 // write gets store_unavailable, /readyz fails): after a failed fsync the state of the file is not

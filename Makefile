@@ -5,8 +5,13 @@ DATA ?= ./ichido-data
 # In CI (CI=true) warnings are errors.
 CMAKE_FLAGS := $(if $(CI),-DICHIDO_WERROR=ON,)
 FUZZ_SECONDS ?= 20
+# make install: the ichido command into $(DESTDIR)$(PREFIX)/bin (so it is on PATH).
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+# Debug symbols are stripped from the installed copy (build/ichido keeps them); INSTALL_STRIP= keeps them.
+INSTALL_STRIP ?= -s
 
-.PHONY: all deps build run test bench bench-counters fuzz clean
+.PHONY: all deps build run test bench bench-counters fuzz clean install uninstall
 
 all: build
 
@@ -22,6 +27,16 @@ run: build
 	@echo "  export ICHIDO_TOKEN=\$$(cat $(DATA)/admin.token)"
 	@echo "  curl -H \"Authorization: Bearer \$$ICHIDO_TOKEN\" http://$(LISTEN)/v1/ns/demo/counters"
 	build/ichido serve --listen $(LISTEN) --data $(DATA)
+
+# Builds, then installs build/ichido as $(DESTDIR)$(BINDIR)/ichido (default /usr/local/bin;
+# e.g. make install PREFIX=$$HOME/.local). `make -o build install` installs what is built already.
+install: build
+	install -d "$(DESTDIR)$(BINDIR)"
+	install -m 0755 $(INSTALL_STRIP) build/ichido "$(DESTDIR)$(BINDIR)/ichido"
+	@echo "installed $(DESTDIR)$(BINDIR)/ichido"
+
+uninstall:
+	rm -f "$(DESTDIR)$(BINDIR)/ichido"
 
 # Every test: the clang-format check, a short fuzz run of each libFuzzer target (clang, ASan+UBSan), then CTest.
 test: build

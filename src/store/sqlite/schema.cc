@@ -128,6 +128,18 @@ const std::vector<const char*>& migrations() {
 
 int current_schema_version() { return static_cast<int>(migrations().size()); }
 
+Result<int> schema_version(Db& db) {
+  auto exists = db.query(
+      "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'");
+  if (!exists.ok()) return std::move(exists).error();
+  if (exists->step() != SQLITE_ROW) return db.error("read the schema");
+  if (exists->int64(0) == 0) return 0;
+  auto q = db.query("SELECT COALESCE(MAX(version), 0) FROM schema_version");
+  if (!q.ok()) return std::move(q).error();
+  if (q->step() != SQLITE_ROW) return db.error("read the schema version");
+  return static_cast<int>(q->int64(0));
+}
+
 Result<void> migrate(Db& db) {
   ICHIDO_TRY(
       db.exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL PRIMARY KEY, "

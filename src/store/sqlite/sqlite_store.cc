@@ -62,10 +62,11 @@ Result<void> SqliteStore::start() {
   OpenDirOptions dir_opt;
   dir_opt.init = opt_.init;
   dir_opt.vfs = opt_.vfs;
-  auto id = open_data_dir(*write_db_, opt_.dir, dir_opt, opt_.clock->now_ms());
-  if (!id.ok()) return std::move(id).error();
-  identity_ = *id;
-  reserved_token_ = id->token_high_water;
+  auto opened = open_data_dir(*write_db_, opt_.dir, dir_opt, opt_.clock->now_ms());
+  if (!opened.ok()) return std::move(opened).error();
+  identity_ = opened->identity;
+  reserved_token_ = opened->identity.token_high_water;
+  token_floor_ = opened->read_only ? opened->token_floor : 0;
   struct stat st {};
   if (opt_.quick_check_max_bytes > 0 && ::stat(db_path_.c_str(), &st) == 0 &&
       static_cast<std::uint64_t>(st.st_size) <= opt_.quick_check_max_bytes) {
@@ -107,9 +108,21 @@ void SqliteStore::close() {
     if (writer_.joinable()) writer_.join();
     for (auto& t : readers_) t.join();
     readers_.clear();
-    if (write_db_) {
+    if (write_db_ && !failed_.load() && !corrupt_.load() && !read_only_.load()) {
       // A clean close checkpoints the WAL into the main file, so the next start reads less.
+      // Not after a failed write or damage: then the next open's recovery decides from what is
+      // on disk, and nothing more is written now.
       (void)write_db_->exec("PRAGMA wal_checkpoint(TRUNCATE)", "checkpoint");
+    }
+    if (failed_.load() || corrupt_.load()) {
+      // Nor the checkpoint SQLite makes when the last connection closes: the next open's
+      // recovery decides from what is on disk.
+      for (auto& db : read_dbs_) {
+        sqlite3_db_config(db->raw(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+      }
+      if (write_db_) {
+        sqlite3_db_config(write_db_->raw(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+      }
     }
     read_dbs_.clear();
     write_db_.reset();
@@ -256,6 +269,7 @@ void SqliteStore::commit_batch(std::vector<Job>& batch) {
     return;
   }
   read_only_.store(false);
+  token_floor_ = 0;
   commits_.fetch_add(1);
   committed_commands_.fetch_add(batch.size());
   for (auto& j : batch) j.finish(nullptr);
@@ -293,6 +307,10 @@ SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs no
     return q->run(what);
   };
   if (auto r = step("BEGIN IMMEDIATE", "begin a transaction"); !r.ok()) return give_up(r.error());
+  if (token_floor_ > 0) {
+    // Opened read-only: D4's move of the sequence comes with the first write (data_dir.h).
+    if (auto r = raise_token_sequence(db, token_floor_); !r.ok()) return give_up(r.error());
+  }
   SqliteTables tables(db, &cache_);
   for (auto& job : batch) {
     if (isolate) {

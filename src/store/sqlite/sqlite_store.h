@@ -102,6 +102,7 @@ class SqliteStore final : public TableStore {
   Identity identity_;  // as written at open; the writer raises token_high_water
   int lock_fd_ = -1;
   std::int64_t reserved_token_ = 0;  // the writer's: tokens up to this are covered by ichido.id
+  std::int64_t token_floor_ = 0;     // the writer's: D4 still to apply (opened read-only)
 
   Mutex mu_;
   CondVar write_cv_;  // the writer waits here (with mu_)

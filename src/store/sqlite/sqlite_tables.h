@@ -39,6 +39,7 @@ class WriterCache {
 class SqliteTables final : public Tables {
  public:
   explicit SqliteTables(Db& db, WriterCache* cache = nullptr) : db_(db), cache_(cache) {}
+  Db& db() { return db_; }  // the connection these rows are read and written on
 
   Result<std::int64_t> next_token() override;
 

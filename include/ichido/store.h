@@ -178,6 +178,39 @@ struct LockState {
   TimeMs now = 0;
 };
 
+// --- tokens, audit, namespaces --------------------------------------------------------------
+
+// A page of the audit log. Filters combine (AND); an empty filter matches everything.
+struct AuditQuery {
+  std::int64_t after = 0;              // ids greater than this
+  std::optional<std::int64_t> before;  // ids less than this
+  bool newest_first = false;           // false: increasing id order
+  std::string actor;                   // exact token id ("" = any)
+  std::string action;                  // substring of the action ("" = any), case-sensitive
+  std::optional<std::string> ns;       // exact namespace
+  int limit = 100;                     // 1..kMaxAuditLimit
+};
+inline constexpr int kMaxAuditLimit = 1000;
+
+// Once records of one namespace by state, at the store's clock. Each count stops at the cap the
+// caller gave (counting a 10M-row state exactly on every look would be a full index scan);
+// `capped` says which reached it.
+struct OnceCounts {
+  std::int64_t processing = 0;  // live leases only
+  std::int64_t expired = 0;     // processing with a lapsed lease (the holder probably crashed)
+  std::int64_t pending = 0;
+  std::int64_t completed = 0;
+  std::int64_t dead = 0;
+  bool capped = false;                         // some count reached the cap
+  std::optional<TimeMs> oldest_expired_lease;  // the earliest lapsed lease end, if any
+};
+struct NamespaceSummary {
+  std::string ns;
+  std::int64_t counters = 0;
+  std::int64_t locks_held = 0;  // live leases
+  OnceCounts once;
+};
+
 // Counters of the store's own work, for /metrics and the benchmarks.
 struct StoreStats {
   std::uint64_t commits = 0;             // write transactions committed
@@ -186,6 +219,11 @@ struct StoreStats {
   // Batches re-run with a savepoint per job because a failing command had already written
   // (normally 0: the rules decide before they write).
   std::uint64_t isolated_batches = 0;
+  // Time spent in COMMIT (the fsync) over all commits, in microseconds.
+  std::uint64_t commit_us_total = 0;
+  // The fatal write latch: a commit failed with an I/O error and every later write is refused
+  // until the process restarts (LevelDB's rule: never carry on after a failed fsync).
+  bool write_failed = false;
 };
 
 class Store {
@@ -236,9 +274,12 @@ class Store {
   virtual void list_tokens(Callback<std::vector<core::TokenInfo>> done) = 0;
   // Appends one audit record; the store assigns its id (increasing).
   virtual void append_audit(core::AuditEntry entry, Callback<core::AuditEntry> done) = 0;
-  // Up to `limit` records with id > after, oldest first.
-  virtual void list_audit(std::int64_t after, int limit,
-                          Callback<std::vector<core::AuditEntry>> done) = 0;
+  // Up to q.limit records matching q, in q's order. Errors: invalid_request (field limit).
+  virtual void list_audit(AuditQuery q, Callback<std::vector<core::AuditEntry>> done) = 0;
+  // One summary per namespace (every namespace with a counter, a once record or a lock row, in
+  // byte order; only `only_ns` when set, even if empty), once counts capped at `cap` each.
+  virtual void summarize_namespaces(std::optional<std::string> only_ns, std::int64_t cap,
+                                    Callback<std::vector<NamespaceSummary>> done) = 0;
   // --- locks (rules: core/lock.h) ---
   // Grants the lock when it is free or lapsed (with a fresh token from the store's sequence), or
   // answers acquired=false with the live holder; the lock is unchanged then. Errors: none beyond

@@ -97,21 +97,42 @@ boost::asio::awaitable<Response> revoke_token(Store& store, Authenticator* auth,
   co_return Response::json(200, token_json(*r));
 }
 
-boost::asio::awaitable<Response> list_audit(Store& store, const Request& req) {
-  std::int64_t after = 0;
+// GET /v1/admin/audit?after=&before=&order=oldest|newest&actor=&action=&ns=&limit=
+// Oldest first pages with next_after; newest first (the dashboard) pages with next_before.
+boost::asio::awaitable<Response> list_audit(service::OverviewService& svc, const Request& req) {
+  AuditQuery q;
   int limit = 100;
   if (const auto* a = req.param("after")) {
     auto v = parse_query_int(*a, "after", 0, core::kMaxJsonInteger);
     if (!v.ok()) co_return Response::error(v.error());
-    after = *v;
+    q.after = *v;
+  }
+  if (const auto* b = req.param("before")) {
+    auto v = parse_query_int(*b, "before", 1, core::kMaxJsonInteger);
+    if (!v.ok()) co_return Response::error(v.error());
+    q.before = *v;
   }
   if (const auto* l = req.param("limit")) {
-    auto v = parse_query_int(*l, "limit", 1, 1000);
+    auto v = parse_query_int(*l, "limit", 1, kMaxAuditLimit - 1);
     if (!v.ok()) co_return Response::error(v.error());
     limit = static_cast<int>(*v);
   }
-  auto r = co_await call_store<std::vector<core::AuditEntry>>(
-      [&](auto cb) { store.list_audit(after, limit + 1, std::move(cb)); });
+  if (const auto* o = req.param("order")) {
+    if (*o != "oldest" && *o != "newest") {
+      co_return Response::error(invalid_field("order", "The order is \"oldest\" or \"newest\"."));
+    }
+    q.newest_first = *o == "newest";
+  }
+  if (const auto* a = req.param("actor")) q.actor = *a;
+  if (const auto* a = req.param("action")) q.action = *a;
+  if (const auto* n = req.param("ns")) q.ns = *n;
+  if (q.actor.size() > 256 || q.action.size() > 256) {
+    co_return Response::error(
+        invalid_field(q.actor.size() > 256 ? "actor" : "action", "A filter is at most 256 bytes."));
+  }
+  q.limit = limit + 1;  // one more tells whether another page follows
+  const bool newest = q.newest_first;
+  auto r = co_await svc.audit(std::move(q));
   if (!r.ok()) co_return Response::error(r.error());
   json::object o;
   json::array items;
@@ -119,13 +140,14 @@ boost::asio::awaitable<Response> list_audit(Store& store, const Request& req) {
   if (more) r->resize(limit);
   for (const auto& e : *r) items.push_back(audit_json(e));
   o["items"] = std::move(items);
-  if (more) o["next_after"] = r->back().id;
+  if (more) o[newest ? "next_before" : "next_after"] = r->back().id;
   co_return Response::json(200, o);
 }
 
 }  // namespace
 
-void add_admin_routes(Router& router, Store& store, Authenticator* auth, const Clock& clock) {
+void add_admin_routes(Router& router, Store& store, Authenticator* auth, const Clock& clock,
+                      service::OverviewService& overview) {
   router.add_admin(verb::post, "/v1/admin/tokens",
                    [&store, auth, &clock](const Request& req, const Params&) {
                      return create_token(store, auth, clock, req);
@@ -135,8 +157,9 @@ void add_admin_routes(Router& router, Store& store, Authenticator* auth, const C
   router.add_admin(
       verb::delete_, "/v1/admin/tokens/{id}",
       [&store, auth](const Request&, const Params& p) { return revoke_token(store, auth, p); });
-  router.add_admin(verb::get, "/v1/admin/audit",
-                   [&store](const Request& req, const Params&) { return list_audit(store, req); });
+  router.add_admin(verb::get, "/v1/admin/audit", [&overview](const Request& req, const Params&) {
+    return list_audit(overview, req);
+  });
 }
 
 }  // namespace ichido::http

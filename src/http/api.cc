@@ -15,14 +15,20 @@ Api::Api(Store& store, Metrics& metrics, ApiOptions options)
       counters_(store),
       locks_(store, options.locks),
       once_waits_(options.max_once_waiters_per_key, options.max_once_waiters),
-      once_(store, once_waits_) {
+      once_(store, once_waits_),
+      overview_(store) {
   add_ops_routes(router_, store, metrics_);
   add_counter_routes(router_, counters_);
   add_once_routes(router_, once_);
   add_lock_routes(router_, locks_);
-  add_admin_routes(router_, store, opt_.auth, *opt_.clock);
+  add_admin_routes(router_, store, opt_.auth, *opt_.clock, overview_);
+  add_overview_routes(router_, overview_);
+  add_web_routes(router_);  // last: API routes are matched first
   metrics_.add_gauge("ichido_once_waiters", "Once begins parked waiting (wait_ms) right now.",
                      [this] { return static_cast<std::int64_t>(once_waits_.total()); });
+  metrics_.add_gauge("ichido_lock_waiters", "Lock acquires parked waiting (wait_ms) right now.",
+                     [this] { return static_cast<std::int64_t>(locks_.total_waiters()); });
+  metrics_.add_collector([this] { return render_once_gauges(*overview_.snapshot()); });
 }
 
 bool Api::may_wait(const BeastRequest& req) {
@@ -95,13 +101,15 @@ boost::asio::awaitable<Response> Api::route(Request& req) {
   const std::string ns = ns_it == m.params.end() ? "" : ns_it->second;
   if (principal) {
     // Outside /v1 (metrics) any active token with the role will do, whatever its scope.
-    auto allowed = v1 ? core::authorize(*principal, m.route->role, ns)
-                      : core::authorize(*principal, m.route->role, principal->scope);
+    auto allowed = v1 && !m.route->any_scope
+                       ? core::authorize(*principal, m.route->role, ns)
+                       : core::authorize(*principal, m.route->role, principal->scope);
     if (!allowed.ok()) {
       audit_failure(req, allowed.error(), principal->id);
       co_return Response::error(allowed.error());
     }
   }
+  req.principal = principal ? &*principal : nullptr;
   Response res = co_await m.route->handler(req, m.params);
   if (m.route->admin()) {
     core::AuditEntry entry;
@@ -139,6 +147,9 @@ boost::asio::awaitable<BeastResponse> Api::handle(const BeastRequest& breq, std:
     req.body = breq.body();
     if (auto it = breq.find(beast_http::field::authorization); it != breq.end()) {
       req.authorization = std::string(it->value());
+    }
+    if (auto it = breq.find(beast_http::field::if_none_match); it != breq.end()) {
+      req.if_none_match = std::string(it->value());
     }
     res = co_await route(req);
   } catch (const std::exception& ex) {

@@ -19,6 +19,7 @@
 #include "service/counter_service.h"
 #include "service/lock_service.h"
 #include "service/once_service.h"
+#include "service/overview_service.h"
 #include "service/wait_list.h"
 
 namespace ichido::http {
@@ -50,6 +51,7 @@ class Api {
   static bool may_wait(const BeastRequest& req);
   const service::LockService& locks() const { return locks_; }
   service::OnceService& once() { return once_; }
+  service::OverviewService& overview() { return overview_; }
 
  private:
   boost::asio::awaitable<Response> route(Request& req);
@@ -63,6 +65,7 @@ class Api {
   service::LockService locks_;
   service::WaitList once_waits_;
   service::OnceService once_;
+  service::OverviewService overview_;
   Router router_;
   std::atomic<std::int64_t> audit_window_{0};  // the second the count below belongs to
   std::atomic<int> audits_in_window_{0};

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/auth.h"
 #include "ichido/result.h"
 
 namespace ichido::http {
@@ -26,8 +27,12 @@ struct Request {
   std::multimap<std::string, std::string> query;
   std::string body;
   std::string authorization;  // the Authorization header, if any
+  std::string if_none_match;  // the If-None-Match header, if any (static files answer 304)
   std::string path;           // the raw path (no query), for logs and audit
   std::string remote;         // client address, for the audit log
+  // The authenticated caller (set by Api before the handler runs; null with --no-auth). Points
+  // into the Api's own copy, valid for the duration of the handler.
+  const core::TokenInfo* principal = nullptr;
 
   // The first value of query parameter `name`, if present.
   const std::string* param(const std::string& name) const {

@@ -31,6 +31,11 @@ class Metrics {
   void add_gauge(std::string name, std::string help, std::function<std::int64_t()> read) {
     gauges_.push_back({std::move(name), std::move(help), std::move(read)});
   }
+  // Whole metric families rendered at scrape time (HELP/TYPE lines included), for series with
+  // labels. Must be cheap and must not wait. Call before serving only.
+  void add_collector(std::function<std::string()> render) {
+    collectors_.push_back(std::move(render));
+  }
 
  private:
   std::array<std::atomic<std::uint64_t>, 600> by_status_{};
@@ -40,7 +45,8 @@ class Metrics {
     std::string name, help;
     std::function<std::int64_t()> read;
   };
-  std::vector<Gauge> gauges_;  // constant once serving
+  std::vector<Gauge> gauges_;                             // constant once serving
+  std::vector<std::function<std::string()>> collectors_;  // constant once serving
   std::atomic<std::uint64_t> dropped_audits_{0};
 };
 

@@ -65,6 +65,20 @@ boost::asio::awaitable<void> purge_once_records(service::OnceService& once,
   }
 }
 
+// Refreshes the overview snapshot behind the /metrics once gauges every kRefreshInterval (at
+// once at start-up, so the first scrape has figures). A failure keeps the old snapshot.
+boost::asio::awaitable<void> refresh_overview(service::OverviewService& overview) {
+  namespace asio = boost::asio;
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  for (;;) {
+    auto r = co_await overview.refresh(SystemClock::instance().now_ms());
+    if (!r.ok()) log("overview refresh failed (will retry): " + r.error().message);
+    timer.expires_after(service::OverviewService::kRefreshInterval);
+    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return;
+  }
+}
+
 // First start with authentication on and no token yet: mint an admin token scoped to every
 // namespace and write it to DIR/admin.token (0600). Returns the file's path.
 Result<std::string> create_first_admin_token(Store& store, const std::string& dir) {
@@ -172,6 +186,8 @@ int run_server(const ServeConfig& cfg) {
   }
   server.start();
   boost::asio::co_spawn(ioc, purge_once_records(api.once(), cfg.once_retention_ms),
+                        boost::asio::detached);
+  boost::asio::co_spawn(boost::asio::make_strand(ioc), refresh_overview(api.overview()),
                         boost::asio::detached);
   if (!cfg.no_auth) {
     auth.start_refresh(boost::asio::make_strand(ioc), std::chrono::milliseconds(1000));

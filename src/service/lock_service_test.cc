@@ -307,9 +307,12 @@ class GatedStore final : public Store {
   void append_audit(core::AuditEntry e, Callback<core::AuditEntry> d) override {
     in_.append_audit(std::move(e), std::move(d));
   }
-  void list_audit(std::int64_t after, int limit,
-                  Callback<std::vector<core::AuditEntry>> d) override {
-    in_.list_audit(after, limit, std::move(d));
+  void list_audit(AuditQuery q, Callback<std::vector<core::AuditEntry>> d) override {
+    in_.list_audit(std::move(q), std::move(d));
+  }
+  void summarize_namespaces(std::optional<std::string> ns, std::int64_t cap,
+                            Callback<std::vector<NamespaceSummary>> d) override {
+    in_.summarize_namespaces(std::move(ns), cap, std::move(d));
   }
   void begin_once(BeginOnceCmd c, Callback<BeginOnceReply> d) override {
     in_.begin_once(std::move(c), std::move(d));

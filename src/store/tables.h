@@ -19,6 +19,7 @@
 #include "core/lock.h"
 #include "core/once.h"
 #include "ichido/result.h"
+#include "ichido/store.h"
 
 namespace ichido::store {
 
@@ -92,7 +93,15 @@ class Tables {
   virtual Result<std::vector<core::TokenInfo>> list_tokens() = 0;
   // Returns the new record's id.
   virtual Result<std::int64_t> insert_audit(const core::AuditEntry& e) = 0;
-  virtual Result<std::vector<core::AuditEntry>> list_audit(std::int64_t after, int limit) = 0;
+  // Up to q.limit records matching q (see AuditQuery), in q's order.
+  virtual Result<std::vector<core::AuditEntry>> list_audit(const AuditQuery& q) = 0;
+  // --- namespaces (the dashboard's overview and the /metrics once gauges) ---
+  // Every namespace with a counter, a once record or a lock row (held or lapsed), distinct, in
+  // byte order. Should cost one index probe per namespace, not a scan of the records.
+  virtual Result<std::vector<std::string>> list_namespaces() = 0;
+  // The once records of `ns` counted by state at `now`, each count stopping at `cap` (an index
+  // range count bounded by the cap, never a full scan).
+  virtual Result<OnceCounts> count_once(const std::string& ns, TimeMs now, std::int64_t cap) = 0;
   // --- locks: one row per lock that has a holder (held or lapsed) ---
   virtual Result<std::optional<core::LockRecord>> find_lock(const std::string& ns,
                                                             const std::string& name) = 0;

@@ -1,6 +1,7 @@
 #include "store/memory/memory_store.h"
 
 #include <algorithm>
+#include <set>
 
 namespace ichido::store::memory {
 namespace {
@@ -154,13 +155,65 @@ class MemoryTables final : public Tables {
     s_.audit.push_back(copy);
     return copy.id;
   }
-  Result<std::vector<core::AuditEntry>> list_audit(std::int64_t after, int limit) override {
+  Result<std::vector<core::AuditEntry>> list_audit(const AuditQuery& q) override {
     std::vector<core::AuditEntry> out;
-    for (std::size_t i = static_cast<std::size_t>(std::max<std::int64_t>(after, 0));
-         i < s_.audit.size() && static_cast<int>(out.size()) < limit; ++i) {
-      out.push_back(s_.audit[i]);
+    auto take = [&](const core::AuditEntry& e) {
+      if (e.id <= q.after || (q.before && e.id >= *q.before)) return;
+      if (!q.actor.empty() && e.actor != q.actor) return;
+      if (!q.action.empty() && e.action.find(q.action) == std::string::npos) return;
+      if (q.ns && e.ns != *q.ns) return;
+      out.push_back(e);
+    };
+    if (q.newest_first) {
+      for (auto it = s_.audit.rbegin(); it != s_.audit.rend() && std::ssize(out) < q.limit; ++it)
+        take(*it);
+    } else {
+      for (auto it = s_.audit.begin(); it != s_.audit.end() && std::ssize(out) < q.limit; ++it)
+        take(*it);
     }
     return out;
+  }
+  Result<std::vector<std::string>> list_namespaces() override {
+    std::set<std::string> names;
+    for (const auto& [k, v] : s_.counters) names.insert(k.first);
+    for (const auto& [k, v] : s_.once) names.insert(k.first);
+    for (const auto& [k, v] : s_.locks) names.insert(k.first);
+    return std::vector<std::string>(names.begin(), names.end());
+  }
+  Result<OnceCounts> count_once(const std::string& ns, TimeMs now, std::int64_t cap) override {
+    OnceCounts c;
+    std::int64_t processing_rows = 0;
+    for (auto it = s_.once.lower_bound({ns, ""}); it != s_.once.end() && it->first.first == ns;
+         ++it) {
+      const core::OnceRecord& r = it->second;
+      auto bump = [&](std::int64_t& n) {
+        if (n < cap) ++n;
+      };
+      switch (r.state) {
+        case core::OnceState::processing:
+          if (processing_rows >= cap) break;
+          ++processing_rows;
+          if (r.lease_expires_at <= now) {
+            ++c.expired;
+            if (!c.oldest_expired_lease || r.lease_expires_at < *c.oldest_expired_lease)
+              c.oldest_expired_lease = r.lease_expires_at;
+          } else {
+            ++c.processing;
+          }
+          break;
+        case core::OnceState::pending:
+          bump(c.pending);
+          break;
+        case core::OnceState::completed:
+          bump(c.completed);
+          break;
+        case core::OnceState::dead:
+          bump(c.dead);
+          break;
+      }
+    }
+    c.capped = processing_rows >= cap || c.pending >= cap || c.completed >= cap || c.dead >= cap;
+    return c;
   }
 
   Result<std::optional<core::LockRecord>> find_lock(const std::string& ns,

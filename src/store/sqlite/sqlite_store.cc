@@ -194,7 +194,13 @@ void SqliteStore::commit_batch(std::vector<Job>& batch) {
     a = apply_batch(batch, now, /*isolate=*/true);
   }
   if (a != Attempt::applied) return;  // apply_batch finished every job with the error
-  if (sqlite3_exec(write_db_->raw(), "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
+  const auto commit_started = std::chrono::steady_clock::now();
+  const int commit_rc = sqlite3_exec(write_db_->raw(), "COMMIT", nullptr, nullptr, nullptr);
+  commit_us_.fetch_add(
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                     std::chrono::steady_clock::now() - commit_started)
+                                     .count()));
+  if (commit_rc != SQLITE_OK) {
     Db& db = *write_db_;
     const int rc = sqlite3_extended_errcode(db.raw());
     Error e = db.error("commit to disk");
@@ -299,8 +305,8 @@ Result<void> SqliteStore::check_ready() {
 }
 
 StoreStats SqliteStore::stats() const {
-  return StoreStats{commits_.load(), committed_commands_.load(), failed_commits_.load(),
-                    isolated_batches_.load()};
+  return StoreStats{commits_.load(),          committed_commands_.load(), failed_commits_.load(),
+                    isolated_batches_.load(), commit_us_.load(),          failed_.load()};
 }
 
 }  // namespace ichido::store::sqlite

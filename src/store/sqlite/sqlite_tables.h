@@ -74,7 +74,9 @@ class SqliteTables final : public Tables {
   Result<void> save_token(const core::TokenInfo& t) override;
   Result<std::vector<core::TokenInfo>> list_tokens() override;
   Result<std::int64_t> insert_audit(const core::AuditEntry& e) override;
-  Result<std::vector<core::AuditEntry>> list_audit(std::int64_t after, int limit) override;
+  Result<std::vector<core::AuditEntry>> list_audit(const AuditQuery& q) override;
+  Result<std::vector<std::string>> list_namespaces() override;
+  Result<OnceCounts> count_once(const std::string& ns, TimeMs now, std::int64_t cap) override;
   Result<std::optional<core::LockRecord>> find_lock(const std::string& ns,
                                                     const std::string& name) override;
   Result<void> save_lock(const std::string& ns, const core::LockRecord& rec) override;

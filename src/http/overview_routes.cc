@@ -16,9 +16,9 @@ json::value opt_time(const std::optional<TimeMs>& t) {
 }
 
 json::object summary_json(const NamespaceSummary& s) {
-  json::object once{{"processing", s.once.processing}, {"expired", s.once.expired},
-                    {"pending", s.once.pending},       {"completed", s.once.completed},
-                    {"dead", s.once.dead},             {"capped", s.once.capped}};
+  json::object once{
+      {"processing", s.once.processing}, {"expired", s.once.expired}, {"pending", s.once.pending},
+      {"completed", s.once.completed},   {"dead", s.once.dead},       {"capped", s.once.capped}};
   json::object o;
   o["ns"] = s.ns;
   o["counters"] = s.counters;
@@ -31,13 +31,12 @@ json::object summary_json(const NamespaceSummary& s) {
 boost::asio::awaitable<Response> whoami(const Request& req) {
   json::object o;
   if (!req.principal) {
-    o = json::object{{"id", "no-auth"}, {"role", "admin"},      {"ns", "*"},
+    o = json::object{{"id", "no-auth"}, {"role", "admin"},       {"ns", "*"},
                      {"label", ""},     {"expires_at", nullptr}, {"auth", false}};
   } else {
     const core::TokenInfo& t = *req.principal;
-    o = json::object{{"id", t.id},       {"role", core::to_string(t.role)},
-                     {"ns", t.scope},    {"label", t.label},
-                     {"expires_at", opt_time(t.expires_at)}, {"auth", true}};
+    o = json::object{{"id", t.id},       {"role", core::to_string(t.role)},      {"ns", t.scope},
+                     {"label", t.label}, {"expires_at", opt_time(t.expires_at)}, {"auth", true}};
   }
   co_return Response::json(200, o);
 }
@@ -89,8 +88,8 @@ std::string render_once_gauges(const service::OverviewService::Snapshot& s) {
                                                            {"dead", n.once.dead},
                                                            {"completed", n.once.completed}};
     for (const auto& [state, v] : states) {
-      out += "ichido_once_records{ns=\"" + ns + "\",state=\"" + state + "\"} " +
-             std::to_string(v) + "\n";
+      out += "ichido_once_records{ns=\"" + ns + "\",state=\"" + state + "\"} " + std::to_string(v) +
+             "\n";
     }
   }
   out +=

@@ -53,17 +53,23 @@ Response asset_response(const WebAsset& a, const Request& req) {
   return r;
 }
 
+boost::asio::awaitable<Response> serve_file(std::string name, const Request& req) {
+  for (const WebAsset& a : web_assets()) {
+    if (a.path.substr(1) == name) co_return asset_response(a, req);
+  }
+  co_return Response::error(
+      Error(errc::route_not_found, "No such route; see docs/openapi.yaml for the API's paths."));
+}
+
 }  // namespace
 
 void add_web_routes(Router& router) {
   using verb = beast_http::verb;
-  for (const WebAsset& a : web_assets()) {
-    auto handler = [&a](const Request& req, const Params&) -> boost::asio::awaitable<Response> {
-      co_return asset_response(a, req);
-    };
-    router.add(verb::get, std::string(a.path), handler);
-    if (a.path == "/index.html") router.add(verb::get, "/", handler);
-  }
+  router.add(verb::get, "/",
+             [](const Request& req, const Params&) { return serve_file("index.html", req); });
+  // One pattern for every file (registered after the API, so /healthz, /metrics… match first).
+  router.add(verb::get, "/{file}",
+             [](const Request& req, const Params& p) { return serve_file(p.at("file"), req); });
 }
 
 }  // namespace ichido::http

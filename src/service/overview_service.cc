@@ -10,9 +10,8 @@ boost::asio::awaitable<Result<std::vector<NamespaceSummary>>> OverviewService::s
   if (only_ns) {
     if (auto v = core::validate_name(*only_ns, "ns"); !v.ok()) co_return v.error();
   }
-  co_return co_await call_store<std::vector<NamespaceSummary>>([&](auto cb) {
-    store_.summarize_namespaces(std::move(only_ns), kCountCap, std::move(cb));
-  });
+  co_return co_await call_store<std::vector<NamespaceSummary>>(
+      [&](auto cb) { store_.summarize_namespaces(std::move(only_ns), kCountCap, std::move(cb)); });
 }
 
 boost::asio::awaitable<Result<void>> OverviewService::refresh(TimeMs now) {

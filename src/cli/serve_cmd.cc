@@ -60,6 +60,16 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
         cfg->once_retention_ms = *ms;
       },
       "Completed and dead once records older than this are purged (default 30d)");
+  cmd->add_option_function<std::string>(
+         "--request-log", [cfg](const std::string& v) { cfg->request_log = v == "on"; },
+         "One line per request on stderr: method, route, namespace, status, duration, token id "
+         "(on|off; default on)")
+      ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--log-format", cfg->log_format,
+                  "Format of the request log and the server's messages: text or json (one JSON "
+                  "object per line)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
   cmd->add_option("--max-connections", cfg->max_connections, "Connections beyond this are refused")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -15,6 +15,7 @@
 #include "http/auth.h"
 #include "http/message.h"
 #include "http/metrics.h"
+#include "http/request_log.h"
 #include "http/router.h"
 #include "service/counter_service.h"
 #include "service/lock_service.h"
@@ -33,6 +34,7 @@ struct ApiOptions {
   Authenticator* auth = nullptr;  // nullptr: --no-auth (every call allowed)
   bool metrics_open = false;      // /metrics without a token even when auth is on
   const Clock* clock = &SystemClock::instance();
+  RequestLog* request_log = nullptr;  // nullptr: --request-log off
 };
 
 class Api {
@@ -54,7 +56,13 @@ class Api {
   service::OverviewService& overview() { return overview_; }
 
  private:
-  boost::asio::awaitable<Response> route(Request& req);
+  // What the request log says about a routed request.
+  struct Routed {
+    std::string_view pattern;  // of the matched route ("" when none matched)
+    std::string ns;
+    std::string token_id;  // the authenticated caller, "" if none
+  };
+  boost::asio::awaitable<Response> route(Request& req, Routed& routed);
   BeastResponse to_beast(Response r, unsigned version, bool keep_alive);
   void audit_failure(const Request& req, const Error& e, const std::string& actor);
 

@@ -61,7 +61,7 @@ std::string Metrics::render(const StoreStats& s) const {
   out += std::string("ichido_store_write_failed ") + (s.write_failed ? "1" : "0") + "\n";
   for (const auto& g : gauges_) {
     out += "# HELP " + g.name + " " + g.help + "\n";
-    out += "# TYPE " + g.name + " gauge\n";
+    out += "# TYPE " + g.name + " " + g.type + "\n";
     out += g.name + " " + std::to_string(g.read()) + "\n";
   }
   for (const auto& c : collectors_) out += c();

@@ -14,6 +14,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/json.hpp>
 #include <cstdio>
 #include <future>
 #include <iostream>
@@ -30,9 +31,25 @@
 namespace ichido::server {
 namespace {
 
-void log(const std::string& msg) {
-  std::cerr << format_rfc3339(SystemClock::instance().now_ms()) << " ichido: " << msg << std::endl;
-}
+// The server's own messages on stderr: "TIME ichido: message", or with --log-format json one
+// object per line {"at", "level": "info", "msg"} like the request log. Constant after start-up.
+class ServerLog {
+ public:
+  explicit ServerLog(bool json) : json_(json) {}
+  void operator()(const std::string& msg) const {
+    const std::string at = format_rfc3339(SystemClock::instance().now_ms());
+    if (json_) {
+      std::cerr << boost::json::serialize(
+                       boost::json::object{{"at", at}, {"level", "info"}, {"msg", msg}})
+                << std::endl;
+    } else {
+      std::cerr << at << " ichido: " << msg << std::endl;
+    }
+  }
+
+ private:
+  const bool json_;
+};
 
 // Once-record retention: every `interval`, purge completed and dead records finished more than
 // `retention_ms` ago, in batches of kPurgeBatch. Each batch is its own short write transaction
@@ -40,7 +57,7 @@ void log(const std::string& msg) {
 // Runs on the I/O threads as one coroutine (no thread of its own); ends when the io_context stops.
 constexpr int kPurgeBatch = 200;
 
-boost::asio::awaitable<void> purge_once_records(service::OnceService& once,
+boost::asio::awaitable<void> purge_once_records(const ServerLog& log, service::OnceService& once,
                                                 std::int64_t retention_ms) {
   namespace asio = boost::asio;
   const auto interval =
@@ -67,7 +84,8 @@ boost::asio::awaitable<void> purge_once_records(service::OnceService& once,
 
 // Refreshes the overview snapshot behind the /metrics once gauges every kRefreshInterval (at
 // once at start-up, so the first scrape has figures). A failure keeps the old snapshot.
-boost::asio::awaitable<void> refresh_overview(service::OverviewService& overview) {
+boost::asio::awaitable<void> refresh_overview(const ServerLog& log,
+                                              service::OverviewService& overview) {
   namespace asio = boost::asio;
   asio::steady_timer timer(co_await asio::this_coro::executor);
   for (;;) {
@@ -107,6 +125,7 @@ Result<std::string> create_first_admin_token(Store& store, const std::string& di
 }  // namespace
 
 int run_server(const ServeConfig& cfg) {
+  const ServerLog log(cfg.log_format == "json");
   auto addr = parse_listen_address(cfg.listen);
   if (!addr.ok()) {
     log(addr.error().message);
@@ -158,6 +177,13 @@ int run_server(const ServeConfig& cfg) {
   api_opt.locks.max_waiters_total = cfg.max_waiters;
   api_opt.auth = cfg.no_auth ? nullptr : &auth;
   api_opt.metrics_open = cfg.metrics_open;
+  // Declared before the Api and the server so it outlives every request that writes to it.
+  std::unique_ptr<http::RequestLog> request_log;
+  if (cfg.request_log) {
+    request_log = std::make_unique<http::RequestLog>(
+        STDERR_FILENO, cfg.log_format == "json" ? http::LogFormat::json : http::LogFormat::text);
+    api_opt.request_log = request_log.get();
+  }
   http::Api api(**store, metrics, api_opt);
   http::Limits limits;
   limits.max_body_bytes = cfg.max_body_bytes;
@@ -185,9 +211,9 @@ int run_server(const ServeConfig& cfg) {
     return 1;
   }
   server.start();
-  boost::asio::co_spawn(ioc, purge_once_records(api.once(), cfg.once_retention_ms),
+  boost::asio::co_spawn(ioc, purge_once_records(log, api.once(), cfg.once_retention_ms),
                         boost::asio::detached);
-  boost::asio::co_spawn(boost::asio::make_strand(ioc), refresh_overview(api.overview()),
+  boost::asio::co_spawn(boost::asio::make_strand(ioc), refresh_overview(log, api.overview()),
                         boost::asio::detached);
   if (!cfg.no_auth) {
     auth.start_refresh(boost::asio::make_strand(ioc), std::chrono::milliseconds(1000));

@@ -4,6 +4,7 @@
 // alert on.
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <thread>
 
 #include "api_client.h"
@@ -165,10 +166,10 @@ TEST_F(OpsTest, AuditFiltersByActorAndActionAndPagesNewestFirst) {
   auto admin = as(admin_);
   auto me = admin.send("GET", "/v1/whoami").str("id");
   for (int i = 0; i < 5; ++i) {
-    ASSERT_EQ(admin.send("PUT", "/v1/ns/shop/counters/c" + std::to_string(i),
-                         R"({"start":0,"max":9})")
-                  .status,
-              201);
+    ASSERT_EQ(
+        admin.send("PUT", "/v1/ns/shop/counters/c" + std::to_string(i), R"({"start":0,"max":9})")
+            .status,
+        201);
   }
   ASSERT_EQ(admin.send("POST", "/v1/ns/shop/locks/l/force-release", "{}").status, 200);
   // A reader's forbidden admin call is audited under its own id.
@@ -231,6 +232,86 @@ TEST_F(OpsTest, LockListShowsWaitersAndMetricsHaveTheAlertingSeries) {
   EXPECT_NE(metrics.body.find("# TYPE ichido_once_records gauge"), std::string::npos);
   ASSERT_EQ(admin.send("POST", "/v1/ns/shop/locks/l/force-release", "{}").status, 200);
   waiter.join();
+}
+
+}  // namespace
+}  // namespace ichido::testing
+
+namespace ichido::testing {
+namespace {
+
+// The lines of `log` that are request log lines of the given format.
+std::vector<std::string> request_lines(const std::string& log, bool json) {
+  std::vector<std::string> out;
+  std::istringstream in(log);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (json ? line.find("\"route\":") != std::string::npos
+             : line.find(" ns=") != std::string::npos && line.find(" token=") != std::string::npos)
+      out.push_back(line);
+  }
+  return out;
+}
+
+TEST(RequestLog, JsonLinesNameRouteStatusDurationAndTokenIdNeverTheSecretOrTheQuery) {
+  TempDir dir;
+  ServerProcess server(dir.path() + "/data", {"--log-format", "json"}, /*auth=*/true);
+  std::string err;
+  ASSERT_TRUE(server.start(&err)) << err;
+  std::string token = slurp(dir.path() + "/data/admin.token");
+  while (!token.empty() && token.back() == '\n') token.pop_back();
+  ApiClient admin(server.url(), "shop", token);
+  const std::string id = admin.send("GET", "/v1/whoami").str("id");
+  ASSERT_EQ(admin.send("PUT", "/v1/ns/shop/counters/r", R"({"start":0,"max":9})").status, 201);
+  EXPECT_EQ(admin.send("GET", "/v1/ns/shop/counters/r/issued?key=secret-customer-key").status, 200);
+  EXPECT_EQ(ApiClient(server.url(), "shop", "wrong").send("GET", "/v1/ns/shop/counters").status,
+            401);
+  ASSERT_EQ(server.stop(), 0);  // the log is written out before the process exits
+  const auto lines = request_lines(server.log(), true);
+  ASSERT_EQ(lines.size(), 4u) << server.log();
+  for (const auto& l : lines) {
+    EXPECT_EQ(l.find(token), std::string::npos) << l;
+    EXPECT_EQ(l.find("secret-customer-key"), std::string::npos) << l;
+    EXPECT_EQ(l.find("wrong"), std::string::npos) << l;
+  }
+  auto put = boost::json::parse(lines[1]).as_object();
+  EXPECT_EQ(put.at("method").as_string(), "PUT");
+  EXPECT_EQ(put.at("route").as_string(), "/v1/ns/{ns}/counters/{name}");
+  EXPECT_EQ(put.at("ns").as_string(), "shop");
+  EXPECT_EQ(put.at("status").to_number<int>(), 201);
+  EXPECT_EQ(put.at("token").as_string(), id);
+  EXPECT_GE(put.at("duration_ms").to_number<double>(), 0.0);
+  EXPECT_TRUE(put.at("at").is_string());
+  EXPECT_TRUE(put.at("remote").as_string().starts_with("127.0.0.1:"));
+  auto denied = boost::json::parse(lines[3]).as_object();
+  EXPECT_EQ(denied.at("status").to_number<int>(), 401);
+  EXPECT_EQ(denied.at("token").as_string(), "");
+  EXPECT_EQ(denied.at("route").as_string(), "/v1/ns/shop/counters");  // no route before auth
+  // The server's own messages are JSON too.
+  EXPECT_NE(server.log().find("{\"at\":"), std::string::npos);
+  EXPECT_NE(server.log().find("\"level\":\"info\""), std::string::npos);
+}
+
+TEST(RequestLog, TextByDefaultAndOffWhenAsked) {
+  TempDir dir;
+  ServerProcess text(dir.path() + "/a", {});
+  std::string err;
+  ASSERT_TRUE(text.start(&err)) << err;
+  ApiClient a(text.url(), "shop");
+  ASSERT_EQ(a.send("PUT", "/v1/ns/shop/counters/r", R"({"start":0,"max":9})").status, 201);
+  ASSERT_EQ(text.stop(), 0);
+  const auto lines = request_lines(text.log(), false);
+  ASSERT_EQ(lines.size(), 1u) << text.log();
+  EXPECT_NE(lines[0].find(" PUT /v1/ns/{ns}/counters/{name} ns=shop 201 "), std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[0].find("ms token=-"), std::string::npos) << lines[0];  // --no-auth
+
+  ServerProcess off(dir.path() + "/b", {"--request-log", "off"});
+  ASSERT_TRUE(off.start(&err)) << err;
+  ApiClient b(off.url(), "shop");
+  ASSERT_EQ(b.send("PUT", "/v1/ns/shop/counters/r", R"({"start":0,"max":9})").status, 201);
+  ASSERT_EQ(off.stop(), 0);
+  EXPECT_TRUE(request_lines(off.log(), false).empty()) << off.log();
 }
 
 }  // namespace

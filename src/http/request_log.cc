@@ -12,11 +12,21 @@ void append_json_string(std::string& out, std::string_view s) {
   out += '"';
   for (const unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -89,17 +99,12 @@ std::string RequestLog::format(const Entry& e, LogFormat f) {
 
 void RequestLog::write(const Entry& e) {
   std::string line = format(e, format_);
-  bool wake = false;
-  {
-    std::lock_guard lk(mu_);
-    if (stopping_ || buffer_.size() + line.size() > max_buffer_) {
-      dropped_.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
-    wake = buffer_.empty();
-    buffer_ += line;
+  std::lock_guard lk(mu_);
+  if (stopping_ || buffer_.size() + line.size() > max_buffer_) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return;
   }
-  if (wake) cv_.notify_one();
+  buffer_ += line;  // no wake-up: the writer comes by every kFlushInterval
 }
 
 void RequestLog::run() {
@@ -107,8 +112,11 @@ void RequestLog::run() {
   for (;;) {
     {
       std::unique_lock lk(mu_);
-      cv_.wait(lk, [&] { return stopping_ || !buffer_.empty(); });
-      if (buffer_.empty() && stopping_) return;
+      cv_.wait_for(lk, kFlushInterval, [&] { return stopping_; });
+      if (buffer_.empty()) {
+        if (stopping_) return;
+        continue;
+      }
       out.swap(buffer_);  // buffer_ gets the (cleared) old capacity back
     }
     std::size_t off = 0;

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "cli/duration.h"
+#include "cli/serve_config.h"
 
 namespace ichido::cli {
 
@@ -15,6 +16,13 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
       "Run the ichido server in the foreground until SIGINT/SIGTERM (then drain and exit)",
       "ichido serve --listen 127.0.0.1:7878 --data ./ichido-data --no-auth",
       [cfg, serve = std::move(serve)] { return serve(*cfg); });
+  auto config_file = std::make_shared<std::string>();
+  cmd->add_option("--config", *config_file,
+                  "Read settings from this file (key = value, keys are these flags without "
+                  "dashes; flags given here win; see README, Operations)");
+  cmd->parse_complete_callback([cmd, config_file] {
+    if (!config_file->empty()) apply_config_file(*cmd, *config_file);
+  });
   cmd->add_option("--listen", cfg->listen, "HOST:PORT to listen on; port 0 picks a free port")
       ->capture_default_str();
   cmd->add_option("--data", cfg->data_dir, "Directory of the embedded store (created if missing)")

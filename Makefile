@@ -5,8 +5,12 @@ DATA ?= ./ichido-data
 # In CI (CI=true) warnings are errors.
 CMAKE_FLAGS := $(if $(CI),-DICHIDO_WERROR=ON,)
 FUZZ_SECONDS ?= 20
+# make install: PREFIX and DESTDIR as usual; BUILD_DIR holds the binary (make build makes it).
+PREFIX ?= /usr/local
+DESTDIR ?=
+BUILD_DIR ?= build
 
-.PHONY: all deps build run test bench bench-counters fuzz clean
+.PHONY: all deps build run test bench bench-counters fuzz clean install deb
 
 all: build
 
@@ -40,6 +44,22 @@ bench:
 # The quick counters-only benchmark (~1 min).
 bench-counters: build
 	bench/counters
+
+# Installs the binary, the systemd unit (ExecStart pointing at $(PREFIX)/bin/ichido) and
+# /etc/ichido/ichido.conf (kept when it already exists). Build first: make build.
+install:
+	@test -x $(BUILD_DIR)/ichido || { echo "make install: $(BUILD_DIR)/ichido not found; run make build first" >&2; exit 2; }
+	install -D -m 0755 $(BUILD_DIR)/ichido $(DESTDIR)$(PREFIX)/bin/ichido
+	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system
+	sed 's|/usr/bin/ichido|$(PREFIX)/bin/ichido|' deploy/ichido.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/ichido.service
+	test -e $(DESTDIR)/etc/ichido/ichido.conf || install -D -m 0640 deploy/ichido.conf $(DESTDIR)/etc/ichido/ichido.conf
+	@echo "installed. As root, once: useradd --system --user-group --home-dir /var/lib/ichido --shell /usr/sbin/nologin ichido"
+	@echo "then: systemctl daemon-reload && systemctl enable --now ichido (the admin token is in /var/lib/ichido/admin.token)"
+
+# A Debian package (build/ichido_VERSION-1_ARCH.deb) that creates the ichido user and starts the service.
+deb: build
+	scripts/install-deps deploy
+	scripts/make-deb $(BUILD_DIR)
 
 clean:
 	rm -rf build build-debug build-fuzz

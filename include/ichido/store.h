@@ -132,8 +132,9 @@ struct OncePage {
   std::optional<std::string> next_after;  // set when more items may follow
 };
 
-// Purge of finished records: completed or dead with finished_at < older_than, at most `limit`
-// of them (any namespace), oldest first.
+// Purge of finished records: completed or dead records older than their namespace's retention
+// (NamespaceSettings::once_retention_ms when the namespace has one, else finished_at <
+// older_than), at most `limit` of them in all, oldest first within a namespace.
 struct PurgeOnceCmd {
   TimeMs older_than = 0;
   int limit = 100;
@@ -183,6 +184,12 @@ struct ForceReleaseReply {
 struct LockState {
   std::optional<core::LockRecord> holder;
   TimeMs now = 0;
+};
+
+// Per-namespace settings (PUT /v1/ns/{ns}/settings). An unset field means the server's default.
+struct NamespaceSettings {
+  std::optional<std::int64_t> once_retention_ms;  // completed/dead once records kept this long
+  friend bool operator==(const NamespaceSettings&, const NamespaceSettings&) = default;
 };
 
 // --- tokens, audit, namespaces --------------------------------------------------------------
@@ -270,7 +277,7 @@ class Store {
   virtual void list_once(OnceQuery q, Callback<OncePage> done) = 0;
   // Forgets the record; answers it as it was. Errors: once_not_found.
   virtual void reset_once(OnceRef ref, Callback<core::OnceRecord> done) = 0;
-  // Deletes up to cmd.limit finished records; answers how many were deleted.
+  // Deletes up to cmd.limit finished records past their namespace's retention; answers how many.
   virtual void purge_once(PurgeOnceCmd cmd, Callback<std::int64_t> done) = 0;
   // --- tokens and the audit log ---
   // Stores a new token (its hash, never the secret). Errors: invalid_request.
@@ -283,6 +290,11 @@ class Store {
   virtual void append_audit(core::AuditEntry entry, Callback<core::AuditEntry> done) = 0;
   // Up to q.limit records matching q, in q's order. Errors: invalid_request (field limit).
   virtual void list_audit(AuditQuery q, Callback<std::vector<core::AuditEntry>> done) = 0;
+  // The settings of a namespace (all unset when it has none; never an error for a valid name).
+  virtual void get_ns_settings(std::string ns, Callback<NamespaceSettings> done) = 0;
+  // Replaces the settings of a namespace (durable when answered); answers them.
+  virtual void put_ns_settings(std::string ns, NamespaceSettings settings,
+                               Callback<NamespaceSettings> done) = 0;
   // One summary per namespace (every namespace with a counter, a once record or a lock row, in
   // byte order; only `only_ns` when set, even if empty), once counts capped at `cap` each.
   virtual void summarize_namespaces(std::optional<std::string> only_ns, std::int64_t cap,

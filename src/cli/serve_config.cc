@@ -10,7 +10,8 @@ namespace {
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -89,14 +90,16 @@ Result<std::vector<ConfigEntry>> parse_config(std::string_view text, std::string
         value += c;
       }
       if (!closed) return fail("the string value of '" + key + "' has no closing \"");
-      if (!only_comment(raw.substr(i + 1))) return fail("unexpected text after the value of '" + key + "'");
+      if (!only_comment(raw.substr(i + 1)))
+        return fail("unexpected text after the value of '" + key + "'");
     } else if (raw.front() == '\'') {
       const auto close = raw.find('\'', 1);
       if (close == std::string_view::npos) {
         return fail("the string value of '" + key + "' has no closing '");
       }
       value = std::string(raw.substr(1, close - 1));
-      if (!only_comment(raw.substr(close + 1))) return fail("unexpected text after the value of '" + key + "'");
+      if (!only_comment(raw.substr(close + 1)))
+        return fail("unexpected text after the value of '" + key + "'");
     } else {
       const auto hash = raw.find('#');
       value = std::string(trim(raw.substr(0, hash)));
@@ -120,9 +123,8 @@ void apply_config_file(CLI::App& serve, const std::string& file) {
   if (!entries.ok()) throw CLI::ValidationError("--config", entries.error().message);
   for (const auto& e : *entries) {
     const std::string where = file + ":" + std::to_string(e.line) + ": ";
-    CLI::Option* opt = e.key == "config" || e.key == "help"
-                           ? nullptr
-                           : serve.get_option_no_throw("--" + e.key);
+    CLI::Option* opt =
+        e.key == "config" || e.key == "help" ? nullptr : serve.get_option_no_throw("--" + e.key);
     if (!opt) {
       throw CLI::ValidationError("--config", where + "unknown key '" + e.key +
                                                  "' (the keys are the flags of `ichido serve "

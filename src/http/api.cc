@@ -16,13 +16,15 @@ Api::Api(Store& store, Metrics& metrics, ApiOptions options)
       locks_(store, options.locks),
       once_waits_(options.max_once_waiters_per_key, options.max_once_waiters),
       once_(store, once_waits_),
-      overview_(store) {
+      overview_(store),
+      settings_(store) {
   add_ops_routes(router_, store, metrics_);
   add_counter_routes(router_, counters_);
   add_once_routes(router_, once_);
   add_lock_routes(router_, locks_);
   add_admin_routes(router_, store, opt_.auth, *opt_.clock, overview_);
   add_overview_routes(router_, overview_);
+  add_settings_routes(router_, settings_, opt_.default_once_retention_ms);
   add_web_routes(router_);  // last: API routes are matched first
   metrics_.add_gauge("ichido_once_waiters", "Once begins parked waiting (wait_ms) right now.",
                      [this] { return static_cast<std::int64_t>(once_waits_.total()); });

@@ -21,6 +21,7 @@
 #include "service/lock_service.h"
 #include "service/once_service.h"
 #include "service/overview_service.h"
+#include "service/settings_service.h"
 #include "service/wait_list.h"
 
 namespace ichido::http {
@@ -35,6 +36,8 @@ struct ApiOptions {
   bool metrics_open = false;      // /metrics without a token even when auth is on
   const Clock* clock = &SystemClock::instance();
   RequestLog* request_log = nullptr;  // nullptr: --request-log off
+  // The server's --once-retention (GET /v1/ns/{ns}/settings shows it as the effective value).
+  std::int64_t default_once_retention_ms = std::int64_t{30} * 24 * 3600 * 1000;
 };
 
 class Api {
@@ -74,6 +77,7 @@ class Api {
   service::WaitList once_waits_;
   service::OnceService once_;
   service::OverviewService overview_;
+  service::SettingsService settings_;
   Router router_;
   std::atomic<std::int64_t> audit_window_{0};  // the second the count below belongs to
   std::atomic<int> audits_in_window_{0};

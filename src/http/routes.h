@@ -8,6 +8,7 @@
 #include "service/lock_service.h"
 #include "service/once_service.h"
 #include "service/overview_service.h"
+#include "service/settings_service.h"
 
 namespace ichido::http {
 
@@ -17,6 +18,9 @@ void add_lock_routes(Router& router, service::LockService& locks);
 void add_ops_routes(Router& router, Store& store, const Metrics& metrics);
 void add_admin_routes(Router& router, Store& store, Authenticator* auth, const Clock& clock,
                       service::OverviewService& overview);
+// GET and PUT /v1/ns/{ns}/settings (settings_routes.cc).
+void add_settings_routes(Router& router, service::SettingsService& svc,
+                         std::int64_t default_retention_ms);
 // GET /v1/whoami and GET /v1/namespaces (overview_routes.cc).
 void add_overview_routes(Router& router, service::OverviewService& overview);
 // The /metrics lines of the once gauges per namespace, from the overview snapshot.

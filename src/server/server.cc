@@ -60,6 +60,8 @@ constexpr int kPurgeBatch = 200;
 boost::asio::awaitable<void> purge_once_records(const ServerLog& log, service::OnceService& once,
                                                 std::int64_t retention_ms) {
   namespace asio = boost::asio;
+  // A tenth of the default retention, at most a minute: a namespace's own retention (PUT
+  // /v1/ns/{ns}/settings) is honoured within a minute of its records coming due.
   const auto interval =
       std::chrono::milliseconds(std::clamp<std::int64_t>(retention_ms / 10, 100, 60000));
   asio::steady_timer timer(co_await asio::this_coro::executor);
@@ -177,6 +179,7 @@ int run_server(const ServeConfig& cfg) {
   api_opt.locks.max_waiters_total = cfg.max_waiters;
   api_opt.auth = cfg.no_auth ? nullptr : &auth;
   api_opt.metrics_open = cfg.metrics_open;
+  api_opt.default_once_retention_ms = cfg.once_retention_ms;
   // Declared before the Api and the server so it outlives every request that writes to it.
   std::unique_ptr<http::RequestLog> request_log;
   if (cfg.request_log) {

@@ -340,6 +340,13 @@ class GatedStore final : public Store {
   void list_audit(AuditQuery q, Callback<std::vector<core::AuditEntry>> d) override {
     in_.list_audit(std::move(q), std::move(d));
   }
+  void get_ns_settings(std::string ns, Callback<NamespaceSettings> d) override {
+    in_.get_ns_settings(std::move(ns), std::move(d));
+  }
+  void put_ns_settings(std::string ns, NamespaceSettings s,
+                       Callback<NamespaceSettings> d) override {
+    in_.put_ns_settings(std::move(ns), s, std::move(d));
+  }
   void summarize_namespaces(std::optional<std::string> ns, std::int64_t cap,
                             Callback<std::vector<NamespaceSummary>> d) override {
     in_.summarize_namespaces(std::move(ns), cap, std::move(d));

@@ -1,6 +1,7 @@
 // TableStore commands for tokens and the audit log.
 #include "store/admin_ops.h"
 
+#include "core/names.h"
 #include "store/table_store.h"
 
 namespace ichido::store {
@@ -60,6 +61,28 @@ void TableStore::list_audit(AuditQuery q, Callback<std::vector<core::AuditEntry>
           return invalid_field("limit", "The limit must be a whole number from 1 to 1000.");
         }
         return t.list_audit(q);
+      },
+      std::move(done));
+}
+
+void TableStore::get_ns_settings(std::string ns, Callback<NamespaceSettings> done) {
+  read<NamespaceSettings>(
+      [ns = std::move(ns)](Tables& t, TimeMs) -> Result<NamespaceSettings> {
+        ICHIDO_TRY(core::validate_name(ns, "ns"));
+        auto s = t.find_ns_settings(ns);
+        if (!s.ok()) return std::move(s).error();
+        return s->value_or(NamespaceSettings{});
+      },
+      std::move(done));
+}
+
+void TableStore::put_ns_settings(std::string ns, NamespaceSettings settings,
+                                 Callback<NamespaceSettings> done) {
+  write<NamespaceSettings>(
+      [ns = std::move(ns), settings](Tables& t, TimeMs) -> Result<NamespaceSettings> {
+        ICHIDO_TRY(core::validate_name(ns, "ns"));
+        ICHIDO_TRY(t.save_ns_settings(ns, settings));
+        return settings;
       },
       std::move(done));
 }

@@ -51,6 +51,9 @@ class TableStore : public Store {
   void list_tokens(Callback<std::vector<core::TokenInfo>> done) override;
   void append_audit(core::AuditEntry entry, Callback<core::AuditEntry> done) override;
   void list_audit(AuditQuery q, Callback<std::vector<core::AuditEntry>> done) override;
+  void get_ns_settings(std::string ns, Callback<NamespaceSettings> done) override;
+  void put_ns_settings(std::string ns, NamespaceSettings settings,
+                       Callback<NamespaceSettings> done) override;
   void summarize_namespaces(std::optional<std::string> only_ns, std::int64_t cap,
                             Callback<std::vector<NamespaceSummary>> done) override;
   // Locks: defined in lock_ops.cc.

@@ -82,9 +82,14 @@ class Tables {
   virtual Result<std::vector<core::OnceRecord>> list_once(const std::string& ns,
                                                           core::OnceFilter filter, TimeMs now,
                                                           const std::string& after, int limit) = 0;
-  // Deletes up to `limit` completed or dead records with finished_at < older_than (any
-  // namespace, oldest first); returns how many.
-  virtual Result<std::int64_t> purge_once(TimeMs older_than, int limit) = 0;
+  // Deletes up to `limit` completed or dead records of `ns` with finished_at < older_than, oldest
+  // first; returns how many. Should use an index on (ns, finished_at).
+  virtual Result<std::int64_t> purge_once_in(const std::string& ns, TimeMs older_than,
+                                             int limit) = 0;
+  // --- namespace settings ---
+  virtual Result<std::optional<NamespaceSettings>> find_ns_settings(const std::string& ns) = 0;
+  // Inserts or replaces the row of `ns` (a row with every field unset may be deleted).
+  virtual Result<void> save_ns_settings(const std::string& ns, const NamespaceSettings& s) = 0;
   // --- tokens and audit ---
   virtual Result<void> insert_token(const core::TokenInfo& t) = 0;
   virtual Result<std::optional<core::TokenInfo>> find_token(const std::string& id) = 0;

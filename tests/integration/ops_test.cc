@@ -316,3 +316,82 @@ TEST(RequestLog, TextByDefaultAndOffWhenAsked) {
 
 }  // namespace
 }  // namespace ichido::testing
+
+namespace ichido::testing {
+namespace {
+
+TEST(Retention, EachNamespaceKeepsFinishedOnceRecordsForItsOwnRetention) {
+  TempDir dir;
+  ServerProcess server(dir.path() + "/data", {"--once-retention", "2s"});
+  std::string err;
+  ASSERT_TRUE(server.start(&err)) << err;
+  ApiClient c(server.url(), "x");
+  auto settings = c.send("GET", "/v1/ns/keep/settings");
+  ASSERT_EQ(settings.status, 200) << settings.body;
+  EXPECT_TRUE(settings.at("once_retention_ms").is_null());
+  EXPECT_EQ(settings.num("effective_once_retention_ms"), 2000);
+  auto put = c.send("PUT", "/v1/ns/keep/settings", R"({"once_retention_ms":3600000})");
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(put.num("once_retention_ms"), 3600000);
+  EXPECT_EQ(put.num("effective_once_retention_ms"), 3600000);
+
+  auto finish = [&](const std::string& ns, const std::string& key) {
+    auto b = c.send("POST", "/v1/ns/" + ns + "/once/begin", R"({"key":")" + key + "\"}");
+    ASSERT_EQ(b.str("outcome"), "acquired") << b.body;
+    auto done = c.send(
+        "POST", "/v1/ns/" + ns + "/once/complete",
+        R"({"key":")" + key + R"(","token":)" + std::to_string(b.num("token")) + R"(,"result":1})");
+    ASSERT_EQ(done.status, 200) << done.body;
+  };
+  finish("keep", "k1");
+  finish("default", "d1");
+  // The default namespace's record goes after about 2 s; the other one stays.
+  EXPECT_TRUE(eventually([&] { return c.send("GET", "/v1/ns/default/once?key=d1").status == 404; },
+                         std::chrono::seconds(30)));
+  EXPECT_EQ(c.send("GET", "/v1/ns/keep/once?key=k1").status, 200);
+
+  // The setting survives a restart; null gives the namespace the server's default back.
+  ASSERT_EQ(server.stop(), 0);
+  ASSERT_TRUE(server.start(&err)) << err;
+  ApiClient again(server.url(), "x");
+  EXPECT_EQ(again.send("GET", "/v1/ns/keep/settings").num("once_retention_ms"), 3600000);
+  EXPECT_EQ(again.send("GET", "/v1/ns/keep/once?key=k1").status, 200);
+  auto cleared = again.send("PUT", "/v1/ns/keep/settings", R"({"once_retention_ms":null})");
+  ASSERT_EQ(cleared.status, 200) << cleared.body;
+  EXPECT_EQ(cleared.num("effective_once_retention_ms"), 2000);
+  EXPECT_TRUE(eventually([&] { return again.send("GET", "/v1/ns/keep/once?key=k1").status == 404; },
+                         std::chrono::seconds(30)));
+}
+
+TEST(Retention, BadSettingsAreRefusedAndChangeNothing) {
+  TempDir dir;
+  ServerProcess server(dir.path() + "/data", {}, /*auth=*/true);
+  std::string err;
+  ASSERT_TRUE(server.start(&err)) << err;
+  std::string token = slurp(dir.path() + "/data/admin.token");
+  while (!token.empty() && token.back() == '\n') token.pop_back();
+  ApiClient admin(server.url(), "x", token);
+  ASSERT_EQ(admin.send("PUT", "/v1/ns/a/settings", R"({"once_retention_ms":86400000})").status,
+            200);
+  for (const char* body :
+       {R"({"once_retention_ms":999})", R"({"once_retention_ms":1.5})",
+        R"({"once_retention_ms":"30d"})", R"({})", R"({"once_retention_ms":315360000001})"}) {
+    auto r = admin.send("PUT", "/v1/ns/a/settings", body);
+    EXPECT_EQ(r.status, 400) << body;
+    EXPECT_EQ(r.error_field(), "once_retention_ms") << body << r.body;
+  }
+  EXPECT_EQ(
+      admin.send("PUT", "/v1/ns/bad%20ns/settings", R"({"once_retention_ms":1000})").error_field(),
+      "ns");
+  auto created = admin.send("POST", "/v1/admin/tokens", R"({"ns":"a","role":"writer"})");
+  ApiClient writer(server.url(), "a", created.str("token"));
+  EXPECT_EQ(writer.send("PUT", "/v1/ns/a/settings", R"({"once_retention_ms":1000})").status, 403);
+  EXPECT_EQ(writer.send("GET", "/v1/ns/a/settings").num("once_retention_ms"), 86400000);
+  // The change was audited.
+  auto audit = admin.send("GET", "/v1/admin/audit?action=settings");
+  ASSERT_GE(audit.at("items").as_array().size(), 1u) << audit.body;
+  EXPECT_EQ(audit.at("items").as_array()[0].at("action").as_string(), "PUT /v1/ns/{ns}/settings");
+}
+
+}  // namespace
+}  // namespace ichido::testing

@@ -107,11 +107,28 @@ class MemoryTables final : public Tables {
     }
     return out;
   }
-  Result<std::int64_t> purge_once(TimeMs older_than, int limit) override {
+  Result<std::optional<NamespaceSettings>> find_ns_settings(const std::string& ns) override {
+    auto it = s_.ns_settings.find(ns);
+    if (it == s_.ns_settings.end()) return std::optional<NamespaceSettings>();
+    return std::optional<NamespaceSettings>(it->second);
+  }
+  Result<void> save_ns_settings(const std::string& ns, const NamespaceSettings& s) override {
+    if (s == NamespaceSettings{}) {
+      s_.ns_settings.erase(ns);
+    } else {
+      s_.ns_settings[ns] = s;
+    }
+    return {};
+  }
+  Result<std::int64_t> purge_once_in(const std::string& ns, TimeMs older_than, int limit) override {
     // Oldest first, like the SQLite store: collect (finished_at, map key), sort, erase a prefix.
     std::vector<std::pair<TimeMs, std::pair<std::string, std::string>>> finished;
-    for (const auto& [k, r] : s_.once) {
-      if (r.finished_at && *r.finished_at < older_than) finished.emplace_back(*r.finished_at, k);
+    for (auto it = s_.once.lower_bound({ns, ""}); it != s_.once.end() && it->first.first == ns;
+         ++it) {
+      const auto& r = it->second;
+      if (r.finished_at && *r.finished_at < older_than) {
+        finished.emplace_back(*r.finished_at, it->first);
+      }
     }
     std::sort(finished.begin(), finished.end());
     std::int64_t n = 0;

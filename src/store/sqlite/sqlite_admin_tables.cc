@@ -97,6 +97,27 @@ Result<std::vector<core::AuditEntry>> SqliteTables::list_audit(const AuditQuery&
   return many<core::AuditEntry>(db_, std::move(q), audit_from, "read the audit log");
 }
 
+Result<std::optional<NamespaceSettings>> SqliteTables::find_ns_settings(const std::string& ns) {
+  auto q = db_.query("SELECT once_retention_ms FROM ns_settings WHERE ns = ?");
+  if (!q.ok()) return std::move(q).error();
+  q->bind(1, ns);
+  const int rc = q->step();
+  if (rc == SQLITE_DONE) return std::optional<NamespaceSettings>();
+  if (rc != SQLITE_ROW) return db_.error("read namespace settings");
+  return std::optional<NamespaceSettings>(NamespaceSettings{q->opt_int64(0)});
+}
+
+Result<void> SqliteTables::save_ns_settings(const std::string& ns, const NamespaceSettings& s) {
+  if (s == NamespaceSettings{}) {
+    auto q = db_.query("DELETE FROM ns_settings WHERE ns = ?");
+    if (!q.ok()) return std::move(q).error();
+    return q->bind(1, ns).run("clear namespace settings");
+  }
+  auto q = db_.query("INSERT OR REPLACE INTO ns_settings (ns, once_retention_ms) VALUES (?, ?)");
+  if (!q.ok()) return std::move(q).error();
+  return q->bind(1, ns).bind(2, s.once_retention_ms).run("save namespace settings");
+}
+
 // Distinct namespaces by index skipping (a recursive MIN(ns) > previous per table): one index
 // probe per namespace instead of a scan of every row. Portable SQL (PostgreSQL runs it as is).
 Result<std::vector<std::string>> SqliteTables::list_namespaces() {

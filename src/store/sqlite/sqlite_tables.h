@@ -67,7 +67,9 @@ class SqliteTables final : public Tables {
   Result<std::vector<core::OnceRecord>> list_once(const std::string& ns, core::OnceFilter filter,
                                                   TimeMs now, const std::string& after,
                                                   int limit) override;
-  Result<std::int64_t> purge_once(TimeMs older_than, int limit) override;
+  Result<std::int64_t> purge_once_in(const std::string& ns, TimeMs older_than, int limit) override;
+  Result<std::optional<NamespaceSettings>> find_ns_settings(const std::string& ns) override;
+  Result<void> save_ns_settings(const std::string& ns, const NamespaceSettings& s) override;
   // sqlite_admin_tables.cc
   Result<void> insert_token(const core::TokenInfo& t) override;
   Result<std::optional<core::TokenInfo>> find_token(const std::string& id) override;

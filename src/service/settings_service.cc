@@ -1,0 +1,27 @@
+#include "service/settings_service.h"
+
+#include "core/names.h"
+#include "service/call_store.h"
+
+namespace ichido::service {
+
+boost::asio::awaitable<Result<NamespaceSettings>> SettingsService::get(std::string ns) {
+  if (auto v = core::validate_name(ns, "ns"); !v.ok()) co_return v.error();
+  co_return co_await call_store<NamespaceSettings>(
+      [&](auto cb) { store_.get_ns_settings(std::move(ns), std::move(cb)); });
+}
+
+boost::asio::awaitable<Result<NamespaceSettings>> SettingsService::put(std::string ns,
+                                                                        NamespaceSettings s) {
+  if (auto v = core::validate_name(ns, "ns"); !v.ok()) co_return v.error();
+  if (s.once_retention_ms &&
+      (*s.once_retention_ms < kMinOnceRetentionMs || *s.once_retention_ms > kMaxOnceRetentionMs)) {
+    co_return invalid_field("once_retention_ms",
+                            "once_retention_ms is 1000 (1 s) to 315360000000 (3650 days), or "
+                            "null for the server's default.");
+  }
+  co_return co_await call_store<NamespaceSettings>(
+      [&](auto cb) { store_.put_ns_settings(std::move(ns), s, std::move(cb)); });
+}
+
+}  // namespace ichido::service

@@ -14,6 +14,13 @@
 //   - Every command is validated by the core rulebook inside the store's transaction, so two stores
 //     given the same commands in the same order give the same answers.
 //   - Reads see every mutation whose `done` has been called.
+//   - Admin mutations (create_counter, void_number, set_last_value, reset_once,
+//     force_release_lock, create_token, revoke_token) take an optional audit entry. When given,
+//     it is appended to the audit log in the same transaction as the command's effect: both are
+//     durable, or neither is. Its `status` is kept as the caller set it (the success status),
+//     except for create_counter, which sets 201 when it created the counter and 200 otherwise;
+//     `at` is set to the store's clock when 0. A failing command writes no audit entry: the
+//     caller records failures with append_audit.
 // Thread-safety: all methods may be called concurrently from any thread.
 #pragma once
 
@@ -41,9 +48,13 @@ struct CounterRef {
   std::string name;
 };
 
+// The audit entry of an admin mutation, written atomically with it (see the contract above).
+using AuditNote = std::optional<core::AuditEntry>;
+
 struct CreateCounterCmd {
   CounterRef ref;
   core::CounterConfig config;
+  AuditNote audit;
 };
 struct CreateCounterReply {
   bool created = false;  // false: it already existed with this exact config
@@ -64,12 +75,14 @@ struct VoidCmd {
   std::int64_t value = 0;
   std::optional<std::string> period;  // default: the current period
   std::string reason;
+  AuditNote audit;
 };
 
 struct SetCmd {
   CounterRef ref;
   std::int64_t expected_last_value = 0;
   std::int64_t last_value = 0;
+  AuditNote audit;
 };
 
 struct IssuedQuery {
@@ -118,6 +131,11 @@ struct RenewOnceCmd {
   OnceRef ref;
   std::int64_t token = 0;
   std::int64_t lease_ms = core::kDefaultLeaseMs;
+};
+
+struct ResetOnceCmd {
+  OnceRef ref;
+  AuditNote audit;
 };
 
 struct OnceQuery {
@@ -176,6 +194,10 @@ struct RenewLockCmd {
   std::int64_t token = 0;
   std::int64_t lease_ms = core::kLockDefaultLeaseMs;
 };
+struct ForceReleaseCmd {
+  LockRef ref;
+  AuditNote audit;
+};
 struct ForceReleaseReply {
   bool released = false;                     // false: there was no record to end
   std::optional<core::LockRecord> previous;  // the record that was deleted (held or lapsed)
@@ -186,13 +208,29 @@ struct LockState {
   TimeMs now = 0;
 };
 
+// --- tokens -----------------------------------------------------------------------------------
+
+struct CreateTokenCmd {
+  core::TokenInfo token;  // hash only: the secret never reaches the store
+  AuditNote audit;
+};
+struct RevokeTokenCmd {
+  std::string id;
+  AuditNote audit;
+};
+
 // Per-namespace settings (PUT /v1/ns/{ns}/settings). An unset field means the server's default.
 struct NamespaceSettings {
   std::optional<std::int64_t> once_retention_ms;  // completed/dead once records kept this long
   friend bool operator==(const NamespaceSettings&, const NamespaceSettings&) = default;
 };
+struct PutNsSettingsCmd {
+  std::string ns;
+  NamespaceSettings settings;
+  AuditNote audit;
+};
 
-// --- tokens, audit, namespaces --------------------------------------------------------------
+// --- audit, namespaces -----------------------------------------------------------------------
 
 // A page of the audit log. Filters combine (AND); an empty filter matches everything.
 struct AuditQuery {
@@ -276,25 +314,28 @@ class Store {
   // Records in key order. Errors: invalid_request (field limit).
   virtual void list_once(OnceQuery q, Callback<OncePage> done) = 0;
   // Forgets the record; answers it as it was. Errors: once_not_found.
-  virtual void reset_once(OnceRef ref, Callback<core::OnceRecord> done) = 0;
+  virtual void reset_once(ResetOnceCmd cmd, Callback<core::OnceRecord> done) = 0;
   // Deletes up to cmd.limit finished records past their namespace's retention; answers how many.
   virtual void purge_once(PurgeOnceCmd cmd, Callback<std::int64_t> done) = 0;
   // --- tokens and the audit log ---
   // Stores a new token (its hash, never the secret). Errors: invalid_request.
-  virtual void create_token(core::TokenInfo token, Callback<core::TokenInfo> done) = 0;
+  virtual void create_token(CreateTokenCmd cmd, Callback<core::TokenInfo> done) = 0;
   // Marks a token revoked (idempotent; the first revocation time is kept). Errors:
   // token_not_found.
-  virtual void revoke_token(std::string id, Callback<core::TokenInfo> done) = 0;
+  virtual void revoke_token(RevokeTokenCmd cmd, Callback<core::TokenInfo> done) = 0;
   virtual void list_tokens(Callback<std::vector<core::TokenInfo>> done) = 0;
+  // The token whose secret hashes to `hash` (SHA-256 hex), revoked or not; nullopt when none.
+  virtual void find_token_by_hash(std::string hash,
+                                  Callback<std::optional<core::TokenInfo>> done) = 0;
   // Appends one audit record; the store assigns its id (increasing).
   virtual void append_audit(core::AuditEntry entry, Callback<core::AuditEntry> done) = 0;
-  // Up to q.limit records matching q, in q's order. Errors: invalid_request (field limit).
+  // Up to q.limit (1..kMaxAuditLimit + 1) records matching q, in q's order. Errors:
+  // invalid_request (field limit).
   virtual void list_audit(AuditQuery q, Callback<std::vector<core::AuditEntry>> done) = 0;
   // The settings of a namespace (all unset when it has none; never an error for a valid name).
   virtual void get_ns_settings(std::string ns, Callback<NamespaceSettings> done) = 0;
   // Replaces the settings of a namespace (durable when answered); answers them.
-  virtual void put_ns_settings(std::string ns, NamespaceSettings settings,
-                               Callback<NamespaceSettings> done) = 0;
+  virtual void put_ns_settings(PutNsSettingsCmd cmd, Callback<NamespaceSettings> done) = 0;
   // One summary per namespace (every namespace with a counter, a once record or a lock row, in
   // byte order; only `only_ns` when set, even if empty), once counts capped at `cap` each.
   virtual void summarize_namespaces(std::optional<std::string> only_ns, std::int64_t cap,
@@ -310,7 +351,7 @@ class Store {
   // Moves the lease end to now + lease_ms, same token. Errors: not_holder, invalid_request.
   virtual void renew_lock(RenewLockCmd cmd, Callback<core::LockRecord> done) = 0;
   // Deletes any record of the lock (idempotent: released=false when there was none).
-  virtual void force_release_lock(LockRef ref, Callback<ForceReleaseReply> done) = 0;
+  virtual void force_release_lock(ForceReleaseCmd cmd, Callback<ForceReleaseReply> done) = 0;
   virtual void get_lock(LockRef ref, Callback<LockState> done) = 0;
   // The held locks of a namespace (live leases only), by name.
   virtual void list_locks(std::string ns, Callback<std::vector<core::LockRecord>> done) = 0;

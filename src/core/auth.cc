@@ -52,6 +52,22 @@ Result<void> validate_scope(std::string_view scope) {
   return validate_name(scope, "ns");
 }
 
+Result<void> validate_expires_in_ms(std::int64_t ms) {
+  if (ms < 1 || ms > kMaxJsonInteger) {
+    return invalid_field("expires_in_ms",
+                         "The expires_in_ms must be a whole number from 1 to 2^53 (ms from now).");
+  }
+  return {};
+}
+
+Result<void> validate_token_id(std::string_view id) {
+  if (id.empty() || id.size() > 64) {
+    return invalid_field("id",
+                         "The token id is 16 hexadecimal characters (see GET /v1/admin/tokens).");
+  }
+  return {};
+}
+
 Result<TokenInfo> make_token(std::string id, std::string_view secret, Role role, std::string scope,
                              std::string label, TimeMs now, std::optional<TimeMs> expires_at) {
   ICHIDO_TRY(validate_scope(scope));

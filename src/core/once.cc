@@ -214,7 +214,12 @@ Result<Change> decide_complete(const std::optional<OnceRecord>& existing, std::i
     return Error(errc::once_not_found, "No once record for this key; call begin first.");
   const OnceRecord& r = *existing;
   if (r.token != token) return stale(r);
-  if (r.state == OnceState::completed) return Change{r, false};  // the holder's repeat
+  if (r.state == OnceState::completed) {
+    if (r.result == result_json) return Change{r, false};  // the holder's repeat
+    return Error(errc::result_mismatch,
+                 "This record is already completed with a different result, which never "
+                 "changes; read it with GET .../once?key=K.");
+  }
   if (r.state != OnceState::processing) return stale(r);
   OnceRecord next = r;
   next.state = OnceState::completed;

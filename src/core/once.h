@@ -139,8 +139,10 @@ struct Change {
   bool write = false;  // false: an idempotent repeat of the holder's own conclusion
 };
 
-// The holder of `token` reports success. A repeat of the same holder's complete answers the
-// stored record unchanged. Errors: once_not_found, stale_token (details.state).
+// The holder of `token` reports success. A repeat of the same holder's complete with the same
+// result (byte for byte, as serialized) answers the stored record unchanged; with another result
+// it is result_mismatch (O4: a completed record never changes). Errors: once_not_found,
+// stale_token (details.state), result_mismatch.
 Result<Change> decide_complete(const std::optional<OnceRecord>& existing, std::int64_t token,
                                const std::string& result_json, TimeMs now);
 

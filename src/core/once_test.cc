@@ -254,10 +254,13 @@ TEST(OnceFail, RepeatsOfTheHoldersOwnConclusionAreIdempotent) {
 
   s.Begin(Cmd(), kT0 + 3);
   s.Apply(decide_complete(s.rec, 102, "1", kT0 + 4));
-  auto c = decide_complete(s.rec, 102, "2", kT0 + 5);
+  auto c = decide_complete(s.rec, 102, "1", kT0 + 5);
   ASSERT_TRUE(c.ok());
   EXPECT_FALSE(c->write);
-  EXPECT_EQ(c->record.result, "1") << "a repeat never overwrites the stored result";
+  EXPECT_EQ(c->record.result, "1");
+  // Another result is refused: the stored result never changes, and the caller must know.
+  ExpectError(decide_complete(s.rec, 102, "2", kT0 + 5), errc::result_mismatch);
+  EXPECT_EQ(s.rec->result, "1");
   ExpectError(decide_fail(s.rec, 102, "e", true, kT0 + 5), errc::stale_token);
   ExpectError(decide_renew(s.rec, 102, 1000, kT0 + 5), errc::stale_token);
 }

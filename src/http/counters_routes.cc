@@ -53,6 +53,10 @@ json::object next_json(const NextReply& n) {
   o["key"] = n.record.key ? json::value(*n.record.key) : json::value(nullptr);
   o["replayed"] = n.replayed;
   o["issued_at"] = format_rfc3339(n.record.issued_at);
+  if (n.record.voided_at) {  // a replay of a number voided since: say so
+    o["voided_at"] = format_rfc3339(*n.record.voided_at);
+    o["void_reason"] = n.record.void_reason;
+  }
   return o;
 }
 
@@ -104,10 +108,10 @@ boost::asio::awaitable<Response> put_counter(service::CounterService& svc, const
   TRY_BODY(config, decode_config(body));
   // Commands are named locals, never temporaries inside co_await: g++ 12 miscompiles
   // non-trivial temporaries in co_await expressions (bitwise copies of std::string).
-  CreateCounterCmd cmd{ref_of(p), config};
+  CreateCounterCmd cmd{ref_of(p), config, req.audit};
   auto r = co_await svc.create(std::move(cmd));
   if (!r.ok()) co_return Response::error(r.error());
-  co_return Response::json(r->created ? 201 : 200, counter_json(r->info));
+  co_return audited(Response::json(r->created ? 201 : 200, counter_json(r->info)), req);
 }
 
 boost::asio::awaitable<Response> post_next(service::CounterService& svc, const Request& req,
@@ -129,10 +133,10 @@ boost::asio::awaitable<Response> post_void(service::CounterService& svc, const R
   TRY_BODY(value, f.req_int("value"));
   TRY_BODY(period, f.opt_string("period"));
   TRY_BODY(reason, f.opt_string("reason"));
-  VoidCmd cmd{ref_of(p), value, period, reason.value_or("")};
+  VoidCmd cmd{ref_of(p), value, period, reason.value_or(""), req.audit};
   auto r = co_await svc.void_number(std::move(cmd));
   if (!r.ok()) co_return Response::error(r.error());
-  co_return Response::json(200, issued_json(*r));
+  co_return audited(Response::json(200, issued_json(*r)), req);
 }
 
 boost::asio::awaitable<Response> post_set(service::CounterService& svc, const Request& req,
@@ -141,10 +145,10 @@ boost::asio::awaitable<Response> post_set(service::CounterService& svc, const Re
   Fields f(body);
   TRY_BODY(expected, f.req_int("expected_last_value"));
   TRY_BODY(last, f.req_int("last_value"));
-  SetCmd cmd{ref_of(p), expected, last};
+  SetCmd cmd{ref_of(p), expected, last, req.audit};
   auto r = co_await svc.set_last_value(std::move(cmd));
   if (!r.ok()) co_return Response::error(r.error());
-  co_return Response::json(200, counter_json(*r));
+  co_return audited(Response::json(200, counter_json(*r)), req);
 }
 
 boost::asio::awaitable<Response> get_counter(service::CounterService& svc, const Request&,

@@ -92,12 +92,12 @@ boost::asio::awaitable<Response> post_force_release(service::LockService& svc, c
                                                     const Params& p) {
   TRY_BODY(body, parse_body(req.body));
   (void)body;
-  LockRef ref = ref_of(p);
-  auto r = co_await svc.force_release(std::move(ref));
+  ForceReleaseCmd cmd{ref_of(p), req.audit};
+  auto r = co_await svc.force_release(std::move(cmd));
   if (!r.ok()) co_return Response::error(r.error());
   json::object o{{"released", r->released}};
   if (r->previous) o["previous"] = holder_json(*r->previous);
-  co_return Response::json(200, o);
+  co_return audited(Response::json(200, o), req);
 }
 
 boost::asio::awaitable<Response> get_lock(service::LockService& svc, const Request& req,

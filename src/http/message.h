@@ -7,6 +7,7 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/json/value.hpp>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,10 @@ struct Request {
   // The authenticated caller (set by Api before the handler runs; null with --no-auth). Points
   // into the Api's own copy, valid for the duration of the handler.
   const core::TokenInfo* principal = nullptr;
+  // Admin routes only: the audit entry of this call (actor, action, ns, remote, detail; status
+  // set to the route's success status). Handlers pass it to their admin store command, which
+  // writes it in the same transaction as the effect, and then mark the response `audited`.
+  std::optional<core::AuditEntry> audit;
 
   // The first value of query parameter `name`, if present.
   const std::string* param(const std::string& name) const {
@@ -46,10 +51,20 @@ struct Response {
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
+  // The audit entry of this admin call was written atomically with its effect; Api writes one
+  // for every admin response that is not marked so (reads, refusals, failures).
+  bool audited = false;
 
   static Response json(unsigned status, const boost::json::value& v);
   static Response error(const Error& e);
   static Response text(unsigned status, std::string body, std::string content_type);
 };
+
+// The success answer of an admin mutation whose store command carried `req.audit`: its audit
+// entry was written in the same transaction, so Api does not write another.
+inline Response audited(Response r, const Request& req) {
+  r.audited = req.audit.has_value();
+  return r;
+}
 
 }  // namespace ichido::http

@@ -162,11 +162,11 @@ boost::asio::awaitable<Response> post_reset(service::OnceService& svc, const Req
   TRY_BODY(body, parse_body(req.body));
   Fields f(body);
   TRY_BODY(key, f.req_string("key"));
-  OnceRef ref{ns_of(p), key};
-  auto r = co_await svc.reset(std::move(ref));
+  ResetOnceCmd cmd{OnceRef{ns_of(p), key}, req.audit};
+  auto r = co_await svc.reset(std::move(cmd));
   if (!r.ok()) co_return Response::error(r.error());
   json::object o{{"reset", true}, {"key", r->key}, {"previous", record_json(*r)}};
-  co_return Response::json(200, o);
+  co_return audited(Response::json(200, o), req);
 }
 
 // GET ?key=K → one record; otherwise a list (?state=…&limit=N&after=K).

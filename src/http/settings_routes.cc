@@ -51,9 +51,9 @@ void add_settings_routes(Router& router, service::SettingsService& svc,
         auto retention = f.opt_int("once_retention_ms", 0);
         if (!retention.ok()) co_return Response::error(retention.error());
         const std::string ns = p.at("ns");
-        auto r = co_await svc.put(ns, NamespaceSettings{*retention});
+        auto r = co_await svc.put(ns, NamespaceSettings{*retention}, req.audit);
         if (!r.ok()) co_return Response::error(r.error());
-        co_return Response::json(200, settings_json(ns, *r, default_retention_ms));
+        co_return audited(Response::json(200, settings_json(ns, *r, default_retention_ms)), req);
       });
 }
 

@@ -23,10 +23,11 @@
 
 #include "base/secret.h"
 #include "http/api.h"
-#include "http/auth.h"
 #include "server/config.h"
 #include "server/listen_address.h"
+#include "service/token_auth.h"
 #include "store/sqlite/sqlite_store.h"
+#include "store/sqlite/token_admin.h"
 
 namespace ichido::server {
 namespace {
@@ -107,9 +108,15 @@ Result<std::string> create_first_admin_token(Store& store, const std::string& di
       core::make_token(new_token_id(), secret, core::Role::admin, std::string(core::kAllNamespaces),
                        "first admin token", SystemClock::instance().now_ms(), std::nullopt);
   if (!info.ok()) return std::move(info).error();
+  core::AuditEntry audit;
+  audit.actor = "ichido";
+  audit.action = "first admin token";
+  audit.status = 201;
+  audit.remote = "local";
+  audit.detail = "id " + info->id + ", written to " + dir + "/admin.token";
   std::promise<Result<core::TokenInfo>> p;
   auto f = p.get_future();
-  store.create_token(std::move(*info),
+  store.create_token(CreateTokenCmd{std::move(*info), std::move(audit)},
                      [&p](Result<core::TokenInfo> r) { p.set_value(std::move(r)); });
   auto stored = f.get();
   if (!stored.ok()) return std::move(stored).error();
@@ -151,7 +158,9 @@ int run_server(const ServeConfig& cfg) {
       cfg.threads > 0 ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
   boost::asio::io_context ioc(threads);
   http::Metrics metrics;
-  http::Authenticator auth(**store, SystemClock::instance());
+  service::AuthOptions auth_opt;
+  auth_opt.external_revision = [dir = cfg.data_dir] { return store::sqlite::tokens_revision(dir); };
+  service::Authenticator auth(**store, SystemClock::instance(), std::move(auth_opt));
   if (cfg.no_auth) {
     log("WARNING: --no-auth: every caller on this machine can use every call, admin ones too");
   } else {

@@ -301,11 +301,11 @@ asio::awaitable<Result<core::LockRecord>> LockService::renew(RenewLockCmd cmd) {
   co_return r;
 }
 
-asio::awaitable<Result<ForceReleaseReply>> LockService::force_release(LockRef ref) {
-  if (auto r = validate_lock_ref(ref); !r.ok()) co_return std::move(r).error();
-  const std::string key = key_of(ref);
+asio::awaitable<Result<ForceReleaseReply>> LockService::force_release(ForceReleaseCmd cmd) {
+  if (auto r = validate_lock_ref(cmd.ref); !r.ok()) co_return std::move(r).error();
+  const std::string key = key_of(cmd.ref);
   auto r = co_await call_store<ForceReleaseReply>(
-      [&](auto cb) { store_.force_release_lock(std::move(ref), std::move(cb)); });
+      [&](auto cb) { store_.force_release_lock(std::move(cmd), std::move(cb)); });
   if (r.ok()) {
     // Also when nothing was held: an operator's force-release is a cue for the head waiter to
     // look again (harmless when the lock is in fact held: it parks again at the front).

@@ -84,7 +84,8 @@ class LockService {
   boost::asio::awaitable<Result<AcquireLockOutcome>> acquire(AcquireLockRequest req);
   boost::asio::awaitable<Result<Unit>> release(ReleaseLockCmd cmd);
   boost::asio::awaitable<Result<core::LockRecord>> renew(RenewLockCmd cmd);
-  boost::asio::awaitable<Result<ForceReleaseReply>> force_release(LockRef ref);
+  // Admin: ends any holder's lease now (cmd.audit written atomically with it).
+  boost::asio::awaitable<Result<ForceReleaseReply>> force_release(ForceReleaseCmd cmd);
   boost::asio::awaitable<Result<LockStatus>> get(LockRef ref);
   boost::asio::awaitable<Result<std::vector<core::LockRecord>>> list(std::string ns);
 

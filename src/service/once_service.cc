@@ -127,11 +127,11 @@ boost::asio::awaitable<Result<OncePage>> OnceService::list(OnceQuery q) {
       [&](auto cb) { store_.list_once(std::move(q), std::move(cb)); });
 }
 
-boost::asio::awaitable<Result<core::OnceRecord>> OnceService::reset(OnceRef ref) {
-  if (auto r = validate_once_ref(ref); !r.ok()) co_return std::move(r).error();
-  const std::string key = wait_key(ref);
+boost::asio::awaitable<Result<core::OnceRecord>> OnceService::reset(ResetOnceCmd cmd) {
+  if (auto r = validate_once_ref(cmd.ref); !r.ok()) co_return std::move(r).error();
+  const std::string key = wait_key(cmd.ref);
   auto r = co_await call_store<core::OnceRecord>(
-      [&](auto cb) { store_.reset_once(std::move(ref), std::move(cb)); });
+      [&](auto cb) { store_.reset_once(std::move(cmd), std::move(cb)); });
   if (r.ok()) waits_.notify_all(key);
   co_return r;
 }

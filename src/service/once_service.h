@@ -37,7 +37,8 @@ class OnceService {
   boost::asio::awaitable<Result<core::OnceRecord>> renew(RenewOnceCmd cmd);
   boost::asio::awaitable<Result<core::OnceRecord>> get(OnceRef ref);
   boost::asio::awaitable<Result<OncePage>> list(OnceQuery q);
-  boost::asio::awaitable<Result<core::OnceRecord>> reset(OnceRef ref);
+  // Admin: forgets the record (cmd.audit written atomically with it).
+  boost::asio::awaitable<Result<core::OnceRecord>> reset(ResetOnceCmd cmd);
   // One retention batch (used by the server's background purge).
   boost::asio::awaitable<Result<std::int64_t>> purge(PurgeOnceCmd cmd);
 

@@ -157,7 +157,7 @@ TEST_F(OnceServiceTest, ResetWakesWaitersAndTheFirstAcquiresAttemptOne) {
   std::optional<Result<BeginOnceReply>> b;
   SpawnBegin(b, "B", 300000);
   Poll();
-  auto reset = Run<core::OnceRecord>([&] { return svc_.reset(Ref()); });
+  auto reset = Run<core::OnceRecord>([&] { return svc_.reset(ResetOnceCmd{Ref()}); });
   ASSERT_TRUE(reset.ok());
   Poll();
   ASSERT_TRUE(b.has_value() && b->ok());

@@ -30,12 +30,4 @@ std::shared_ptr<const OverviewService::Snapshot> OverviewService::snapshot() con
   return snapshot_;
 }
 
-boost::asio::awaitable<Result<std::vector<core::AuditEntry>>> OverviewService::audit(AuditQuery q) {
-  if (q.ns) {
-    if (auto v = core::validate_name(*q.ns, "ns"); !v.ok()) co_return v.error();
-  }
-  co_return co_await call_store<std::vector<core::AuditEntry>>(
-      [&](auto cb) { store_.list_audit(std::move(q), std::move(cb)); });
-}
-
 }  // namespace ichido::service

@@ -1,6 +1,6 @@
 // OverviewService: what operators look at across namespaces — the dashboard's overview (counts
 // per namespace) and the /metrics gauges of stuck work (once records expired and dead per
-// namespace, the oldest expired lease) — plus the filtered audit log.
+// namespace, the oldest expired lease).
 //
 // Cost: a summary is one store read of a few index range counts per namespace, each stopped at
 // kCountCap, never a scan of a large table. /metrics must not pay even that on every scrape of a
@@ -42,9 +42,6 @@ class OverviewService {
   // Reads every namespace's summary into the snapshot (on failure the old one stays).
   boost::asio::awaitable<Result<void>> refresh(TimeMs now);
   std::shared_ptr<const Snapshot> snapshot() const;
-
-  // A page of the audit log. Errors: invalid_request (field limit or ns).
-  boost::asio::awaitable<Result<std::vector<core::AuditEntry>>> audit(AuditQuery q);
 
  private:
   Store& store_;

@@ -12,7 +12,8 @@ boost::asio::awaitable<Result<NamespaceSettings>> SettingsService::get(std::stri
 }
 
 boost::asio::awaitable<Result<NamespaceSettings>> SettingsService::put(std::string ns,
-                                                                        NamespaceSettings s) {
+                                                                       NamespaceSettings s,
+                                                                       AuditNote audit) {
   if (auto v = core::validate_name(ns, "ns"); !v.ok()) co_return v.error();
   if (s.once_retention_ms &&
       (*s.once_retention_ms < kMinOnceRetentionMs || *s.once_retention_ms > kMaxOnceRetentionMs)) {
@@ -20,8 +21,9 @@ boost::asio::awaitable<Result<NamespaceSettings>> SettingsService::put(std::stri
                             "once_retention_ms is 1000 (1 s) to 315360000000 (3650 days), or "
                             "null for the server's default.");
   }
-  co_return co_await call_store<NamespaceSettings>(
-      [&](auto cb) { store_.put_ns_settings(std::move(ns), s, std::move(cb)); });
+  co_return co_await call_store<NamespaceSettings>([&](auto cb) {
+    store_.put_ns_settings(PutNsSettingsCmd{std::move(ns), s, std::move(audit)}, std::move(cb));
+  });
 }
 
 }  // namespace ichido::service

@@ -21,7 +21,9 @@ class SettingsService {
   // Errors: invalid_request (field ns).
   boost::asio::awaitable<Result<NamespaceSettings>> get(std::string ns);
   // Errors: invalid_request (field ns or once_retention_ms), the store's.
-  boost::asio::awaitable<Result<NamespaceSettings>> put(std::string ns, NamespaceSettings s);
+  // `audit` is written in the same transaction as the change (store.h AuditNote).
+  boost::asio::awaitable<Result<NamespaceSettings>> put(std::string ns, NamespaceSettings s,
+                                                        AuditNote audit);
 
  private:
   Store& store_;

@@ -6,14 +6,14 @@
 
 namespace ichido::store {
 
-void TableStore::create_token(core::TokenInfo token, Callback<core::TokenInfo> done) {
-  write<core::TokenInfo>(
-      [token = std::move(token)](Tables& t, TimeMs) -> Result<core::TokenInfo> {
+void TableStore::create_token(CreateTokenCmd cmd, Callback<core::TokenInfo> done) {
+  write_audited<core::TokenInfo>(
+      [token = std::move(cmd.token)](Tables& t, TimeMs) -> Result<core::TokenInfo> {
         ICHIDO_TRY(core::validate_scope(token.scope));
         ICHIDO_TRY(t.insert_token(token));
         return token;
       },
-      std::move(done));
+      std::move(cmd.audit), std::move(done));
 }
 
 Result<core::TokenInfo> revoke_token_rows(Tables& t, const std::string& id, TimeMs now) {
@@ -31,15 +31,22 @@ Result<core::TokenInfo> revoke_token_rows(Tables& t, const std::string& id, Time
   return tok;
 }
 
-void TableStore::revoke_token(std::string id, Callback<core::TokenInfo> done) {
-  write<core::TokenInfo>(
-      [id = std::move(id)](Tables& t, TimeMs now) { return revoke_token_rows(t, id, now); },
-      std::move(done));
+void TableStore::revoke_token(RevokeTokenCmd cmd, Callback<core::TokenInfo> done) {
+  write_audited<core::TokenInfo>(
+      [id = std::move(cmd.id)](Tables& t, TimeMs now) { return revoke_token_rows(t, id, now); },
+      std::move(cmd.audit), std::move(done));
 }
 
 void TableStore::list_tokens(Callback<std::vector<core::TokenInfo>> done) {
   read<std::vector<core::TokenInfo>>([](Tables& t, TimeMs) { return t.list_tokens(); },
                                      std::move(done));
+}
+
+void TableStore::find_token_by_hash(std::string hash,
+                                    Callback<std::optional<core::TokenInfo>> done) {
+  read<std::optional<core::TokenInfo>>(
+      [hash = std::move(hash)](Tables& t, TimeMs) { return t.find_token_by_hash(hash); },
+      std::move(done));
 }
 
 void TableStore::append_audit(core::AuditEntry entry, Callback<core::AuditEntry> done) {
@@ -57,7 +64,8 @@ void TableStore::append_audit(core::AuditEntry entry, Callback<core::AuditEntry>
 void TableStore::list_audit(AuditQuery q, Callback<std::vector<core::AuditEntry>> done) {
   read<std::vector<core::AuditEntry>>(
       [q = std::move(q)](Tables& t, TimeMs) -> Result<std::vector<core::AuditEntry>> {
-        if (q.limit < 1 || q.limit > kMaxAuditLimit) {
+        // One more than a page: callers ask for it to learn whether a next page exists.
+        if (q.limit < 1 || q.limit > kMaxAuditLimit + 1) {
           return invalid_field("limit", "The limit must be a whole number from 1 to 1000.");
         }
         return t.list_audit(q);
@@ -76,15 +84,15 @@ void TableStore::get_ns_settings(std::string ns, Callback<NamespaceSettings> don
       std::move(done));
 }
 
-void TableStore::put_ns_settings(std::string ns, NamespaceSettings settings,
-                                 Callback<NamespaceSettings> done) {
-  write<NamespaceSettings>(
-      [ns = std::move(ns), settings](Tables& t, TimeMs) -> Result<NamespaceSettings> {
+void TableStore::put_ns_settings(PutNsSettingsCmd cmd, Callback<NamespaceSettings> done) {
+  write_audited<NamespaceSettings>(
+      [ns = std::move(cmd.ns), settings = cmd.settings](Tables& t,
+                                                        TimeMs) -> Result<NamespaceSettings> {
         ICHIDO_TRY(core::validate_name(ns, "ns"));
         ICHIDO_TRY(t.save_ns_settings(ns, settings));
         return settings;
       },
-      std::move(done));
+      std::move(cmd.audit), std::move(done));
 }
 
 void TableStore::summarize_namespaces(std::optional<std::string> only_ns, std::int64_t cap,

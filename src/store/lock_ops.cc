@@ -62,16 +62,16 @@ void TableStore::renew_lock(RenewLockCmd cmd, Callback<core::LockRecord> done) {
       std::move(done));
 }
 
-void TableStore::force_release_lock(LockRef ref, Callback<ForceReleaseReply> done) {
-  write<ForceReleaseReply>(
-      [ref = std::move(ref)](Tables& t, TimeMs) -> Result<ForceReleaseReply> {
+void TableStore::force_release_lock(ForceReleaseCmd cmd, Callback<ForceReleaseReply> done) {
+  write_audited<ForceReleaseReply>(
+      [ref = std::move(cmd.ref)](Tables& t, TimeMs) -> Result<ForceReleaseReply> {
         auto current = t.find_lock(ref.ns, ref.name);
         if (!current.ok()) return std::move(current).error();
         if (!*current) return ForceReleaseReply{false, std::nullopt};
         ICHIDO_TRY(t.delete_lock(ref.ns, ref.name));
         return ForceReleaseReply{true, std::move(*current)};
       },
-      std::move(done));
+      std::move(cmd.audit), std::move(done));
 }
 
 void TableStore::get_lock(LockRef ref, Callback<LockState> done) {

@@ -113,9 +113,9 @@ void TableStore::list_once(OnceQuery q, Callback<OncePage> done) {
       std::move(done));
 }
 
-void TableStore::reset_once(OnceRef ref, Callback<OnceRecord> done) {
-  write<OnceRecord>(
-      [ref = std::move(ref)](Tables& t, TimeMs) -> Result<OnceRecord> {
+void TableStore::reset_once(ResetOnceCmd cmd, Callback<OnceRecord> done) {
+  write_audited<OnceRecord>(
+      [ref = std::move(cmd.ref)](Tables& t, TimeMs) -> Result<OnceRecord> {
         auto existing = load(t, ref);
         if (!existing.ok()) return std::move(existing).error();
         if (!*existing) return core::once_not_found(ref.key);
@@ -123,7 +123,7 @@ void TableStore::reset_once(OnceRef ref, Callback<OnceRecord> done) {
         if (!deleted.ok()) return std::move(deleted).error();
         return std::move(**existing);
       },
-      std::move(done));
+      std::move(cmd.audit), std::move(done));
 }
 
 void TableStore::purge_once(PurgeOnceCmd cmd, Callback<std::int64_t> done) {

@@ -52,7 +52,8 @@ Result<std::string> resolve_period(const core::CounterConfig& c, const core::Tod
 }  // namespace
 
 void TableStore::create_counter(CreateCounterCmd cmd, Callback<CreateCounterReply> done) {
-  write<CreateCounterReply>(
+  AuditNote audit = std::move(cmd.audit);
+  write_audited<CreateCounterReply>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<CreateCounterReply> {
         auto existing = t.find_counter(cmd.ref.ns, cmd.ref.name);
         if (!existing.ok()) return std::move(existing).error();
@@ -73,7 +74,8 @@ void TableStore::create_counter(CreateCounterCmd cmd, Callback<CreateCounterRepl
         if (!info.ok()) return std::move(info).error();
         return CreateCounterReply{*outcome == core::CreateOutcome::created, std::move(*info)};
       },
-      std::move(done));
+      std::move(audit), std::move(done),
+      +[](const CreateCounterReply& r) { return r.created ? 201 : 200; });
 }
 
 void TableStore::next(NextCmd cmd, Callback<NextReply> done) {
@@ -106,7 +108,8 @@ void TableStore::next(NextCmd cmd, Callback<NextReply> done) {
 }
 
 void TableStore::void_number(VoidCmd cmd, Callback<core::IssuedNumber> done) {
-  write<core::IssuedNumber>(
+  AuditNote audit = std::move(cmd.audit);
+  write_audited<core::IssuedNumber>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<core::IssuedNumber> {
         auto row = load_counter(t, cmd.ref);
         if (!row.ok()) return std::move(row).error();
@@ -132,11 +135,12 @@ void TableStore::void_number(VoidCmd cmd, Callback<core::IssuedNumber> done) {
         }
         return std::move(*rec);
       },
-      std::move(done));
+      std::move(audit), std::move(done));
 }
 
 void TableStore::set_last_value(SetCmd cmd, Callback<core::CounterInfo> done) {
-  write<core::CounterInfo>(
+  AuditNote audit = std::move(cmd.audit);
+  write_audited<core::CounterInfo>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<core::CounterInfo> {
         auto row = load_counter(t, cmd.ref);
         if (!row.ok()) return std::move(row).error();
@@ -154,7 +158,7 @@ void TableStore::set_last_value(SetCmd cmd, Callback<core::CounterInfo> done) {
         ICHIDO_TRY(t.save_period(row->id, today->period, p));
         return info_of(t, *row, now);
       },
-      std::move(done));
+      std::move(audit), std::move(done));
 }
 
 void TableStore::get_counter(CounterRef ref, Callback<core::CounterInfo> done) {

@@ -8,7 +8,7 @@ namespace {
 
 class MemoryTables final : public Tables {
  public:
-  explicit MemoryTables(MemoryStore::State& s) : s_(s) {}
+  MemoryTables(MemoryStore::State& s, bool fail_audit) : s_(s), fail_audit_(fail_audit) {}
 
   Result<std::int64_t> next_token() override { return ++s_.last_token; }
 
@@ -154,6 +154,12 @@ class MemoryTables final : public Tables {
     if (it == s_.tokens.end()) return std::optional<core::TokenInfo>();
     return std::optional<core::TokenInfo>(it->second);
   }
+  Result<std::optional<core::TokenInfo>> find_token_by_hash(const std::string& hash) override {
+    for (const auto& [id, t] : s_.tokens) {
+      if (t.hash == hash) return std::optional<core::TokenInfo>(t);
+    }
+    return std::optional<core::TokenInfo>();
+  }
   Result<void> save_token(const core::TokenInfo& t) override {
     s_.tokens[t.id] = t;
     return {};
@@ -167,6 +173,7 @@ class MemoryTables final : public Tables {
     return out;
   }
   Result<std::int64_t> insert_audit(const core::AuditEntry& e) override {
+    if (fail_audit_) return Error(errc::store_unavailable, "Injected fault: audit insert fails.");
     core::AuditEntry copy = e;
     copy.id = static_cast<std::int64_t>(s_.audit.size()) + 1;
     s_.audit.push_back(copy);
@@ -259,6 +266,7 @@ class MemoryTables final : public Tables {
 
  private:
   MemoryStore::State& s_;
+  const bool fail_audit_;
 };
 
 const Error& closed_error() {
@@ -277,7 +285,7 @@ void MemoryStore::submit_write(Job job) {
     return;
   }
   State copy = state_;
-  MemoryTables tables(copy);
+  MemoryTables tables(copy, fail_audit_);
   if (job.apply(tables, clock_->now_ms())) state_ = std::move(copy);
   stats_.commits += 1;
   stats_.committed_commands += 1;
@@ -293,7 +301,7 @@ void MemoryStore::submit_read(Job job) {
     return;
   }
   State& s = state_;
-  MemoryTables tables(s);
+  MemoryTables tables(s, fail_audit_);
   (void)job.apply(tables, clock_->now_ms());
   lk.unlock();
   job.finish(nullptr);

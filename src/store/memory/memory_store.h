@@ -26,6 +26,13 @@ class MemoryStore final : public TableStore {
   StoreStats stats() const override;
   void close() override;
 
+  // Fault injection for tests: while set, appending to the audit log fails with
+  // store_unavailable (inside whatever transaction does it).
+  void fail_audit_inserts(bool on) {
+    std::lock_guard lk(mu_);
+    fail_audit_ = on;
+  }
+
   struct State {
     std::int64_t next_counter_id = 1;
     std::int64_t last_token = 0;
@@ -49,9 +56,10 @@ class MemoryStore final : public TableStore {
  private:
   Clock* clock_;
   mutable std::mutex mu_;
-  State state_;          // guarded by mu_
-  bool closed_ = false;  // guarded by mu_
-  StoreStats stats_;     // guarded by mu_
+  State state_;              // guarded by mu_
+  bool closed_ = false;      // guarded by mu_
+  bool fail_audit_ = false;  // guarded by mu_
+  StoreStats stats_;         // guarded by mu_
 };
 
 }  // namespace ichido::store::memory

@@ -234,9 +234,13 @@ TYPED_TEST(OnceConformance, CompleteRepeatIsIdempotentAndNeverOverwritesTheResul
   auto c1 = this->Complete("k", t, R"({"v":1})");
   ASSERT_TRUE(c1.ok());
   this->clock_.advance(10);
-  auto c2 = this->Complete("k", t, R"({"v":2})");
+  auto c2 = this->Complete("k", t, R"({"v":1})");
   ASSERT_TRUE(c2.ok());
   EXPECT_EQ(*c2, *c1);
+  ExpectError(this->Complete("k", t, R"({"v":2})"), errc::result_mismatch);
+  auto stored = this->Get("k");
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(*stored, *c1);
   ExpectError(this->Complete("missing", t, "1"), errc::once_not_found);
 }
 

@@ -56,7 +56,8 @@ TYPED_TEST(OpsConformance, NamespacesAreDistinctSortedAndCountedByState) {
   this->Acquire("mail", "live", 60000);
   this->Finish("mail", "done");
   this->Kill("mail", "dead");
-  ASSERT_TRUE(this->S().fail_once({{"mail", "pending"}, this->Acquire("mail", "pending"), "e"}).ok());
+  ASSERT_TRUE(
+      this->S().fail_once({{"mail", "pending"}, this->Acquire("mail", "pending"), "e"}).ok());
 
   auto all = this->S().summarize_namespaces(std::nullopt, 1000);
   ASSERT_TRUE(all.ok()) << all.error().message;
@@ -93,11 +94,11 @@ TYPED_TEST(OpsConformance, OnceCountsStopAtTheCap) {
 }
 
 TYPED_TEST(OpsConformance, AuditFiltersCombineAndPageBothWays) {
-  this->Audit("tok-a", "POST /v1/ns/{ns}/once/reset", "shop");           // 1
-  this->Audit("tok-b", "PUT /v1/ns/{ns}/counters/{name}", "shop");       // 2
+  this->Audit("tok-a", "POST /v1/ns/{ns}/once/reset", "shop");                 // 1
+  this->Audit("tok-b", "PUT /v1/ns/{ns}/counters/{name}", "shop");             // 2
   this->Audit("tok-a", "POST /v1/ns/{ns}/locks/{name}/force-release", "ops");  // 3
-  this->Audit("tok-a", "POST /v1/ns/{ns}/once/reset", "ops");            // 4
-  this->Audit("-", "auth_failure", "");                                  // 5
+  this->Audit("tok-a", "POST /v1/ns/{ns}/once/reset", "ops");                  // 4
+  this->Audit("-", "auth_failure", "");                                        // 5
   EXPECT_EQ(this->AuditIds({}), (std::vector<std::int64_t>{1, 2, 3, 4, 5}));
   AuditQuery q;
   q.actor = "tok-a";

@@ -98,9 +98,10 @@ class SyncStore {
   Result<OncePage> list_once(OnceQuery q) {
     return CallAndWait<OncePage>([&](auto cb) { s_.list_once(std::move(q), std::move(cb)); });
   }
-  Result<core::OnceRecord> reset_once(OnceRef ref) {
-    return CallAndWait<core::OnceRecord>(
-        [&](auto cb) { s_.reset_once(std::move(ref), std::move(cb)); });
+  Result<core::OnceRecord> reset_once(OnceRef ref, AuditNote audit = std::nullopt) {
+    return CallAndWait<core::OnceRecord>([&](auto cb) {
+      s_.reset_once(ResetOnceCmd{std::move(ref), std::move(audit)}, std::move(cb));
+    });
   }
   Result<std::int64_t> purge_once(PurgeOnceCmd cmd) {
     return CallAndWait<std::int64_t>(
@@ -117,9 +118,30 @@ class SyncStore {
     return CallAndWait<core::LockRecord>(
         [&](auto cb) { s_.renew_lock(std::move(cmd), std::move(cb)); });
   }
-  Result<ForceReleaseReply> force_release_lock(LockRef ref) {
-    return CallAndWait<ForceReleaseReply>(
-        [&](auto cb) { s_.force_release_lock(std::move(ref), std::move(cb)); });
+  Result<ForceReleaseReply> force_release_lock(LockRef ref, AuditNote audit = std::nullopt) {
+    return CallAndWait<ForceReleaseReply>([&](auto cb) {
+      s_.force_release_lock(ForceReleaseCmd{std::move(ref), std::move(audit)}, std::move(cb));
+    });
+  }
+  Result<core::TokenInfo> create_token(core::TokenInfo t, AuditNote audit = std::nullopt) {
+    return CallAndWait<core::TokenInfo>([&](auto cb) {
+      s_.create_token(CreateTokenCmd{std::move(t), std::move(audit)}, std::move(cb));
+    });
+  }
+  Result<core::TokenInfo> revoke_token(std::string id, AuditNote audit = std::nullopt) {
+    return CallAndWait<core::TokenInfo>([&](auto cb) {
+      s_.revoke_token(RevokeTokenCmd{std::move(id), std::move(audit)}, std::move(cb));
+    });
+  }
+  Result<std::optional<core::TokenInfo>> find_token_by_hash(std::string hash) {
+    return CallAndWait<std::optional<core::TokenInfo>>(
+        [&](auto cb) { s_.find_token_by_hash(std::move(hash), std::move(cb)); });
+  }
+  Result<std::vector<core::AuditEntry>> list_audit(std::int64_t after = 0, int limit = 1000) {
+    AuditQuery q;
+    q.after = after;
+    q.limit = limit;
+    return list_audit(std::move(q));
   }
   Result<LockState> get_lock(LockRef ref) {
     return CallAndWait<LockState>([&](auto cb) { s_.get_lock(std::move(ref), std::move(cb)); });
@@ -141,9 +163,11 @@ class SyncStore {
     return CallAndWait<NamespaceSettings>(
         [&](auto cb) { s_.get_ns_settings(std::move(ns), std::move(cb)); });
   }
-  Result<NamespaceSettings> put_ns_settings(std::string ns, NamespaceSettings st) {
-    return CallAndWait<NamespaceSettings>(
-        [&](auto cb) { s_.put_ns_settings(std::move(ns), st, std::move(cb)); });
+  Result<NamespaceSettings> put_ns_settings(std::string ns, NamespaceSettings st,
+                                            AuditNote audit = std::nullopt) {
+    return CallAndWait<NamespaceSettings>([&](auto cb) {
+      s_.put_ns_settings(PutNsSettingsCmd{std::move(ns), st, std::move(audit)}, std::move(cb));
+    });
   }
   Result<std::vector<core::LockRecord>> list_locks(std::string ns) {
     return CallAndWait<std::vector<core::LockRecord>>(

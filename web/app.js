@@ -378,7 +378,7 @@ views.once = async (content, [stateName]) => {
         else showError(e);
       }
     } }, h('label', {}, t('o.find'), keyInput), h('button', { type: 'submit' }, t('search'))),
-    list, pager);
+    list, pager, retentionBox());
   const load = async (after) => {
     const page = await call('GET', nsPath(state.ns) + '/once?state=' + st + '&limit=50' +
       (after ? '&after=' + enc(after) : ''));
@@ -391,6 +391,29 @@ views.once = async (content, [stateName]) => {
   };
   await load('');
 };
+
+// How long finished records of this namespace are kept, and (admin) a way to change it.
+function retentionBox() {
+  const box = h('p', { class: 'muted', id: 'retention' });
+  call('GET', nsPath(state.ns) + '/settings').then((s) => {
+    const days = (ms) => Math.round((ms / 86400000) * 100) / 100;
+    box.replaceChildren(t(s.once_retention_ms === null ? 'o.retention_default' : 'o.retention_own',
+      { days: days(s.effective_once_retention_ms) }), ' ',
+    isAdmin() ? h('button', { type: 'button', class: 'small quiet', 'data-action': 'retention',
+      onclick: async () => {
+        const v = await confirmAction(t('o.retention_title', { ns: state.ns }), t('o.retention_text'),
+          t('o.retention_set'), [{ name: 'days', label: t('o.retention_days'), required: false }]);
+        if (!v) return;
+        const body = { once_retention_ms: v.days === '' ? null : Math.round(Number(v.days) * 86400000) };
+        try {
+          await call('PUT', nsPath(state.ns) + '/settings', body);
+          toast(t('done'));
+          show();
+        } catch (e) { showError(e); }
+      } }, t('o.retention_change')) : null);
+  }, () => {});
+  return box;
+}
 
 function onceTable(items, st) {
   const rows = [];

@@ -178,6 +178,12 @@ test('admin: sign in, reset a dead record, force-release a lock, void a number',
   await row.waitFor();
   assert.match(await row.textContent(), /SMTP 550 mailbox unavailable/);
   await shot(page, '02-once-dead');
+  // Retention of the namespace: 30 days by default; set 90 through the dialog.
+  await page.waitForSelector('#retention >> text=30 days (the server default)');
+  await page.click('button[data-action="retention"]');
+  await confirmDialog(page, '90');
+  await page.waitForSelector('#retention >> text=90 days');
+  assert.equal((await ok('GET', '/v1/ns/shop/settings')).once_retention_ms, 90 * 86400000);
   await row.locator('button[data-action="reset"]').click();
   await confirmDialog(page);
   await page.waitForSelector('tr[data-key="<CAF=x/y+z@mail.example.co.jp>"]', { state: 'detached' });
@@ -219,7 +225,7 @@ test('admin: sign in, reset a dead record, force-release a lock, void a number',
   await shot(page, '05-audit');
   const audit = await ok('GET', '/v1/admin/audit?order=newest&limit=50');
   const actions = audit.items.map((e) => e.action);
-  for (const a of ['POST /v1/ns/{ns}/once/reset', 'POST /v1/ns/{ns}/locks/{name}/force-release',
+  for (const a of ['PUT /v1/ns/{ns}/settings', 'POST /v1/ns/{ns}/once/reset', 'POST /v1/ns/{ns}/locks/{name}/force-release',
     'POST /v1/ns/{ns}/counters/{name}/void']) {
     assert.ok(actions.includes(a), 'audit log lacks ' + a);
   }

@@ -67,7 +67,8 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
         }
         cfg->once_retention_ms = *ms;
       },
-      "Completed and dead once records older than this are purged (default 30d)");
+      "Completed and dead once records older than this are purged (default 30d), unless their "
+      "namespace sets its own (PUT /v1/ns/{ns}/settings)");
   cmd->add_option_function<std::string>(
          "--request-log", [cfg](const std::string& v) { cfg->request_log = v == "on"; },
          "One line per request on stderr: method, route, namespace, status, duration, token id "

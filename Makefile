@@ -27,8 +27,11 @@ run: build
 	@echo "  curl -H \"Authorization: Bearer \$$ICHIDO_TOKEN\" http://$(LISTEN)/v1/ns/demo/counters"
 	build/ichido serve --listen $(LISTEN) --data $(DATA)
 
-# Every test: the clang-format check, a short fuzz run of each libFuzzer target (clang, ASan+UBSan), then CTest.
+# Every test: the clang-format check, a short fuzz run of each libFuzzer target (clang, ASan+UBSan), then CTest
+# (which includes the dashboard in headless chromium and the packaging checks; their Debian packages
+# are installed first so that a fresh machine's first run does not spend a test's timeout on apt).
 test: build
+	scripts/install-deps browser deploy
 	scripts/check-format
 	scripts/fuzz $(FUZZ_SECONDS)
 	ctest --test-dir build --output-on-failure --timeout 600

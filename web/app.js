@@ -365,7 +365,7 @@ views.once = async (content, [stateName]) => {
   const pager = h('div', { class: 'pager' });
   const help = t('state.help.' + st);
   content.replaceChildren(h('h1', {}, t('o.title')), tabs,
-    help !== 'state.help.' + st ? h('p', { class: 'muted' }, help) : null,
+    h('p', { class: 'muted', hidden: help === 'state.help.' + st }, help),
     h('form', { class: 'inline', onsubmit: async (ev) => {
       ev.preventDefault();
       if (!keyInput.value) return;
@@ -410,7 +410,7 @@ function retentionBox() {
           toast(t('done'));
           show();
         } catch (e) { showError(e); }
-      } }, t('o.retention_change')) : null);
+      } }, t('o.retention_change')) : '');
   }, () => {});
   return box;
 }

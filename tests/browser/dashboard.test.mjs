@@ -259,6 +259,7 @@ test('reader: sees the data, is offered no admin action', async () => {
     await page.waitForSelector(ready);
     assert.equal(await page.locator('[data-action]').count(), 0, view + ' offers an admin action');
     assert.equal(await page.locator('button.danger:visible').count(), 0, view + ' has a danger button');
+    assert.doesNotMatch(await page.locator('#content').innerText(), /\bnull\b/, view);
   }
   await shot(page, '08-reader-counters');
   // Typing the admin-only address does not show it either.
@@ -272,6 +273,8 @@ test('phone-sized screen: readable, nothing wider than the screen but the tables
   await signIn(page, adminToken);
   await page.goto(base + '/#/once/processing');
   await page.waitForSelector('tr[data-key="still-running"]');
+  // No stray text from a null child (replaceChildren(null) would print "null").
+  assert.doesNotMatch(await page.locator('#content').innerText(), /\bnull\b/);
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   assert.ok(overflow <= 1, 'the page is ' + overflow + ' px wider than the screen');
   await shot(page, '09-phone');

@@ -133,6 +133,11 @@ struct RenewOnceCmd {
   std::int64_t lease_ms = core::kDefaultLeaseMs;
 };
 
+struct AbandonOnceCmd {
+  OnceRef ref;
+  std::int64_t token = 0;
+};
+
 struct ResetOnceCmd {
   OnceRef ref;
   AuditNote audit;
@@ -313,6 +318,9 @@ class Store {
   virtual void get_once(OnceRef ref, Callback<core::OnceRecord> done) = 0;
   // Records in key order. Errors: invalid_request (field limit).
   virtual void list_once(OnceQuery q, Callback<OncePage> done) = 0;
+  // Undoes the acquisition of `token` whose answer could not be delivered (core::decide_abandon):
+  // answers whether anything was undone. Errors: none beyond the store's own.
+  virtual void abandon_once(AbandonOnceCmd cmd, Callback<bool> done) = 0;
   // Forgets the record; answers it as it was. Errors: once_not_found.
   virtual void reset_once(ResetOnceCmd cmd, Callback<core::OnceRecord> done) = 0;
   // Deletes up to cmd.limit finished records past their namespace's retention; answers how many.

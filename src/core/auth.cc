@@ -1,6 +1,7 @@
 #include "core/auth.h"
 
 #include "base/secret.h"
+#include "core/fields.h"
 #include "core/names.h"
 
 namespace ichido::core {
@@ -52,13 +53,7 @@ Result<void> validate_scope(std::string_view scope) {
   return validate_name(scope, "ns");
 }
 
-Result<void> validate_expires_in_ms(std::int64_t ms) {
-  if (ms < 1 || ms > kMaxJsonInteger) {
-    return invalid_field("expires_in_ms",
-                         "The expires_in_ms must be a whole number from 1 to 2^53 (ms from now).");
-  }
-  return {};
-}
+Result<void> validate_expires_in_ms(std::int64_t ms) { return check(field::kExpiresInMs, ms); }
 
 Result<void> validate_token_id(std::string_view id) {
   if (id.empty() || id.size() > 64) {

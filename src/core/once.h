@@ -157,6 +157,18 @@ Result<Change> decide_fail(const std::optional<OnceRecord>& existing, std::int64
 Result<OnceRecord> decide_renew(const std::optional<OnceRecord>& existing, std::int64_t token,
                                 std::int64_t lease_ms, TimeMs now);
 
+// Undoes an acquisition whose answer could not be delivered (the caller went away while it
+// waited): only the holder of `token` that has not concluded, and only while nobody else touched
+// the record. Attempt 1 came from no record, so the record is removed (nullopt); a later attempt
+// k+1 came from attempt k (failed with retry, or lapsed), so the record goes back to pending at
+// attempt k — the undelivered attempt is not spent. `write` false: nothing to undo (another
+// token holds it, or it concluded). Errors: none.
+struct Abandon {
+  std::optional<OnceRecord> record;  // the record to save; nullopt with write: delete it
+  bool write = false;
+};
+Abandon decide_abandon(const std::optional<OnceRecord>& existing, std::int64_t token, TimeMs now);
+
 // The error for a key without a record.
 Error once_not_found(const std::string& key);
 

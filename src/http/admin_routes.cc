@@ -50,7 +50,7 @@ boost::asio::awaitable<Response> create_token(service::AdminService& admin, cons
   if (!role.ok()) co_return Response::error(role.error());
   auto label = f.opt_string("label");
   if (!label.ok()) co_return Response::error(label.error());
-  auto expires_in = f.opt_int("expires_in_ms");
+  auto expires_in = f.opt_int(core::field::kExpiresInMs);
   if (!expires_in.ok()) co_return Response::error(expires_in.error());
   service::NewTokenRequest nt{std::move(*role), std::move(*ns), label->value_or(""), *expires_in};
   AuditNote audit = req.audit;
@@ -84,17 +84,17 @@ boost::asio::awaitable<Response> list_audit(service::AdminService& admin, const 
   AuditQuery q;
   int limit = 100;
   if (const auto* a = req.param("after")) {
-    auto v = parse_query_int(*a, "after", 0, core::kMaxJsonInteger);
+    auto v = parse_query_int(*a, core::field::kAfter);
     if (!v.ok()) co_return Response::error(v.error());
     q.after = *v;
   }
   if (const auto* b = req.param("before")) {
-    auto v = parse_query_int(*b, "before", 1, core::kMaxJsonInteger);
+    auto v = parse_query_int(*b, core::field::kBefore);
     if (!v.ok()) co_return Response::error(v.error());
     q.before = *v;
   }
   if (const auto* l = req.param("limit")) {
-    auto v = parse_query_int(*l, "limit", 1, kMaxAuditLimit);
+    auto v = parse_query_int(*l, core::field::kLimit);
     if (!v.ok()) co_return Response::error(v.error());
     limit = static_cast<int>(*v);
   }

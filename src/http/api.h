@@ -59,6 +59,12 @@ class Api {
   // their connection while they wait, so a client that goes away leaves the line (see server.cc).
   static bool may_wait(const BeastRequest& req);
   const service::LockService& locks() const { return locks_; }
+  // Shutdown: answers every parked lock and once waiter with its "not now" answer at once, and
+  // keeps later requests from waiting. Call before draining connections.
+  void shutdown_waiters() {
+    locks_.shutdown();
+    once_waits_.shutdown();
+  }
   service::OnceService& once() { return once_; }
   service::OverviewService& overview() { return overview_; }
 

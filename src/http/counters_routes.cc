@@ -72,10 +72,10 @@ CounterRef ref_of(const Params& p) {
 Result<core::CounterConfig> decode_config(const json::object& body) {
   Fields f(body);
   core::CounterConfig c;
-  auto start = f.opt_int("start");
+  auto start = f.opt_int(core::field::kStart);
   if (!start.ok()) return std::move(start).error();
   if (*start) c.start = **start;
-  auto max = f.opt_int("max", 1);
+  auto max = f.opt_int(core::field::kMax);
   if (!max.ok()) return std::move(max).error();
   if (*max) c.max = **max;
   auto format = f.opt_string("format");
@@ -130,7 +130,7 @@ boost::asio::awaitable<Response> post_void(service::CounterService& svc, const R
                                            const Params& p) {
   TRY_BODY(body, parse_body(req.body));
   Fields f(body);
-  TRY_BODY(value, f.req_int("value"));
+  TRY_BODY(value, f.req_int(core::field::kValue));
   TRY_BODY(period, f.opt_string("period"));
   TRY_BODY(reason, f.opt_string("reason"));
   VoidCmd cmd{ref_of(p), value, period, reason.value_or(""), req.audit};
@@ -143,8 +143,8 @@ boost::asio::awaitable<Response> post_set(service::CounterService& svc, const Re
                                           const Params& p) {
   TRY_BODY(body, parse_body(req.body));
   Fields f(body);
-  TRY_BODY(expected, f.req_int("expected_last_value"));
-  TRY_BODY(last, f.req_int("last_value"));
+  TRY_BODY(expected, f.req_int(core::field::kExpectedLastValue));
+  TRY_BODY(last, f.req_int(core::field::kLastValue));
   SetCmd cmd{ref_of(p), expected, last, req.audit};
   auto r = co_await svc.set_last_value(std::move(cmd));
   if (!r.ok()) co_return Response::error(r.error());
@@ -176,11 +176,11 @@ boost::asio::awaitable<Response> get_issued(service::CounterService& svc, const 
   if (const auto* key = req.param("key")) q.key = *key;
   if (const auto* period = req.param("period")) q.period = *period;
   if (const auto* after = req.param("after")) {
-    TRY_BODY(v, parse_query_int(*after, "after", 0, core::kMaxJsonInteger));
+    TRY_BODY(v, parse_query_int(*after, core::field::kAfter));
     q.after = v;
   }
   if (const auto* limit = req.param("limit")) {
-    TRY_BODY(v, parse_query_int(*limit, "limit", 1, 1000));
+    TRY_BODY(v, parse_query_int(*limit, core::field::kLimit));
     q.limit = static_cast<int>(v);
   }
   auto r = co_await svc.issued(std::move(q));

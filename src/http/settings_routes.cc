@@ -4,6 +4,7 @@
 // --once-retention).
 #include <boost/json.hpp>
 
+#include "core/fields.h"
 #include "http/json_fields.h"
 #include "http/routes.h"
 
@@ -48,7 +49,7 @@ void add_settings_routes(Router& router, service::SettingsService& svc,
               "Send once_retention_ms: a number of milliseconds, or null for the server's "
               "default."));
         }
-        auto retention = f.opt_int("once_retention_ms", 0);
+        auto retention = f.opt_int(core::field::kOnceRetentionMs);
         if (!retention.ok()) co_return Response::error(retention.error());
         const std::string ns = p.at("ns");
         auto r = co_await svc.put(ns, NamespaceSettings{*retention}, req.audit);

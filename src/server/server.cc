@@ -2,6 +2,7 @@
 #include "http/server.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -131,6 +132,31 @@ Result<std::string> create_first_admin_token(Store& store, const std::string& di
   return path;
 }
 
+// Raises the soft limit on open files to the hard limit: the common default soft limit (1024)
+// would stop a server at about a thousand sockets. Logs what connection capacity results.
+void raise_fd_limit(const ServerLog& log, std::size_t max_connections) {
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  const rlim_t before = rl.rlim_cur;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) rl.rlim_cur = before;
+  }
+  // Descriptors not available for clients: the store's files, the listener, stdio, a margin.
+  constexpr rlim_t kReserved = 64;
+  const rlim_t usable = rl.rlim_cur > kReserved ? rl.rlim_cur - kReserved : 0;
+  std::string msg = "open-file limit " + std::to_string(rl.rlim_cur) +
+                    (before != rl.rlim_cur ? " (raised from " + std::to_string(before) + ")" : "");
+  if (usable < max_connections) {
+    log(msg + ": only about " + std::to_string(usable) + " of the " +
+        std::to_string(max_connections) +
+        " connections --max-connections allows can be open at once; more wait in the kernel's "
+        "backlog. Raise the hard limit (ulimit -Hn, LimitNOFILE=) or lower --max-connections.");
+  } else {
+    log(msg + ": up to " + std::to_string(max_connections) + " connections (--max-connections)");
+  }
+}
+
 }  // namespace
 
 int run_server(const ServeConfig& cfg) {
@@ -153,6 +179,7 @@ int run_server(const ServeConfig& cfg) {
     return 1;
   }
   log("store opened at " + (*store)->db_path());
+  raise_fd_limit(log, cfg.max_connections);
 
   const int threads =
       cfg.threads > 0 ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
@@ -256,6 +283,7 @@ int run_server(const ServeConfig& cfg) {
     log(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
         ": draining connections");
     deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(drain_deadline_ms);
+    api.shutdown_waiters();  // parked requests get their "not now" answer before the drain
     server.begin_drain();
     watch();
     signals.async_wait([&](boost::system::error_code ec, int s) {

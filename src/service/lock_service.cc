@@ -170,7 +170,7 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire(AcquireLockRequ
       line.turn_out = true;
       turn = true;
       gen = line.gen;
-    } else if (req.wait_ms > 0) {
+    } else if (req.wait_ms > 0 && !closing_) {
       if (line.queue.size() >= limits_.max_waiters_per_lock ||
           total_ >= limits_.max_waiters_total) {
         co_return too_many_waiters(limits_.max_waiters_per_lock);
@@ -209,7 +209,7 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire(AcquireLockRequ
         gen = line.gen;
         continue;
       }
-      if (cancelled(cs) || now >= deadline) {
+      if (cancelled(cs) || now >= deadline || closing_) {
         return_turn_locked(key, line, lease_end);
         if (cancelled(cs)) co_return cancelled_error();
         co_return AcquireLockOutcome{false, false, std::move(r->record)};
@@ -248,6 +248,11 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire(AcquireLockRequ
     if (cancelled(cs)) {
       leave_locked(key, line, me);
       co_return cancelled_error();
+    }
+    if (me->stop) {
+      leave_locked(key, line, me);
+      lk.unlock();
+      co_return co_await not_acquired(req.ref);
     }
     if (me->poked) {
       me->poked = false;
@@ -335,6 +340,17 @@ std::size_t LockService::waiters(const LockRef& ref) const {
   auto it = lines_.find(key_of(ref));
   if (it == lines_.end()) return 0;
   return it->second.queue.size() + (it->second.turn_out ? 1 : 0);
+}
+
+void LockService::shutdown() {
+  std::lock_guard lk(mu_);
+  closing_ = true;
+  for (auto& [key, line] : lines_) {
+    for (auto& w : line.queue) {
+      w->stop = true;
+      wake(w);
+    }
+  }
 }
 
 std::size_t LockService::total_waiters() const {

@@ -23,6 +23,10 @@
 //       whose first answer was lost gets that grant at once, without waiting for itself. The
 //       check never grants, so it never overtakes the line.
 //
+// Shutdown: shutdown() wakes every parked waiter, which answers acquired=false with the holder
+// (its normal "not now" answer) at once; afterwards nobody parks (a request that would wait
+// answers the same at once). So a stopping server answers its waiters instead of cutting them.
+//
 // Waiters are coroutines parked on their own steady_timer (no thread per waiter). Timers are
 // touched only on the waiter's executor, which must be a strand (each HTTP connection runs on
 // one): wake-ups are posted there, so a wake-up posted between parking and the timer wait runs
@@ -91,6 +95,8 @@ class LockService {
 
   std::size_t waiters(const LockRef& ref) const;
   std::size_t total_waiters() const;
+  // Answers every parked waiter "not acquired" now; later requests do not wait. Idempotent.
+  void shutdown();
 
   using TimePoint = std::chrono::steady_clock::time_point;
 
@@ -102,6 +108,7 @@ class LockService {
     const TimePoint deadline;
     bool has_turn = false;                   // popped from the line and handed the turn (W3)
     bool poked = false;                      // lease_end moved earlier: re-arm the timer (W4)
+    bool stop = false;                       // shutdown(): answer "not acquired" now
     TimePoint lease_end = TimePoint::max();  // the holder's lease end, when this waiter is front
   };
   // The waiting line of one lock; exists while someone waits or holds the turn.
@@ -134,6 +141,7 @@ class LockService {
   mutable std::mutex mu_;
   std::unordered_map<std::string, Line> lines_;  // guarded by mu_
   std::size_t total_ = 0;                        // parked waiters; guarded by mu_
+  bool closing_ = false;                         // shutdown() was called; guarded by mu_
 };
 
 }  // namespace ichido::service

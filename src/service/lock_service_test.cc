@@ -129,6 +129,31 @@ TEST_F(LockServiceTest, ARetryWithTheHoldersRequestIdIsReplayedWithoutJoiningThe
   EXPECT_EQ(Granted(w).owner, "W");
 }
 
+// Shutdown: parked waiters answer "not acquired" with the holder at once, and a request that
+// comes later does not park.
+TEST_F(LockServiceTest, ShutdownAnswersParkedWaitersNotAcquiredAtOnce) {
+  auto h = Acquire("H", 0);
+  ASSERT_TRUE(RunUntil([&] { return h->has_value(); }));
+  auto held = Granted(h);
+  auto w1 = Acquire("W1", 300000);
+  auto w2 = Acquire("W2", 300000);
+  ASSERT_TRUE(RunUntil([&] { return Waiters() == 2u; }));
+  svc_.shutdown();
+  ASSERT_TRUE(RunUntil([&] { return w1->has_value() && w2->has_value(); }));
+  for (auto* w : {&w1, &w2}) {
+    ASSERT_TRUE((**w)->ok());
+    EXPECT_FALSE((***w)->acquired);
+    ASSERT_TRUE((***w)->record.has_value());
+    EXPECT_EQ(*(***w)->record, held);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto late = Acquire("L", 300000);
+  ASSERT_TRUE(RunUntil([&] { return late->has_value(); }));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_FALSE((**late)->acquired);
+  EXPECT_EQ(Waiters(), 0u);
+}
+
 TEST_F(LockServiceTest, WaitersAreGrantedInArrivalOrder) {
   auto h = Acquire("H", 0);
   ASSERT_TRUE(RunUntil([&] { return h->has_value(); }));

@@ -1,5 +1,6 @@
 #include "service/settings_service.h"
 
+#include "core/fields.h"
 #include "core/names.h"
 #include "service/call_store.h"
 
@@ -15,11 +16,10 @@ boost::asio::awaitable<Result<NamespaceSettings>> SettingsService::put(std::stri
                                                                        NamespaceSettings s,
                                                                        AuditNote audit) {
   if (auto v = core::validate_name(ns, "ns"); !v.ok()) co_return v.error();
-  if (s.once_retention_ms &&
-      (*s.once_retention_ms < kMinOnceRetentionMs || *s.once_retention_ms > kMaxOnceRetentionMs)) {
-    co_return invalid_field("once_retention_ms",
-                            "once_retention_ms is 1000 (1 s) to 315360000000 (3650 days), or "
-                            "null for the server's default.");
+  if (s.once_retention_ms) {
+    if (auto v = core::check(core::field::kOnceRetentionMs, *s.once_retention_ms); !v.ok()) {
+      co_return v.error();
+    }
   }
   co_return co_await call_store<NamespaceSettings>([&](auto cb) {
     store_.put_ns_settings(PutNsSettingsCmd{std::move(ns), s, std::move(audit)}, std::move(cb));

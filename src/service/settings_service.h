@@ -13,9 +13,6 @@ namespace ichido::service {
 
 class SettingsService {
  public:
-  static constexpr std::int64_t kMinOnceRetentionMs = 1000;
-  static constexpr std::int64_t kMaxOnceRetentionMs = std::int64_t{3650} * 24 * 3600 * 1000;
-
   explicit SettingsService(Store& store) : store_(store) {}
 
   // Errors: invalid_request (field ns).

@@ -16,6 +16,7 @@ struct WaitList::Waiter {
   explicit Waiter(asio::any_io_executor ex) : timer(std::move(ex)) {}
   asio::steady_timer timer;  // touched only on its executor
   bool notified = false;     // guarded by WaitList::mu_
+  bool shutdown = false;     // guarded by WaitList::mu_
 };
 
 void WaitList::wake(const std::shared_ptr<Waiter>& w) {
@@ -51,6 +52,7 @@ asio::awaitable<Result<WakeReason>> WaitList::park(const std::string& key,
   w->timer.expires_at(deadline);
   {
     std::lock_guard lk(mu_);
+    if (closing_) co_return WakeReason::shutdown;
     if (seen_generation && *seen_generation != stripe(key)) co_return WakeReason::notified;
     auto& q = by_key_[key];
     if (q.size() >= max_per_key_ || total_ >= max_total_) {
@@ -63,6 +65,7 @@ asio::awaitable<Result<WakeReason>> WaitList::park(const std::string& key,
   }
   auto [ec] = co_await w->timer.async_wait(asio::as_tuple(asio::use_awaitable));
   std::lock_guard lk(mu_);
+  if (w->shutdown) co_return WakeReason::shutdown;  // shutdown() already removed it
   if (w->notified) co_return WakeReason::notified;  // notify_* already removed it
   auto it = by_key_.find(key);
   if (it != by_key_.end()) {
@@ -97,6 +100,19 @@ std::size_t WaitList::notify_all(const std::string& key) {
   total_ -= n;
   by_key_.erase(it);
   return n;
+}
+
+void WaitList::shutdown() {
+  std::lock_guard lk(mu_);
+  closing_ = true;
+  for (auto& [key, q] : by_key_) {
+    for (auto& w : q) {
+      w->shutdown = true;
+      wake(w);
+    }
+  }
+  by_key_.clear();
+  total_ = 0;
 }
 
 std::size_t WaitList::waiting(const std::string& key) const {

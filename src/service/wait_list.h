@@ -18,6 +18,9 @@
 //
 // Limits: at most max_per_key waiters on one key and max_total overall; beyond them wait()
 // answers too_many_waiters at once.
+// Shutdown: shutdown() wakes every waiter with `shutdown`, and every later wait() answers
+// `shutdown` at once without parking, so a stopping server answers its waiters instead of
+// cutting them off.
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
@@ -37,7 +40,7 @@
 
 namespace ichido::service {
 
-enum class WakeReason { notified, timed_out, cancelled };
+enum class WakeReason { notified, timed_out, cancelled, shutdown };
 
 class WaitList {
  public:
@@ -61,6 +64,8 @@ class WaitList {
   bool notify_one(const std::string& key);
   // Wakes every waiter of `key`; returns how many.
   std::size_t notify_all(const std::string& key);
+  // Wakes every waiter with `shutdown`; later waits do not park. Idempotent.
+  void shutdown();
 
   std::size_t waiting(const std::string& key) const;
   std::size_t total() const;
@@ -81,6 +86,7 @@ class WaitList {
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::deque<std::shared_ptr<Waiter>>> by_key_;  // guarded by mu_
   std::size_t total_ = 0;                                                        // guarded by mu_
+  bool closing_ = false;                                                         // guarded by mu_
   mutable std::array<std::uint64_t, kStripes> generations_{};                    // guarded by mu_
 };
 

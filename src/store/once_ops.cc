@@ -113,6 +113,24 @@ void TableStore::list_once(OnceQuery q, Callback<OncePage> done) {
       std::move(done));
 }
 
+void TableStore::abandon_once(AbandonOnceCmd cmd, Callback<bool> done) {
+  write<bool>(
+      [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<bool> {
+        auto existing = load(t, cmd.ref);
+        if (!existing.ok()) return std::move(existing).error();
+        auto a = core::decide_abandon(*existing, cmd.token, now);
+        if (!a.write) return false;
+        if (a.record) {
+          ICHIDO_TRY(save_checked(t, cmd.ref.ns, *a.record));
+        } else {
+          auto deleted = t.delete_once(cmd.ref.ns, cmd.ref.key);
+          if (!deleted.ok()) return std::move(deleted).error();
+        }
+        return true;
+      },
+      std::move(done));
+}
+
 void TableStore::reset_once(ResetOnceCmd cmd, Callback<OnceRecord> done) {
   write_audited<OnceRecord>(
       [ref = std::move(cmd.ref)](Tables& t, TimeMs) -> Result<OnceRecord> {

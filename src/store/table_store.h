@@ -42,6 +42,7 @@ class TableStore : public Store {
   void renew_once(RenewOnceCmd cmd, Callback<core::OnceRecord> done) override;
   void get_once(OnceRef ref, Callback<core::OnceRecord> done) override;
   void list_once(OnceQuery q, Callback<OncePage> done) override;
+  void abandon_once(AbandonOnceCmd cmd, Callback<bool> done) override;
   void reset_once(ResetOnceCmd cmd, Callback<core::OnceRecord> done) override;
   void purge_once(PurgeOnceCmd cmd, Callback<std::int64_t> done) override;
 

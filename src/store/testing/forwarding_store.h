@@ -50,6 +50,9 @@ class ForwardingStore : public Store {
   void list_once(OnceQuery q, Callback<OncePage> d) override {
     in_.list_once(std::move(q), std::move(d));
   }
+  void abandon_once(AbandonOnceCmd c, Callback<bool> d) override {
+    in_.abandon_once(std::move(c), std::move(d));
+  }
   void reset_once(ResetOnceCmd c, Callback<core::OnceRecord> d) override {
     in_.reset_once(std::move(c), std::move(d));
   }

@@ -98,6 +98,9 @@ class SyncStore {
   Result<OncePage> list_once(OnceQuery q) {
     return CallAndWait<OncePage>([&](auto cb) { s_.list_once(std::move(q), std::move(cb)); });
   }
+  Result<bool> abandon_once(AbandonOnceCmd cmd) {
+    return CallAndWait<bool>([&](auto cb) { s_.abandon_once(std::move(cmd), std::move(cb)); });
+  }
   Result<core::OnceRecord> reset_once(OnceRef ref, AuditNote audit = std::nullopt) {
     return CallAndWait<core::OnceRecord>([&](auto cb) {
       s_.reset_once(ResetOnceCmd{std::move(ref), std::move(audit)}, std::move(cb));

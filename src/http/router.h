@@ -49,8 +49,6 @@ class Router {
   // Registers a GET route any active token may call whatever its scope (see Route::any_scope).
   void add_any_scope(std::string pattern, Handler handler);
   Match match(const Request& req) const;
-  // match() then the handler, without any authorization (tests and tools).
-  boost::asio::awaitable<Response> dispatch(const Request& req) const;
   const std::vector<Route>& routes() const { return routes_; }
 
  private:

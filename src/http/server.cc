@@ -170,7 +170,7 @@ asio::awaitable<void> HttpServer::accept_loop() {
     socket.set_option(tcp::no_delay(true), ec);
     auto conn = std::make_shared<Conn>(std::move(socket));
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       conn->id = next_id_++;
       conns_[conn->id] = conn;
     }
@@ -178,7 +178,7 @@ asio::awaitable<void> HttpServer::accept_loop() {
     auto ex = conn->stream.get_executor();
     asio::co_spawn(ex, session(conn), [this, id = conn->id](std::exception_ptr) {
       metrics_.connection_closed();
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       conns_.erase(id);
     });
   }
@@ -356,7 +356,7 @@ void HttpServer::begin_drain() {
     boost::system::error_code ignore;
     acceptor_.close(ignore);
   });
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   for (auto& [id, weak] : conns_) {
     if (auto conn = weak.lock()) {
       asio::post(conn->stream.get_executor(), [conn] {
@@ -370,7 +370,7 @@ void HttpServer::begin_drain() {
 }
 
 std::size_t HttpServer::active() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   return conns_.size();
 }
 

@@ -26,6 +26,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "base/mutex.h"
 #include "http/api.h"
 #include "http/metrics.h"
 
@@ -71,9 +72,9 @@ class HttpServer {
   std::unique_ptr<boost::asio::ssl::context> tls_;  // set by enable_tls(); null: plain HTTP
   std::atomic<bool> draining_{false};
 
-  mutable std::mutex mu_;
-  std::unordered_map<std::uint64_t, std::weak_ptr<Conn>> conns_;  // guarded by mu_
-  std::uint64_t next_id_ = 0;                                     // guarded by mu_
+  mutable Mutex mu_;
+  std::unordered_map<std::uint64_t, std::weak_ptr<Conn>> conns_ GUARDED_BY(mu_);
+  std::uint64_t next_id_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ichido::http

@@ -112,7 +112,7 @@ asio::awaitable<void> LockService::release_for_gone_client(LockRef ref, std::int
   auto r = co_await call_store<Unit>(
       [&](auto cb) { store_.release_lock(std::move(cmd), std::move(cb)); });
   if (r.ok()) {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     notify_locked(key);
   }
 }
@@ -149,7 +149,7 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire(AcquireLockRequ
   if (req.request_id) {
     bool line_busy = false;
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       auto it = lines_.find(key);
       line_busy = it != lines_.end() && (!it->second.queue.empty() || it->second.turn_out);
     }
@@ -164,7 +164,7 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire(AcquireLockRequ
   bool turn = false;
   std::uint64_t gen = 0;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     Line& line = lines_[key];
     if (line.queue.empty() && !line.turn_out) {  // W1
       line.turn_out = true;
@@ -188,7 +188,7 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire(AcquireLockRequ
       auto r = co_await call_store<AcquireLockReply>(
           [&](auto cb) { store_.acquire_lock(std::move(cmd), std::move(cb)); });
       const TimePoint now = Clock::now();
-      std::unique_lock lk(mu_);
+      MutexLock lk(mu_);
       Line& line = lines_[key];  // present: a line with its turn out is never erased
       if (!r.ok()) {
         return_turn_locked(key, line, std::nullopt);
@@ -231,13 +231,13 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire(AcquireLockRequ
 
     TimePoint expiry;
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       expiry = std::min(me->deadline, me->lease_end);
     }
     me->timer.expires_at(expiry);
     auto [ec] = co_await me->timer.async_wait(asio::as_tuple(asio::use_awaitable));
     (void)ec;  // the reason is read from the flags below, under the mutex
-    std::unique_lock lk(mu_);
+    MutexLock lk(mu_);
     Line& line = lines_[key];  // present: `me` is in it or holds its turn
     if (me->has_turn) {
       me->has_turn = false;
@@ -283,7 +283,7 @@ asio::awaitable<Result<Unit>> LockService::release(ReleaseLockCmd cmd) {
   auto r = co_await call_store<Unit>(
       [&](auto cb) { store_.release_lock(std::move(cmd), std::move(cb)); });
   if (r.ok()) {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     notify_locked(key);
   }
   co_return r;
@@ -298,7 +298,7 @@ asio::awaitable<Result<core::LockRecord>> LockService::renew(RenewLockCmd cmd) {
       [&](auto cb) { store_.renew_lock(std::move(cmd), std::move(cb)); });
   if (r.ok()) {
     // A renewal may shorten the lease: the front waiter must not sleep past the new end.
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     if (auto it = lines_.find(key); it != lines_.end()) {
       poke_front_locked(it->second, Clock::now() + milliseconds(lease_ms));
     }
@@ -314,7 +314,7 @@ asio::awaitable<Result<ForceReleaseReply>> LockService::force_release(ForceRelea
   if (r.ok()) {
     // Also when nothing was held: an operator's force-release is a cue for the head waiter to
     // look again (harmless when the lock is in fact held: it parks again at the front).
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     notify_locked(key);
   }
   co_return r;
@@ -336,14 +336,14 @@ asio::awaitable<Result<std::vector<core::LockRecord>>> LockService::list(std::st
 }
 
 std::size_t LockService::waiters(const LockRef& ref) const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   auto it = lines_.find(key_of(ref));
   if (it == lines_.end()) return 0;
   return it->second.queue.size() + (it->second.turn_out ? 1 : 0);
 }
 
 void LockService::shutdown() {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   closing_ = true;
   for (auto& [key, line] : lines_) {
     for (auto& w : line.queue) {
@@ -354,7 +354,7 @@ void LockService::shutdown() {
 }
 
 std::size_t LockService::total_waiters() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   return total_;
 }
 

@@ -48,6 +48,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/mutex.h"
 #include "ichido/store.h"
 
 namespace ichido::service {
@@ -121,14 +122,14 @@ class LockService {
  private:
   static std::string key_of(const LockRef& ref);
 
-  // All *_locked helpers require mu_.
-  void notify_locked(const std::string& key);
-  void give_turn_locked(Line& line);
+  void notify_locked(const std::string& key) REQUIRES(mu_);
+  void give_turn_locked(Line& line) REQUIRES(mu_);
   void return_turn_locked(const std::string& key, Line& line,
-                          std::optional<TimePoint> holder_lease_end);
-  void leave_locked(const std::string& key, Line& line, const std::shared_ptr<Waiter>& w);
-  void poke_front_locked(Line& line, TimePoint lease_end);
-  void erase_if_idle_locked(const std::string& key);
+                          std::optional<TimePoint> holder_lease_end) REQUIRES(mu_);
+  void leave_locked(const std::string& key, Line& line, const std::shared_ptr<Waiter>& w)
+      REQUIRES(mu_);
+  void poke_front_locked(Line& line, TimePoint lease_end) REQUIRES(mu_);
+  void erase_if_idle_locked(const std::string& key) REQUIRES(mu_);
 
   boost::asio::awaitable<void> release_for_gone_client(LockRef ref, std::int64_t token);
   boost::asio::awaitable<Result<AcquireLockOutcome>> not_acquired(LockRef ref);
@@ -138,10 +139,12 @@ class LockService {
 
   Store& store_;
   const LockLimits limits_;
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, Line> lines_;  // guarded by mu_
-  std::size_t total_ = 0;                        // parked waiters; guarded by mu_
-  bool closing_ = false;                         // shutdown() was called; guarded by mu_
+  // mu_ also guards every Line and the flags and lease_end of every Waiter (nested structs
+  // cannot name it in an annotation).
+  mutable Mutex mu_;
+  std::unordered_map<std::string, Line> lines_ GUARDED_BY(mu_);
+  std::size_t total_ GUARDED_BY(mu_) = 0;  // parked waiters
+  bool closing_ GUARDED_BY(mu_) = false;   // shutdown() was called
 };
 
 }  // namespace ichido::service

@@ -10,7 +10,7 @@
 namespace ichido::service {
 
 void Authenticator::merge(std::vector<core::TokenInfo> tokens) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   auto next = std::make_shared<Index>(*index_);
   for (auto& t : tokens) {
     auto [it, inserted] = next->try_emplace(t.hash, t);
@@ -115,7 +115,7 @@ boost::asio::awaitable<Result<core::TokenInfo>> Authenticator::authenticate(std:
   auto find = [&]() -> std::optional<core::TokenInfo> {
     std::shared_ptr<const Index> index;
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       index = index_;
     }
     auto it = index->find(hash);
@@ -139,7 +139,7 @@ boost::asio::awaitable<Result<core::TokenInfo>> Authenticator::authenticate(std:
 }
 
 std::size_t Authenticator::token_count() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   return index_->size();
 }
 

@@ -36,6 +36,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "base/mutex.h"
 #include "core/auth.h"
 #include "ichido/clock.h"
 #include "ichido/store.h"
@@ -76,8 +77,8 @@ class Authenticator {
   Store& store_;
   const Clock& clock_;
   const AuthOptions opt_;
-  mutable std::mutex mu_;
-  std::shared_ptr<const Index> index_ = std::make_shared<Index>();  // guarded by mu_
+  mutable Mutex mu_;
+  std::shared_ptr<const Index> index_ GUARDED_BY(mu_) = std::make_shared<Index>();
   std::atomic<std::uint64_t> loaded_revision_{0};  // A3: the probe's value at the last reload
   std::atomic<std::int64_t> lookup_window_{0};     // the second lookups_in_window_ counts
   std::atomic<int> lookups_in_window_{0};

@@ -36,6 +36,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "base/mutex.h"
 #include "ichido/result.h"
 
 namespace ichido::service {
@@ -48,11 +49,9 @@ class WaitList {
       : max_per_key_(max_per_key), max_total_(max_total) {}
 
   // Parks the calling coroutine until notified, until `deadline`, or until the coroutine's
-  // cancellation slot fires. Errors: too_many_waiters (then nothing was parked).
-  boost::asio::awaitable<Result<WakeReason>> wait(const std::string& key,
-                                                  std::chrono::steady_clock::time_point deadline);
-  // The same, but answers `notified` without parking when generation(key) is no longer
-  // `seen_generation` (a notification came after the caller read it).
+  // cancellation slot fires — or answers `notified` at once, without parking, when
+  // generation(key) is no longer `seen_generation` (a notification came after the caller read
+  // it). Errors: too_many_waiters (then nothing was parked).
   boost::asio::awaitable<Result<WakeReason>> wait(const std::string& key,
                                                   std::chrono::steady_clock::time_point deadline,
                                                   std::uint64_t seen_generation);
@@ -73,21 +72,18 @@ class WaitList {
   struct Waiter;
 
  private:
-  void wake(const std::shared_ptr<Waiter>& w);  // requires mu_ held
-  boost::asio::awaitable<Result<WakeReason>> park(const std::string& key,
-                                                  std::chrono::steady_clock::time_point deadline,
-                                                  std::optional<std::uint64_t> seen_generation);
-  std::uint64_t& stripe(const std::string& key) const;  // requires mu_ held
+  void wake(const std::shared_ptr<Waiter>& w) REQUIRES(mu_);
+  std::uint64_t& stripe(const std::string& key) const REQUIRES(mu_);
 
   static constexpr std::size_t kStripes = 1024;
 
   const std::size_t max_per_key_;
   const std::size_t max_total_;
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, std::deque<std::shared_ptr<Waiter>>> by_key_;  // guarded by mu_
-  std::size_t total_ = 0;                                                        // guarded by mu_
-  bool closing_ = false;                                                         // guarded by mu_
-  mutable std::array<std::uint64_t, kStripes> generations_{};                    // guarded by mu_
+  mutable Mutex mu_;
+  std::unordered_map<std::string, std::deque<std::shared_ptr<Waiter>>> by_key_ GUARDED_BY(mu_);
+  std::size_t total_ GUARDED_BY(mu_) = 0;
+  bool closing_ GUARDED_BY(mu_) = false;
+  mutable std::array<std::uint64_t, kStripes> generations_ GUARDED_BY(mu_){};
 };
 
 }  // namespace ichido::service

@@ -278,7 +278,7 @@ const Error& closed_error() {
 }  // namespace
 
 void MemoryStore::submit_write(Job job) {
-  std::unique_lock lk(mu_);
+  MutexLock lk(mu_);
   if (closed_) {
     lk.unlock();
     job.finish(&closed_error());
@@ -294,7 +294,7 @@ void MemoryStore::submit_write(Job job) {
 }
 
 void MemoryStore::submit_read(Job job) {
-  std::unique_lock lk(mu_);
+  MutexLock lk(mu_);
   if (closed_) {
     lk.unlock();
     job.finish(&closed_error());
@@ -308,18 +308,18 @@ void MemoryStore::submit_read(Job job) {
 }
 
 Result<void> MemoryStore::check_ready() {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   if (closed_) return closed_error();
   return {};
 }
 
 StoreStats MemoryStore::stats() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   return stats_;
 }
 
 void MemoryStore::close() {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   closed_ = true;
 }
 

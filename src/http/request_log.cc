@@ -99,7 +99,7 @@ std::string RequestLog::format(const Entry& e, LogFormat f) {
 
 void RequestLog::write(const Entry& e) {
   std::string line = format(e, format_);
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   if (stopping_ || buffer_.size() + line.size() > max_buffer_) {
     dropped_.fetch_add(1, std::memory_order_relaxed);
     return;
@@ -111,8 +111,8 @@ void RequestLog::run() {
   std::string out;
   for (;;) {
     {
-      std::unique_lock lk(mu_);
-      cv_.wait_for(lk, kFlushInterval, [&] { return stopping_; });
+      MutexLock lk(mu_);
+      if (!stopping_) cv_.wait_until(mu_, std::chrono::steady_clock::now() + kFlushInterval);
       if (buffer_.empty()) {
         if (stopping_) return;
         continue;
@@ -132,8 +132,7 @@ void RequestLog::run() {
 
 void RequestLog::stop() {
   {
-    std::lock_guard lk(mu_);
-    if (stopping_ && !writer_.joinable()) return;
+    MutexLock lk(mu_);
     stopping_ = true;
   }
   cv_.notify_one();

@@ -16,13 +16,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
 
+#include "base/mutex.h"
 #include "ichido/clock.h"
 
 namespace ichido::http {
@@ -62,10 +61,10 @@ class RequestLog {
   const int fd_;
   const LogFormat format_;
   const std::size_t max_buffer_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::string buffer_;     // guarded by mu_
-  bool stopping_ = false;  // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  std::string buffer_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::atomic<std::uint64_t> dropped_{0};
   std::thread writer_;  // started last, in the constructor
 };

@@ -20,13 +20,13 @@ boost::asio::awaitable<Result<void>> OverviewService::refresh(TimeMs now) {
   auto next = std::make_shared<Snapshot>();
   next->namespaces = std::move(*r);
   next->taken_at = now;
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   snapshot_ = std::move(next);
   co_return Result<void>{};
 }
 
 std::shared_ptr<const OverviewService::Snapshot> OverviewService::snapshot() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   return snapshot_;
 }
 

@@ -14,11 +14,11 @@
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "base/mutex.h"
 #include "ichido/store.h"
 
 namespace ichido::service {
@@ -45,8 +45,8 @@ class OverviewService {
 
  private:
   Store& store_;
-  mutable std::mutex mu_;
-  std::shared_ptr<const Snapshot> snapshot_ = std::make_shared<Snapshot>();  // guarded by mu_
+  mutable Mutex mu_;
+  std::shared_ptr<const Snapshot> snapshot_ GUARDED_BY(mu_) = std::make_shared<Snapshot>();
 };
 
 }  // namespace ichido::service

@@ -120,6 +120,16 @@ const std::vector<const char*>& migrations() {
       ALTER TABLE locks ADD COLUMN request_id TEXT;
       ALTER TABLE once_records ADD COLUMN request_id TEXT;
       )sql",
+      // 7 (namespace settings): per-namespace once retention, and the index that lets the purge
+      // go namespace by namespace (an upgrade builds it once, over the finished records only).
+      R"sql(
+      CREATE TABLE IF NOT EXISTS ns_settings (
+        ns TEXT PRIMARY KEY,
+        once_retention_ms INTEGER
+      ) WITHOUT ROWID;
+      CREATE INDEX IF NOT EXISTS once_ns_finished ON once_records (ns, finished_at)
+        WHERE finished_at IS NOT NULL;
+      )sql",
   };
   return m;
 }

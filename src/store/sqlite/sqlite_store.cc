@@ -247,7 +247,13 @@ void SqliteStore::commit_batch(std::vector<Job>& batch) {
     fail_all(r.error());
     return;
   }
-  if (sqlite3_exec(db.raw(), "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
+  const auto commit_started = std::chrono::steady_clock::now();
+  const int commit_rc = sqlite3_exec(db.raw(), "COMMIT", nullptr, nullptr, nullptr);
+  commit_us_.fetch_add(
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                     std::chrono::steady_clock::now() - commit_started)
+                                     .count()));
+  if (commit_rc != SQLITE_OK) {
     const int rc = sqlite3_extended_errcode(db.raw());
     Error e = db.error("commit to disk");
     if (db.read_only()) read_only_.store(true);
@@ -417,8 +423,8 @@ Result<void> SqliteStore::check_ready() {
 }
 
 StoreStats SqliteStore::stats() const {
-  return StoreStats{commits_.load(), committed_commands_.load(), failed_commits_.load(),
-                    isolated_batches_.load()};
+  return StoreStats{commits_.load(),          committed_commands_.load(), failed_commits_.load(),
+                    isolated_batches_.load(), commit_us_.load(),          failed_.load()};
 }
 
 }  // namespace ichido::store::sqlite

@@ -103,8 +103,7 @@ class SqliteFaultTest : public ::testing::Test {
     }
     release.set_value();
     std::unique_lock lk(mu);
-    EXPECT_TRUE(
-        cv.wait_for(lk, std::chrono::seconds(60), [&] { return answered == keys.size(); }));
+    EXPECT_TRUE(cv.wait_for(lk, std::chrono::seconds(60), [&] { return answered == keys.size(); }));
     return out;
   }
 

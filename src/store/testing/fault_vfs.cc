@@ -13,8 +13,8 @@ sqlite3_vfs* g_base = nullptr;
 sqlite3_io_methods g_methods;
 
 struct FaultFile {
-  sqlite3_file base;     // pMethods = &g_methods
-  sqlite3_file* real;    // the base VFS's file, in the memory right after this struct
+  sqlite3_file base;   // pMethods = &g_methods
+  sqlite3_file* real;  // the base VFS's file, in the memory right after this struct
   int kind;
 };
 

@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "cli/duration.h"
-#include "core/origin.h"
 #include "cli/serve_config.h"
+#include "core/origin.h"
 
 namespace ichido::cli {
 

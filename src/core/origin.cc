@@ -6,9 +6,9 @@ namespace ichido::core {
 namespace {
 
 Error bad(std::string_view text, const std::string& why) {
-  return Error(errc::invalid_request,
-               "'" + std::string(text) + "' is not an origin like https://example.com or " +
-                   "https://intranet.example.com:8443 (" + why + ")");
+  return Error(errc::invalid_request, "'" + std::string(text) +
+                                          "' is not an origin like https://example.com or " +
+                                          "https://intranet.example.com:8443 (" + why + ")");
 }
 
 bool host_char(char c) {
@@ -108,7 +108,7 @@ bool origin_matches(std::string_view pattern, std::string_view origin) {
   if (sep == std::string_view::npos) return pattern == origin;
   // scheme://*.domain[:port] against scheme://one.or.more.labels.domain[:port]
   const std::string_view prefix = pattern.substr(0, sep + 3);  // "https://"
-  const std::string_view suffix = pattern.substr(sep + 4);      // ".example.com[:port]"
+  const std::string_view suffix = pattern.substr(sep + 4);     // ".example.com[:port]"
   if (origin.size() <= prefix.size() + suffix.size()) return false;
   if (origin.substr(0, prefix.size()) != prefix) return false;
   if (origin.substr(origin.size() - suffix.size()) != suffix) return false;

@@ -20,12 +20,12 @@ bool host_char(char c) {
 Result<std::string> parse_origin_pattern(std::string_view text) {
   if (text == "*") {
     return Error(errc::invalid_request,
-                 "--cors-origin '*' is refused: name each origin (scheme://host[:port]) whose "
-                 "pages may call ichido; see docs/decisions/102-cors.md");
+                 "'*' is refused: name each origin (scheme://host[:port]) whose pages may call "
+                 "ichido (docs/decisions/102-cors.md)");
   }
   if (text == "null") {
     return Error(errc::invalid_request,
-                 "--cors-origin 'null' is refused: sandboxed pages and local files all send "
+                 "'null' is refused: sandboxed pages and local files all send "
                  "Origin: null, so it would allow any of them");
   }
   std::string s(text);

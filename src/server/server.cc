@@ -180,7 +180,7 @@ int run_server(const ServeConfig& cfg) {
   for (const auto& text : cfg.cors_origins) {
     auto origin = core::parse_origin_pattern(text);
     if (!origin.ok()) {
-      log("cannot start: --cors-origin " + origin.error().message);
+      log("cannot start: --cors-origin: " + origin.error().message);
       return kExitUsage;
     }
     cors_origins.push_back(std::move(*origin));

@@ -43,7 +43,8 @@ const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 std::string final_head(const std::string& bytes) {
   std::size_t at = 0;
   while ((at = bytes.find("HTTP/1.1 ", at)) != std::string::npos) {
-    if (bytes.compare(at + 9, 1, "1") != 0) return bytes.substr(at, bytes.find("\r\n\r\n", at) - at);
+    if (bytes.compare(at + 9, 1, "1") != 0)
+      return bytes.substr(at, bytes.find("\r\n\r\n", at) - at);
     at += 9;
   }
   return "";
@@ -64,7 +65,8 @@ class ExpectContinueTest : public ::testing::Test {
   TempDir dir_;
   // Auth on, a small body limit, and a long read timeout so that a server that waits for the
   // body instead of answering would not answer within the tests' bounds either.
-  ServerProcess server_{dir_.path() + "/data", {"--max-body", "4096", "--read-timeout-ms", "60000"},
+  ServerProcess server_{dir_.path() + "/data",
+                        {"--max-body", "4096", "--read-timeout-ms", "60000"},
                         /*auth=*/true};
   std::string token_;
 };
@@ -105,15 +107,14 @@ TEST_F(ExpectContinueTest, ARequestRefusedByItsHeaderIsAnsweredAtOnceWithoutRead
        "Authorization: Bearer ichido_not-a-token\r\n", 100, 401, "unauthenticated"},
       {"too large", "POST", "/v1/ns/t/counters/c/next", auth(), 100000, 413, "body_too_large"},
       {"unknown route", "POST", "/v1/ns/t/nothing/here", auth(), 100, 404, "route_not_found"},
-      {"wrong method", "PATCH", "/v1/ns/t/counters/c/next", auth(), 100, 405,
-       "method_not_allowed"},
+      {"wrong method", "PATCH", "/v1/ns/t/counters/c/next", auth(), 100, 405, "method_not_allowed"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     RawConn conn(server_.port());
     ASSERT_TRUE(conn.ok());
-    ASSERT_TRUE(
-        conn.send(request_head(c.method, c.target, c.length, c.headers + "Expect: 100-continue\r\n")));
+    ASSERT_TRUE(conn.send(
+        request_head(c.method, c.target, c.length, c.headers + "Expect: 100-continue\r\n")));
     // The final answer, with no body sent: the server decided from the header alone. It says
     // it will close (the body was not read), and does.
     bool closed = false;
@@ -167,12 +168,13 @@ TEST_F(ExpectContinueTest, CurlWithALargeBodyDoesNotWaitForTheExpectTimeout) {
     std::ofstream out(body_file);
     out << R"({"key":"curl","padding":")" << std::string(2000, 'n') << R"("})";
   }
-  const std::string url = "http://127.0.0.1:" + std::to_string(server_.port()) +
-                          "/v1/ns/t/counters/c/next";
-  const std::string cmd = "curl -sS --expect100-timeout 30 -o - -w '\\n%{http_code}' -X POST "
-                          "-H 'Content-Type: application/json' -H 'Expect: 100-continue' "
-                          "-H 'Authorization: Bearer " +
-                          token_ + "' --data-binary @" + body_file + " " + url + " 2>&1";
+  const std::string url =
+      "http://127.0.0.1:" + std::to_string(server_.port()) + "/v1/ns/t/counters/c/next";
+  const std::string cmd =
+      "curl -sS --expect100-timeout 30 -o - -w '\\n%{http_code}' -X POST "
+      "-H 'Content-Type: application/json' -H 'Expect: 100-continue' "
+      "-H 'Authorization: Bearer " +
+      token_ + "' --data-binary @" + body_file + " " + url + " 2>&1";
   const auto started = std::chrono::steady_clock::now();
   FILE* p = ::popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
@@ -214,7 +216,8 @@ TEST_F(BomTest, AByteOrderMarkBeforeTheBodyIsIgnoredOnEveryKindOfRoute) {
   r = send("POST", "/v1/ns/b/once/begin", kBom + R"({"key":"job-1","lease_ms":60000})");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.str("outcome"), "acquired") << r.body;
-  r = send("POST", "/v1/ns/b/locks/l/acquire", kBom + "\r\n" + R"({"owner":"vba","lease_ms":5000})");
+  r = send("POST", "/v1/ns/b/locks/l/acquire",
+           kBom + "\r\n" + R"({"owner":"vba","lease_ms":5000})");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_TRUE(r.at("acquired").as_bool()) << r.body;
   r = send("PUT", "/v1/ns/b/settings", kBom + R"({"once_retention_ms":86400000})");
@@ -227,8 +230,8 @@ TEST_F(BomTest, AByteOrderMarkBeforeTheBodyIsIgnoredOnEveryKindOfRoute) {
 TEST_F(BomTest, AByteOrderMarkAnywhereElseIsStillInvalidJson) {
   ASSERT_EQ(send("PUT", "/v1/ns/b/counters/c", R"({"format":"R{seq:3}"})").status, 201);
   for (const std::string& body :
-       {kBom + kBom + R"({"key":"a"})", " " + kBom + R"({"key":"a"})",
-        R"({"key":"a"})" + kBom, R"({)" + kBom + R"("key":"a"})", std::string("\xEF\xBB") + "{}"}) {
+       {kBom + kBom + R"({"key":"a"})", " " + kBom + R"({"key":"a"})", R"({"key":"a"})" + kBom,
+        R"({)" + kBom + R"("key":"a"})", std::string("\xEF\xBB") + "{}"}) {
     const auto r = send("POST", "/v1/ns/b/counters/c/next", body);
     EXPECT_EQ(r.status, 400) << r.body;
     EXPECT_EQ(r.error_code(), "invalid_request") << r.body;
@@ -245,11 +248,11 @@ std::string raw(std::uint16_t port, const std::string& method, const std::string
                 const std::string& headers, const std::string& body = "") {
   RawConn conn(port);
   if (!conn.ok()) return "";
-  std::string req = method + " " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" +
-                    headers;
+  std::string req =
+      method + " " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + headers;
   if (!body.empty()) {
-    req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-           "\r\n";
+    req +=
+        "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
   }
   conn.send(req + "\r\n" + body);
   return conn.read_all(10s);
@@ -339,8 +342,8 @@ TEST_F(CorsTest, AnswersToAnAllowedOriginCarryTheHeadersErrorsToo) {
 TEST_F(CorsTest, OtherOriginsAndAServerWithoutTheFlagGetNothing) {
   start({"--cors-origin", "http://sheet.example:8080"});
   for (const std::string& other :
-       {"http://sheet.example:8081", "https://sheet.example:8080", "http://evil.example",
-        "null", "http://sheet.example:8080.evil.example"}) {
+       {"http://sheet.example:8081", "https://sheet.example:8080", "http://evil.example", "null",
+        "http://sheet.example:8080.evil.example"}) {
     SCOPED_TRACE(other);
     const std::string pre = raw(port(), "OPTIONS", "/v1/ns/t/counters/c/next",
                                 "Origin: " + other + "\r\nAccess-Control-Request-Method: POST\r\n");

@@ -66,7 +66,7 @@ import datetime
 import json
 import os
 import sys
-from typing import Any, Iterable
+from typing import Any
 
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 MS = datetime.timedelta(milliseconds=1)
@@ -178,6 +178,8 @@ class Checker:
         self.run = run or {}
         self.tol = tolerance_ms
         self.violations: list[Violation] = []
+        # What was actually checked (a checker with nothing to check proves nothing).
+        self.coverage: collections.Counter = collections.Counter()
 
     def bad(self, kind: str, message: str) -> None:
         self.violations.append(Violation(kind, message))
@@ -287,6 +289,7 @@ class Checker:
             issues.append((first.t1, first_send, period, value))
             self._claim(owner_of, name, period, value, f"key {key!r}", first)
             self._stored_as_answered(name, stored, first, key)
+            self.coverage["numbers_acknowledged"] += 1
         unkeyed_unknown = 0
         unkeyed_acked = 0
         for a in nexts:
@@ -301,9 +304,11 @@ class Checker:
             issues.append((a.t1, a.t0, period, value))
             self._claim(owner_of, name, period, value, f"unkeyed call {a.ref()}", a)
             self._stored_as_answered(name, stored, a, None)
+            self.coverage["numbers_acknowledged"] += 1
 
         # Phantoms: a stored number must be explained by a request that may have taken effect.
         unkeyed_stored = 0
+        self.coverage["numbers_stored"] += len(stored)
         for (period, value), it in stored.items():
             key = it.get("key")
             if key is None:
@@ -347,6 +352,7 @@ class Checker:
             if not acks:
                 continue
             void_acked_at[ident] = min(a.t1 for a in acks)
+            self.coverage["voids_acknowledged"] += 1
             it = stored.get(ident)
             if it is None or not it.get("voided_at"):
                 self.bad("lost_ack", f"counter {name}: void of {ident} acknowledged "
@@ -495,6 +501,8 @@ class Checker:
             if a.op == "once.begin":
                 g.attempt = a.get("attempt")
         granted = [g for g in grants.values() if g.tokens]
+        self.coverage["grants"] += len(granted)
+        self.coverage["grants_with_server_time"] += sum(g.grant_ms is not None for g in granted)
 
         # One token, one grant; one grant, one token.
         by_token: dict[int, list[Grant]] = collections.defaultdict(list)
@@ -554,6 +562,11 @@ class Checker:
             # Two holders: B granted while an earlier grant A's known lease was live and A had not
             # let go by a request sent before B was answered.
             open_grants: list[Grant] = []
+            for prev, cur in zip(gs, gs[1:]):
+                let_go = ended_at.get((res, prev.token))
+                if cur.grant_ms is not None and (let_go is None or let_go >= cur.first_ack):
+                    # cur was granted while prev never let go: prev's lease had to lapse first.
+                    self.coverage["takeovers_after_lapse"] += 1
             for b in gs:
                 if b.grant_ms is not None:
                     open_grants = [a for a in open_grants if a.lease_end > b.grant_ms - self.tol]
@@ -675,6 +688,7 @@ class Checker:
                 self.bad("reacquired_after_done", f"once {key!r}: seen completed ({completed[0][5]})"
                                                   f" and dead ({dead[0][5]})")
             if completed:
+                self.coverage["once_keys_completed"] += 1
                 first = completed[0]
                 for o in completed[1:]:
                     if o[3] != first[3] or (o[4] and first[4] and o[4] != first[4]):
@@ -726,8 +740,13 @@ def load_history(path: str) -> tuple[list[Attempt], list[dict]]:
     return attempts, events
 
 
-def summarize(attempts: Iterable[Attempt], run: dict) -> dict:
+def summarize(attempts: list[Attempt], events: list[dict], run: dict) -> dict:
     s = collections.Counter()
+    # Writes in flight (sent, not yet answered) at the moment of each kill -9.
+    kills = sorted(e["t"] for e in events if e.get("ev") == "kill")
+    spans = sorted((a.t0, a.t1) for a in attempts if a.op in MUTATIONS)
+    for k in kills:
+        s["writes_in_flight_at_kills"] += sum(1 for t0, t1 in spans if t0 < k < t1)
     for a in attempts:
         s["requests"] += 1
         if a.unknown:
@@ -756,7 +775,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-print", type=int, default=50, help="violations printed in full")
     args = p.parse_args(argv)
     try:
-        attempts, _ = load_history(os.path.join(args.run_dir, "history.jsonl"))
+        attempts, events = load_history(os.path.join(args.run_dir, "history.jsonl"))
         with open(os.path.join(args.run_dir, "run.json"), encoding="utf-8") as f:
             run = json.load(f)
     except OSError as e:
@@ -771,8 +790,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         violations.append(Violation("phase_check", "no final.json: the run did not reach its "
                                                    "final read (see run.json and the log)"))
-    violations += Checker(attempts, final, run).check()
-    summary = summarize(attempts, run)
+    checker = Checker(attempts, final, run)
+    violations += checker.check()
+    summary = summarize(attempts, events, run)
+    summary["checked"] = dict(checker.coverage)
     kinds = collections.Counter(v.kind for v in violations)
     summary["violations"] = len(violations)
     summary["violations_by_kind"] = dict(kinds)
@@ -790,7 +811,13 @@ def main(argv: list[str] | None = None) -> int:
           f"{int(summary.get('seconds', 0))} s")
     print(f"soak: {summary.get('requests', 0)} requests: {summary.get('answered', 0)} answered, "
           f"{summary.get('no_answer', 0)} without answer, {summary.get('refused_503', 0)} x 503; "
-          f"{summary.get('acknowledged_writes', 0)} acknowledged writes")
+          f"{summary.get('acknowledged_writes', 0)} acknowledged writes "
+          f"({summary.get('writes_in_flight_at_kills', 0)} writes in flight at the kills)")
+    cov = summary["checked"]
+    print(f"soak: checked {cov.get('numbers_acknowledged', 0)} acknowledged numbers against "
+          f"{cov.get('numbers_stored', 0)} stored, {cov.get('voids_acknowledged', 0)} voids, "
+          f"{cov.get('grants', 0)} lock/once grants ({cov.get('takeovers_after_lapse', 0)} after "
+          f"a lapsed lease), {cov.get('once_keys_completed', 0)} completed once keys")
     print(f"soak: {len(violations)} violations" +
           (f" ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))})" if kinds else ""))
     return 1 if violations else 0

@@ -70,9 +70,8 @@ std::string scribble(const std::string& path, std::int64_t offset, std::int64_t 
   std::vector<unsigned char> bytes(static_cast<std::size_t>(length));
   for (auto& b : bytes) b = static_cast<unsigned char>(rng());
   const ssize_t n = ::pwrite(fd, bytes.data(), bytes.size(), offset);
-  const std::string err = n == static_cast<ssize_t>(bytes.size())
-                              ? ""
-                              : "pwrite " + path + ": " + std::strerror(errno);
+  const std::string err =
+      n == static_cast<ssize_t>(bytes.size()) ? "" : "pwrite " + path + ": " + std::strerror(errno);
   ::fsync(fd);
   ::close(fd);
   return err;

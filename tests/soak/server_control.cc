@@ -138,8 +138,8 @@ pid_t ServerControl::launch(std::uint16_t port) {
   log_offset_ = file_size(log_path_);
   const int fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) return -1;
-  std::vector<std::string> args = {binary_, "serve", "--listen",
-                                   "127.0.0.1:" + std::to_string(port), "--data", data_dir_};
+  std::vector<std::string> args = {
+      binary_, "serve", "--listen", "127.0.0.1:" + std::to_string(port), "--data", data_dir_};
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   const pid_t pid = spawn(args, fd);
   ::close(fd);
@@ -192,8 +192,8 @@ bool ServerControl::start_on(std::uint16_t port, std::string* error,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  *error = "the server did not print its listening line within " +
-           std::to_string(timeout.count()) + " ms:\n" + tail(log_since_start());
+  *error = "the server did not print its listening line within " + std::to_string(timeout.count()) +
+           " ms:\n" + tail(log_since_start());
   kill9();
   return false;
 }

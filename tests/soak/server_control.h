@@ -48,10 +48,10 @@ class ServerControl {
   // Starts the server and waits (at most `timeout`) for its listening line. Returns false with
   // `error` (including the tail of this start's log) when it exited or never became ready.
   bool start(std::string* error, std::chrono::milliseconds timeout = std::chrono::seconds(30));
-  void kill9();       // SIGKILL and reap: a crash at an arbitrary point
-  int stop();         // SIGTERM and reap; the exit code, or -1 after a signal/when not running
-  void sigstop();     // freeze the process (it keeps its sockets; the kernel queues connections)
-  void sigcont();     // and let it run again
+  void kill9();    // SIGKILL and reap: a crash at an arbitrary point
+  int stop();      // SIGTERM and reap; the exit code, or -1 after a signal/when not running
+  void sigstop();  // freeze the process (it keeps its sockets; the kernel queues connections)
+  void sigcont();  // and let it run again
   bool running() const { return pid_.load() > 0; }
   // Reaps the server if it exited by itself: true when it is still running. `how` says how it
   // ended otherwise ("code N" / "signal N").
@@ -77,8 +77,8 @@ class ServerControl {
   const std::vector<std::string> extra_args_;
   std::atomic<pid_t> pid_{-1};
   std::atomic<std::uint16_t> port_{0};
-  int starts_ = 0;              // driver thread only
-  long long log_offset_ = 0;    // driver thread only: where this start's output begins
+  int starts_ = 0;            // driver thread only
+  long long log_offset_ = 0;  // driver thread only: where this start's output begins
 };
 
 }  // namespace ichido::soak

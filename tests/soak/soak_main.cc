@@ -51,7 +51,7 @@ struct Options {
   int cycles = 100;
   int sigstops = 4;
   int disk_fulls = 2;
-  int clients = 8;
+  int clients = 12;
   int min_up_ms = 200;
   int max_up_ms = 2000;
   int tmpfs_mib = 256;
@@ -168,7 +168,7 @@ void Driver::kill_cycle(int n, bool copy_after) {
     check("kill", "copy of the data directory right after kill -9", err.empty(), err);
   }
   pause(0, 200);  // the server stays down: clients get "connection refused"
-  if (kind >= 95) {
+  if (kind >= 92) {
     const int delay = std::uniform_int_distribution<int>(0, 40)(rng_);
     history_->event("kill_during_startup", {{"cycle", n}, {"delay_ms", delay}});
     server_->start_then_kill(milliseconds(delay));
@@ -178,8 +178,11 @@ void Driver::kill_cycle(int n, bool copy_after) {
 
 bool Driver::probe_write(Caller& c, const std::string& key, Answer* out) {
   json::object body{{"key", key}};
-  Caller::Call call{"counter.next", {{"counter", "keyed"}, {"key", key}}, "POST",
-                    "/v1/ns/soak/counters/keyed/next", json::serialize(body)};
+  Caller::Call call{"counter.next",
+                    {{"counter", "keyed"}, {"key", key}},
+                    "POST",
+                    "/v1/ns/soak/counters/keyed/next",
+                    json::serialize(body)};
   *out = c.with_retries(call, Retry::never, 1);
   return out->status == 200;
 }
@@ -242,9 +245,9 @@ void Driver::sigstop_episode(int n) {
   json::object rel{{"token", a_lock.int_of("token")}};
   json::object rel_args = rel;
   rel_args["lock"] = name;
-  const Answer a_rel = a.with_retries(
-      {"lock.release", rel_args, "POST", lock + "/release", json::serialize(rel)},
-      Retry::on_503_or_lost, 40);
+  const Answer a_rel =
+      a.with_retries({"lock.release", rel_args, "POST", lock + "/release", json::serialize(rel)},
+                     Retry::on_503_or_lost, 40);
   check(phase, name + ": probe A's late release is 409 not_holder",
         a_rel.status == 409 && a_rel.code() == "not_holder", std::to_string(a_rel.status));
   json::object comp{{"key", name},
@@ -295,15 +298,14 @@ void Driver::disk_full_episode(int n) {
   }
   const bool refused = load_->last_write_503_us() >= t_fill;
   check(phase, "writes are refused with 503 store_unavailable while the disk is full", refused,
-        refused ? "first refusal " +
-                      std::to_string((load_->last_write_503_us() - t_fill) / 1000) +
+        refused ? "first refusal " + std::to_string((load_->last_write_503_us() - t_fill) / 1000) +
                       " ms after the fill began"
                 : "no 503 within 30 s of filling the disk");
   std::string how;
   check(phase, "the server keeps running while the disk is full", server_->alive(&how), how);
   if (server_->running()) {
-    Caller::Call get{"counter.get", {{"counter", "keyed"}}, "GET", "/v1/ns/soak/counters/keyed",
-                     ""};
+    Caller::Call get{
+        "counter.get", {{"counter", "keyed"}}, "GET", "/v1/ns/soak/counters/keyed", ""};
     const Answer r = probe.with_retries(get, Retry::never, 1);
     check(phase, "reads are answered while the disk is full", r.status == 200,
           std::to_string(r.status) + " " + r.error);
@@ -331,8 +333,8 @@ void Driver::disk_full_episode(int n) {
       cli::HttpClient http(url, cli::ClientOptions{});
       auto h = http.get("/healthz");
       if (h.ok() && h.response->status != 200) {
-        history_->event("supervisor_restart", {{"reason", "healthz " +
-                                                             std::to_string(h.response->status)}});
+        history_->event("supervisor_restart",
+                        {{"reason", "healthz " + std::to_string(h.response->status)}});
         ++supervisor_restarts_;
         restarted = true;
         server_->kill9();
@@ -342,12 +344,11 @@ void Driver::disk_full_episode(int n) {
     written = probe_write(probe, "disk-probe-" + std::to_string(n), &w);
     if (!written) std::this_thread::sleep_for(milliseconds(100));
   }
-  const auto ms = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() -
-                                                           t_freed)
-                      .count();
+  const auto ms =
+      std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - t_freed).count();
   check(phase, "writes succeed again once space is freed", written,
-        (written ? "after " + std::to_string(ms) + " ms" : "still failing after 10 s: " +
-                                                                std::to_string(w.status)) +
+        (written ? "after " + std::to_string(ms) + " ms"
+                 : "still failing after 10 s: " + std::to_string(w.status)) +
             (restarted ? " (after a supervisor restart)" : " (no restart needed)"));
   cli::BaseUrl url;
   url.host = "127.0.0.1";
@@ -386,8 +387,8 @@ void Driver::damaged_dirs() {
   const std::string work = copies_ + "/work";
   std::filesystem::create_directories(work);
   const auto serve_args = [&](const std::string& dir, std::vector<std::string> extra = {}) {
-    std::vector<std::string> a = {opt_.ichido, "serve",  "--listen", "127.0.0.1:0",
-                                  "--data",    dir,      "--no-auth"};
+    std::vector<std::string> a = {opt_.ichido, "serve", "--listen", "127.0.0.1:0",
+                                  "--data",    dir,     "--no-auth"};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   };
@@ -398,8 +399,8 @@ void Driver::damaged_dirs() {
     const ProcessOutcome o = run_bounded(serve_args(dir), std::chrono::seconds(20));
     const bool ok = failed_for_real(o) && !o.listening;
     check(phase, what + ": `ichido serve` refuses to start (non-zero exit)", ok,
-          (o.listening ? "it started and listened" : "exit " + std::to_string(o.exit_code)) +
-              ": " + first_lines(o.output));
+          (o.listening ? "it started and listened" : "exit " + std::to_string(o.exit_code)) + ": " +
+              first_lines(o.output));
     // Start-up errors speak of start-up: no request was made, so "retry the same request" misleads.
     check(phase, what + ": the refusal is in start-up words, not the API's retry advice",
           o.output.find("retry the same request") == std::string::npos, first_lines(o.output));
@@ -451,8 +452,9 @@ void Driver::damaged_dirs() {
           o.output.find("ichido.db") != std::string::npos &&
               o.output.find("--init") != std::string::npos,
           first_lines(o.output));
-    check(phase, "ichido.db emptied: the refusal changes nothing (ichido.db still empty, "
-                 "ichido.id unchanged)",
+    check(phase,
+          "ichido.db emptied: the refusal changes nothing (ichido.db still empty, "
+          "ichido.id unchanged)",
           file_size_of(emptied + "/ichido.db") == 0 && !id_before.empty() &&
               read_file(emptied + "/ichido.id") == id_before,
           "ichido.db " + std::to_string(file_size_of(emptied + "/ichido.db")) +
@@ -493,8 +495,8 @@ void Driver::damaged_dirs() {
       url.host = "127.0.0.1";
       url.port = s.port();
       cli::HttpClient http(url, cli::ClientOptions{.token = std::string()});
-      auto g = http.post("/v1/ns/soak/locks/after-init/acquire",
-                         R"({"owner":"soak","lease_ms":5000})");
+      auto g =
+          http.post("/v1/ns/soak/locks/after-init/acquire", R"({"owner":"soak","lease_ms":5000})");
       std::int64_t token = 0;
       if (g.ok() && g.response->status == 200) {
         boost::system::error_code ec;
@@ -524,7 +526,8 @@ void Driver::damaged_dirs() {
     std::int64_t page_size = 4096;
     const std::int64_t root = root_page(dir + "/ichido.db", "issued", &page_size);
     const std::string err =
-        root > 1 ? scribble(dir + "/ichido.db", (root - 1) * page_size, page_size, root) : "no root";
+        root > 1 ? scribble(dir + "/ichido.db", (root - 1) * page_size, page_size, root)
+                 : "no root";
     check(phase, "damage one page of ichido.db (table issued, page " + std::to_string(root) + ")",
           err.empty(), err);
     const ProcessOutcome c = run_bounded(check_args(dir), std::chrono::seconds(120));
@@ -715,7 +718,8 @@ int Driver::run() {
 int main(int argc, char** argv) {
   ichido::soak::Options o;
   CLI::App app{
-      "ichido-soak: run ichido serve under mixed load with kill -9 cycles, a full disk, SIGSTOP and "
+      "ichido-soak: run ichido serve under mixed load with kill -9 cycles, a full disk, SIGSTOP "
+      "and "
       "damaged data dirs, recording every request and answer (check it with "
       "tests/soak/check_history.py; scripts/soak does both)"};
   // scripts/soak puts its defaults first: a later repetition of an option wins.

@@ -28,9 +28,8 @@ bool chance(std::mt19937_64& rng, double p) {
 
 bool is_mutation(const std::string& op) {
   return op == "counter.create" || op == "counter.next" || op == "counter.void" ||
-         op == "once.begin" || op == "once.complete" || op == "once.fail" ||
-         op == "once.renew" || op == "lock.acquire" || op == "lock.release" ||
-         op == "lock.renew";
+         op == "once.begin" || op == "once.complete" || op == "once.fail" || op == "once.renew" ||
+         op == "lock.acquire" || op == "lock.release" || op == "lock.renew";
 }
 
 // ---------------------------------------------------------------------------------- Answer
@@ -204,8 +203,11 @@ bool Workload::setup(std::string* error) {
       cfg["max"] = opt_.bounded_max;
       cfg["format"] = "B-{seq:4}";
     }
-    Caller::Call call{"counter.create", {{"counter", n}, {"config", cfg}}, "PUT",
-                      base() + "/counters/" + n, json::serialize(cfg)};
+    Caller::Call call{"counter.create",
+                      {{"counter", n}, {"config", cfg}},
+                      "PUT",
+                      base() + "/counters/" + n,
+                      json::serialize(cfg)};
     Answer a = c.with_retries(call, Retry::on_503_or_lost, 20);
     if (a.status != 200 && a.status != 201) {
       *error = "cannot create counter " + n + ": status " + std::to_string(a.status) + " " +
@@ -263,8 +265,11 @@ void Workload::op_next_keyed(Caller& c, ClientState& s, const std::string& count
   if (s.seq % 5 == 0) key = "<c" + n + "@mail.example.co.jp>";
   if (s.seq % 7 == 0) key = "フォーム回答/" + n;
   json::object body{{"key", key}};
-  Caller::Call call{"counter.next", {{"counter", counter}, {"key", key}}, "POST",
-                    base() + "/counters/" + counter + "/next", json::serialize(body)};
+  Caller::Call call{"counter.next",
+                    {{"counter", counter}, {"key", key}},
+                    "POST",
+                    base() + "/counters/" + counter + "/next",
+                    json::serialize(body)};
   Answer a = c.with_retries(call, Retry::on_503_or_lost, opt_.max_attempts);
   if (a.status == 200) {
     saw_period(counter, a.str_of("period"));
@@ -274,8 +279,11 @@ void Workload::op_next_keyed(Caller& c, ClientState& s, const std::string& count
 
 void Workload::op_next_unkeyed(Caller& c, ClientState& s) {
   // No key: a lost answer cannot be retried safely (it may have used a number); 503 can.
-  Caller::Call call{"counter.next", {{"counter", "plain"}, {"key", nullptr}}, "POST",
-                    base() + "/counters/plain/next", "{}"};
+  Caller::Call call{"counter.next",
+                    {{"counter", "plain"}, {"key", nullptr}},
+                    "POST",
+                    base() + "/counters/plain/next",
+                    "{}"};
   Answer a = c.with_retries(call, Retry::on_503, opt_.max_attempts);
   if (a.status == 200) {
     saw_period("plain", a.str_of("period"));
@@ -305,19 +313,19 @@ void Workload::op_counter_read(Caller& c, ClientState& s) {
   if (!s.issued.empty() && chance(c.rng(), 0.5)) {
     const Issued& it = s.issued[uniform(c.rng(), 0, int(s.issued.size()) - 1)];
     if (!it.key.empty()) {
-      Caller::Call call{"counter.issued_key",
-                        {{"counter", it.counter}, {"key", it.key}},
-                        "GET",
-                        base() + "/counters/" + it.counter +
-                            "/issued?key=" + cli::percent_encode(it.key),
-                        ""};
+      Caller::Call call{
+          "counter.issued_key",
+          {{"counter", it.counter}, {"key", it.key}},
+          "GET",
+          base() + "/counters/" + it.counter + "/issued?key=" + cli::percent_encode(it.key),
+          ""};
       (void)c.with_retries(call, Retry::never, 1);
       return;
     }
   }
   const std::string counter = kCounters[uniform(c.rng(), 0, 3)];
-  Caller::Call call{"counter.get", {{"counter", counter}}, "GET", base() + "/counters/" + counter,
-                    ""};
+  Caller::Call call{
+      "counter.get", {{"counter", counter}}, "GET", base() + "/counters/" + counter, ""};
   (void)c.with_retries(call, Retry::never, 1);
 }
 
@@ -339,7 +347,11 @@ void Workload::op_once(Caller& c) {
                     {"request_id", hex_id(c.rng())},
                     {"fingerprint", "fp:" + key},
                     {"wait_ms", wait}};
-  Caller::Call begin{"once.begin", body, "POST", base() + "/once/begin", json::serialize(body),
+  Caller::Call begin{"once.begin",
+                     body,
+                     "POST",
+                     base() + "/once/begin",
+                     json::serialize(body),
                      std::chrono::milliseconds(wait + 5000)};
   Answer a = c.with_retries(begin, Retry::on_503_or_lost, opt_.max_attempts);
   if (a.status != 200 || a.str_of("outcome") != "acquired") return;
@@ -380,7 +392,11 @@ void Workload::op_lock(Caller& c) {
   json::object args = body;
   args["lock"] = name;
   const std::string path = base() + "/locks/" + name;
-  Caller::Call acquire{"lock.acquire", args, "POST", path + "/acquire", json::serialize(body),
+  Caller::Call acquire{"lock.acquire",
+                       args,
+                       "POST",
+                       path + "/acquire",
+                       json::serialize(body),
                        std::chrono::milliseconds(wait + 5000)};
   Answer a = c.with_retries(acquire, Retry::on_503_or_lost, opt_.max_attempts);
   if (a.status != 200 || !a.body.is_object()) return;
@@ -412,8 +428,8 @@ void Workload::op_reads(Caller& c) {
     const std::int64_t f = fresh_once_.load();
     const std::string key =
         once_key(std::uniform_int_distribution<std::int64_t>(0, f - 1)(c.rng()));
-    Caller::Call call{"once.get", {{"key", key}}, "GET",
-                      base() + "/once?key=" + cli::percent_encode(key), ""};
+    Caller::Call call{
+        "once.get", {{"key", key}}, "GET", base() + "/once?key=" + cli::percent_encode(key), ""};
     (void)c.with_retries(call, Retry::never, 1);
   } else {
     const std::string name = "lock-" + std::to_string(uniform(c.rng(), 0, opt_.locks - 1));
@@ -454,8 +470,8 @@ bool Workload::final_read(json::object* out, std::string* error) {
       std::int64_t after = 0;
       for (;;) {
         json::value page;
-        const std::string target = base() + "/counters/" + name + "/issued?after=" +
-                                   std::to_string(after) +
+        const std::string target = base() + "/counters/" + name +
+                                   "/issued?after=" + std::to_string(after) +
                                    "&limit=1000&period=" + cli::percent_encode(p);
         if (!get(target, &page, &st)) return false;
         if (st != 200 || !page.is_object()) {

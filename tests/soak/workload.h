@@ -68,11 +68,11 @@ class Caller {
          class Workload* stats);
 
   struct Call {
-    std::string op;             // "counter.next", "once.begin", ... (history "op")
-    boost::json::object args;   // history "a": what the checker needs to know about the call
+    std::string op;            // "counter.next", "once.begin", ... (history "op")
+    boost::json::object args;  // history "a": what the checker needs to know about the call
     std::string method;
     std::string target;
-    std::string body;           // JSON text or empty
+    std::string body;  // JSON text or empty
     std::chrono::milliseconds read_timeout{5000};
     bool record = true;  // false: not written to the history (the final read)
   };
@@ -100,12 +100,12 @@ class Caller {
 
 struct WorkloadOptions {
   std::string ns = "soak";
-  int clients = 8;
-  int locks = 3;               // lock names lock-0 .. lock-(locks-1)
-  int once_window = 12;        // begins pick among the newest this many once keys
+  int clients = 12;
+  int locks = 3;         // lock names lock-0 .. lock-(locks-1)
+  int once_window = 12;  // begins pick among the newest this many once keys
   std::int64_t bounded_max = 400;
-  int think_ms_max = 15;       // pause between a client's logical operations
-  int max_attempts = 30;       // per logical operation
+  int think_ms_max = 15;  // pause between a client's logical operations
+  int max_attempts = 30;  // per logical operation
   std::uint64_t seed = 1;
 };
 

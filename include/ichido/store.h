@@ -308,6 +308,9 @@ class Store {
 
   // Synchronous and cheap: can the store read and write right now? (/readyz)
   virtual Result<void> check_ready() = 0;
+  // Synchronous and cheap: is the process still fit to serve (/healthz)? Fails for latched
+  // conditions a restart or an operator must clear (a failed fsync, damage in the data).
+  virtual Result<void> check_health() { return {}; }
   virtual StoreStats stats() const = 0;
   // Stops accepting commands, finishes those already queued (their callbacks run), releases
   // files and connections. Later calls fail with store_unavailable. Idempotent; blocks.

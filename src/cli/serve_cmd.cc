@@ -19,6 +19,27 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
       ->capture_default_str();
   cmd->add_option("--data", cfg->data_dir, "Directory of the embedded store (created if missing)")
       ->capture_default_str();
+  cmd->add_flag("--init", cfg->init,
+                "Start a new, empty store in --data although its database was lost (it held a "
+                "store: ichido.id is there). Counters and records start over; fencing tokens "
+                "continue above the old ones. Without it, ichido refuses to start from zero");
+  cmd->add_option_function<std::string>(
+      "--min-free-disk",
+      [cfg](const std::string& text) {
+        auto bytes = parse_size_bytes(text);
+        if (!bytes) {
+          throw CLI::ValidationError("--min-free-disk",
+                                     "'" + text + "' is not a size like 64MiB, 1GB or 0");
+        }
+        cfg->min_free_disk = *bytes;
+      },
+      "/readyz reports not ready while the data directory's disk has less free space than "
+      "this (default 0: never; writes fail cleanly with 503 when the disk is full anyway)");
+  cmd->footer(cmd->get_footer() +
+              "\n\nExit codes of serve: 0 stopped cleanly; 1 the store could not be opened (the "
+              "log says why; may pass); 2 bad flags or configuration; 3 cannot listen on the "
+              "address; 4 the data needs an operator (a lost or damaged database, a newer "
+              "schema) - do not restart automatically.");
   cmd->add_flag("--no-auth", cfg->no_auth,
                 "Accept requests without a token (allowed only when listening on loopback)");
   cmd->add_option(

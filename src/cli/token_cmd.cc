@@ -42,6 +42,7 @@ struct TokenOptions {
   std::string label;
   std::string id;
   bool json = false;
+  bool init = false;
 };
 
 }  // namespace
@@ -70,8 +71,8 @@ void add_token_commands(CommandTree& tree) {
           }
           expires_at = now + *ms;
         }
-        auto made =
-            store::sqlite::create_token_in_dir(o->data, *role, o->ns, o->label, expires_at, now);
+        auto made = store::sqlite::create_token_in_dir(o->data, *role, o->ns, o->label, expires_at,
+                                                       now, o->init);
         if (!made.ok()) return fail(made.error());
         std::cout << made->secret << "\n";
         return kExitOk;
@@ -83,6 +84,9 @@ void add_token_commands(CommandTree& tree) {
       ->required();
   create->add_option("--expires", o->expires, "Lifetime, e.g. 90d, 12h (default: never expires)");
   create->add_option("--label", o->label, "Free text shown in lists, e.g. who uses it");
+  create->add_flag("--init", o->init,
+                   "Create a new store in --data when there is none (without it, a directory "
+                   "without a store is refused, so a typo cannot create one)");
 
   CLI::App* list = tree.add_local_command(
       *group, "list", "List tokens (ids, roles, scopes, expiry; never the secrets)",

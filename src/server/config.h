@@ -11,6 +11,9 @@ namespace ichido::server {
 struct ServeConfig {
   std::string listen = "127.0.0.1:7878";  // HOST:PORT; port 0 picks a free port
   std::string data_dir = "./ichido-data";
+  bool init = false;  // start a new, empty store where the database was lost (--init)
+  // /readyz fails below this much free disk in the data directory (--min-free-disk; 0: never).
+  std::uint64_t min_free_disk = 0;
   bool no_auth = false;       // accept calls without a token; only when listening on loopback
   bool metrics_open = false;  // /metrics without a token
   std::string tls_cert;       // PEM certificate chain; with tls_key: serve HTTPS only
@@ -31,7 +34,14 @@ struct ServeConfig {
 
 // Runs the server until SIGTERM or SIGINT, then drains and closes the store. Prints
 // "ichido listening on HOST:PORT" on stdout once it accepts connections. Returns the process
-// exit code (0 after a clean shutdown).
+// exit code: kExitClean after a clean shutdown, else one of the start-up failures below (the
+// log says what and what to do).
+inline constexpr int kExitClean = 0;
+inline constexpr int kExitStoreFailed = 1;    // the store could not be opened (may be passing)
+inline constexpr int kExitUsage = 2;          // bad flags or configuration
+inline constexpr int kExitCannotListen = 3;   // the address is in use or not this machine's
+inline constexpr int kExitNeedsOperator = 4;  // the data needs an operator: do not restart
+                                              // (a lost database, damage, a newer schema)
 int run_server(const ServeConfig& config);
 
 }  // namespace ichido::server

@@ -128,27 +128,44 @@ void raise_fd_limit(std::size_t max_connections) {
 int run_server(const ServeConfig& cfg) {
   auto addr = parse_listen_address(cfg.listen);
   if (!addr.ok()) {
-    log(addr.error().message);
-    return 2;
+    log("cannot start: " + addr.error().message);
+    return kExitUsage;
   }
   if (cfg.no_auth && !addr->loopback) {
-    log("refusing --no-auth on " + cfg.listen +
+    log("cannot start: refusing --no-auth on " + cfg.listen +
         ": without authentication ichido only listens on a loopback address (127.0.0.1 or ::1).");
-    return 2;
+    return kExitUsage;
   }
-  store::sqlite::Options sopt;
-  sopt.dir = cfg.data_dir;
-  auto store = store::sqlite::SqliteStore::open(sopt);
-  if (!store.ok()) {
-    log("cannot open the store: " + store.error().message);
-    return 1;
+  if (cfg.tls_cert.empty() != cfg.tls_key.empty()) {
+    log("cannot start: --tls-cert and --tls-key go together: give both or neither.");
+    return kExitUsage;
   }
-  log("store opened at " + (*store)->db_path());
-  raise_fd_limit(cfg.max_connections);
-
   const int threads =
       cfg.threads > 0 ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
   boost::asio::io_context ioc(threads);
+  // The port first: a start that cannot listen must not create a data directory or a token.
+  auto listener = http::bind_listener(ioc, addr->host, addr->port);
+  if (!listener.ok()) {
+    log("cannot start: " + listener.error().message +
+        " (is another server running there? choose another --listen)");
+    return listener.error().code == errc::invalid_request ? kExitUsage : kExitCannotListen;
+  }
+  raise_fd_limit(cfg.max_connections);
+
+  store::sqlite::Options sopt;
+  sopt.dir = cfg.data_dir;
+  sopt.init = cfg.init;
+  sopt.min_free_disk = cfg.min_free_disk;
+  auto store = store::sqlite::SqliteStore::open(sopt);
+  if (!store.ok()) {
+    const Error& e = store.error();
+    log("cannot start: " + e.message);
+    const bool operator_needed =
+        e.code == errc::store_corrupt || e.details.count("needs_operator") > 0;
+    return operator_needed ? kExitNeedsOperator : kExitStoreFailed;
+  }
+  log("store " + (*store)->identity().store_id + " opened at " + (*store)->db_path() +
+      (cfg.init ? " (--init: a new, empty store)" : ""));
   http::Metrics metrics;
   service::AuthOptions auth_opt;
   auth_opt.external_revision = [dir = cfg.data_dir] { return store::sqlite::tokens_revision(dir); };
@@ -157,16 +174,16 @@ int run_server(const ServeConfig& cfg) {
     log("WARNING: --no-auth: every caller on this machine can use every call, admin ones too");
   } else {
     if (auto r = auth.load_blocking(); !r.ok()) {
-      log("cannot read tokens: " + r.error().message);
+      log("cannot start: cannot read the tokens: " + r.error().message);
       (*store)->close();
-      return 1;
+      return kExitStoreFailed;
     }
     if (auth.token_count() == 0) {
       auto made = create_first_admin_token(**store, cfg.data_dir);
       if (!made.ok()) {
-        log("cannot create the first admin token: " + made.error().message);
+        log("cannot start: cannot create the first admin token: " + made.error().message);
         (*store)->close();
-        return 1;
+        return kExitStoreFailed;
       }
       log("first start: an admin token was written to " + *made +
           " (mode 0600); use it as \"Authorization: Bearer <token>\" or "
@@ -188,24 +205,14 @@ int run_server(const ServeConfig& cfg) {
   limits.idle_timeout_ms = cfg.idle_timeout_ms;
   limits.max_connections = cfg.max_connections;
   http::HttpServer server(ioc, api, metrics, limits);
-  if (cfg.tls_cert.empty() != cfg.tls_key.empty()) {
-    log("--tls-cert and --tls-key go together: give both or neither.");
-    (*store)->close();
-    return 2;
-  }
   if (!cfg.tls_cert.empty()) {
     if (auto r = server.enable_tls(cfg.tls_cert, cfg.tls_key); !r.ok()) {
-      log(r.error().message);
+      log("cannot start: " + r.error().message);
       (*store)->close();
-      return 2;
+      return kExitUsage;
     }
   }
-  auto ep = server.listen(addr->host, addr->port);
-  if (!ep.ok()) {
-    log(ep.error().message);
-    (*store)->close();
-    return 1;
-  }
+  auto ep = server.adopt(std::move(*listener));
   server.start();
   boost::asio::co_spawn(ioc, purge_once_records(api.once(), cfg.once_retention_ms),
                         boost::asio::detached);
@@ -252,10 +259,10 @@ int run_server(const ServeConfig& cfg) {
   const std::string auth_note = std::string(cfg.tls_cert.empty() ? "" : " (TLS)") +
                                 (cfg.no_auth ? " (no authentication)" : "");
   std::string shown =
-      ep->address().is_v6() ? "[" + ep->address().to_string() + "]" : ep->address().to_string();
-  std::printf("ichido listening on %s:%u\n", shown.c_str(), static_cast<unsigned>(ep->port()));
+      ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string();
+  std::printf("ichido listening on %s:%u\n", shown.c_str(), static_cast<unsigned>(ep.port()));
   std::fflush(stdout);
-  log("listening on " + shown + ":" + std::to_string(ep->port()) + " with " +
+  log("listening on " + shown + ":" + std::to_string(ep.port()) + " with " +
       std::to_string(threads) + " I/O threads" + auth_note);
 
   std::vector<std::thread> pool;

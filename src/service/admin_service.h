@@ -71,6 +71,9 @@ class OpsService {
   explicit OpsService(Store& store) : store_(store) {}
   // Can the store read and write right now (/readyz)? Synchronous and cheap.
   Result<void> ready() { return store_.check_ready(); }
+  // Is the process fit to serve at all (/healthz)? Fails on latched store failures (a failed
+  // fsync, damaged data) that only a restart or an operator clears.
+  Result<void> healthy() { return store_.check_health(); }
   StoreStats stats() const { return store_.stats(); }
 
  private:

@@ -116,7 +116,8 @@ class TableStore : public Store {
       } else if (*slot) {
         done(std::move(**slot));
       } else {
-        done(Error(errc::internal, "The command was never applied; retry it."));
+        done(Error(errc::internal,
+                   "An internal error stopped this command; nothing of it was saved."));
       }
     };
     return job;

@@ -20,6 +20,9 @@ class WriterCache {
     counters_.clear();
     periods_.clear();
   }
+  // The largest token drawn since the writer last reset it (data_dir.h D4). Not a cache: a
+  // rollback makes it an over-estimate, which only reserves tokens early.
+  std::int64_t drawn_token = 0;
 
  private:
   friend class SqliteTables;

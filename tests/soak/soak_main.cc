@@ -395,10 +395,12 @@ void Driver::damaged_dirs() {
   const auto check_args = [&](const std::string& dir) {
     return std::vector<std::string>{opt_.ichido, "check", "--data", dir};
   };
+  // A store that needs an operator: `serve` exits 4 ("do not restart automatically", serve
+  // --help) before it listens.
   const auto refuses = [&](const std::string& what, const std::string& dir) {
     const ProcessOutcome o = run_bounded(serve_args(dir), std::chrono::seconds(20));
-    const bool ok = failed_for_real(o) && !o.listening;
-    check(phase, what + ": `ichido serve` refuses to start (non-zero exit)", ok,
+    const bool ok = o.exited && o.exit_code == 4 && !o.listening;
+    check(phase, what + ": `ichido serve` refuses to start (exit 4: needs an operator)", ok,
           (o.listening ? "it started and listened" : "exit " + std::to_string(o.exit_code)) + ": " +
               first_lines(o.output));
     // Start-up errors speak of start-up: no request was made, so "retry the same request" misleads.
@@ -537,8 +539,8 @@ void Driver::damaged_dirs() {
     // must answer 500 store_corrupt on the calls that touch the page, with /healthz 503.
     const ProcessOutcome o = run_bounded(serve_args(dir), std::chrono::seconds(20));
     if (!o.listening) {
-      check(phase, "damaged page: `ichido serve` refuses to start (start-up quick_check)",
-            failed_for_real(o),
+      check(phase, "damaged page: `ichido serve` refuses to start (start-up quick_check, exit 4)",
+            o.exited && o.exit_code == 4,
             "exit " + std::to_string(o.exit_code) + ": " + first_lines(o.output));
     } else {
       ServerControl s(opt_.ichido, dir, work + "/page.log", {"--no-auth"});
@@ -562,6 +564,56 @@ void Driver::damaged_dirs() {
                   (y.ok() ? std::to_string(y.response->status) : y.error));
         s.kill9();
       }
+    }
+  }
+  // D7: a page damaged while the server runs (a disk going bad under it): the first read that
+  // touches the page is 500 store_corrupt, /healthz and /readyz turn 503 (a supervisor stops
+  // restarting it into the same damage), and the next start refuses (start-up quick_check).
+  {
+    const std::string dir = work + "/live";
+    copy_dir(clean, dir);
+    std::int64_t page_size = 4096;
+    const std::int64_t root = root_page(dir + "/ichido.db", "issued", &page_size);
+    ServerControl s(opt_.ichido, dir, work + "/live.log", {"--no-auth"});
+    std::string error;
+    const bool started = s.start(&error);
+    check(phase, "live damage: an undamaged copy starts", started, error);
+    if (started && root > 1) {
+      cli::BaseUrl url;
+      url.host = "127.0.0.1";
+      url.port = s.port();
+      cli::HttpClient http(url, cli::ClientOptions{.token = std::string()});
+      auto before = http.get("/healthz");
+      check(phase, "live damage: /healthz is 200 before the damage",
+            before.ok() && before.response->status == 200,
+            before.ok() ? std::to_string(before.response->status) : before.error);
+      const std::string err =
+          scribble(dir + "/ichido.db", (root - 1) * page_size, page_size, root + 7);
+      check(phase, "live damage: overwrite page " + std::to_string(root) + " (table issued)",
+            err.empty(), err);
+      auto r = http.get("/v1/ns/soak/counters/keyed/issued?after=0&limit=1000");
+      const bool corrupt = r.ok() && r.response->status == 500 &&
+                           r.response->body.find("\"store_corrupt\"") != std::string::npos;
+      check(phase, "live damage: a read of the damaged table is 500 store_corrupt", corrupt,
+            r.ok() ? std::to_string(r.response->status) + " " + first_lines(r.response->body)
+                   : r.error);
+      auto other = http.get("/v1/ns/soak/locks/lock-0");
+      check(phase, "live damage: a call that does not touch the page still answers 200",
+            other.ok() && other.response->status == 200,
+            other.ok()
+                ? std::to_string(other.response->status) + " " + first_lines(other.response->body)
+                : other.error);
+      auto h = http.get("/healthz");
+      auto y = http.get("/readyz");
+      check(phase, "live damage: /healthz and /readyz are 503 once damage was found",
+            h.ok() && h.response->status == 503 && y.ok() && y.response->status == 503,
+            (h.ok() ? std::to_string(h.response->status) : h.error) + " " +
+                (y.ok() ? std::to_string(y.response->status) : y.error));
+      s.kill9();
+      refuses("live damage, restarted", dir);
+      const ProcessOutcome c = run_bounded(check_args(dir), std::chrono::seconds(120));
+      check(phase, "live damage: `ichido check` reports it (non-zero exit)", failed_for_real(c),
+            "exit " + std::to_string(c.exit_code) + ": " + first_lines(c.output));
     }
   }
   // D6: the file header overwritten (not a database any more).

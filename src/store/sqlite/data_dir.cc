@@ -115,9 +115,8 @@ Result<void> write_identity(const std::string& dir, const Identity& id) {
 }
 
 Result<std::vector<std::string>> integrity_check(Db& db, bool quick, int max) {
-  const std::string sql =
-      std::string(quick ? "PRAGMA quick_check(" : "PRAGMA integrity_check(") + std::to_string(max) +
-      ")";
+  const std::string sql = std::string(quick ? "PRAGMA quick_check(" : "PRAGMA integrity_check(") +
+                          std::to_string(max) + ")";
   std::vector<std::string> problems;
   auto q = db.query(sql);
   if (!q.ok()) {
@@ -159,15 +158,17 @@ Result<Identity> open_data_dir(Db& db, const std::string& dir, const OpenDirOpti
   const bool has_db = nonempty_file(db_path);
 
   if (!has_db && *known && !o.init) {  // D2
-    return needs_operator(errc::store_unavailable, "the data directory " + dir + " holds the store " + (*known)->store_id +
-                   " (created " + format_rfc3339((*known)->created_at) + "), but " + db_path +
-                   (std::filesystem::exists(db_path, ec) ? " is empty" : " is missing") +
-                   ". ichido will not start again from zero: restore the database from a backup "
-                   "(ichido restore --from FILE --data " +
-                   dir +
-                   "), or start a new, empty store on purpose with --init (its fencing tokens "
-                   "continue above " +
-                   std::to_string((*known)->token_high_water) + ").");
+    return needs_operator(
+        errc::store_unavailable,
+        "the data directory " + dir + " holds the store " + (*known)->store_id + " (created " +
+            format_rfc3339((*known)->created_at) + "), but " + db_path +
+            (std::filesystem::exists(db_path, ec) ? " is empty" : " is missing") +
+            ". ichido will not start again from zero: restore the database from a backup "
+            "(ichido restore --from FILE --data " +
+            dir +
+            "), or start a new, empty store on purpose with --init (its fencing tokens "
+            "continue above " +
+            std::to_string((*known)->token_high_water) + ").");
   }
   if (has_db && o.init) {
     return startup("--init starts a new store only where none is: " + db_path +
@@ -195,10 +196,11 @@ Result<Identity> open_data_dir(Db& db, const std::string& dir, const OpenDirOpti
   }
   if (auto r = migrate(db); !r.ok()) {
     if (db.damaged()) {
-      return needs_operator(errc::store_corrupt,
-                   db_path + " is not a readable ichido database (" + db.describe() +
-                       "). Restore it from a backup (ichido restore), or run ichido check --data " +
-                       dir + " for details.");
+      return needs_operator(
+          errc::store_corrupt,
+          db_path + " is not a readable ichido database (" + db.describe() +
+              "). Restore it from a backup (ichido restore), or run ichido check --data " + dir +
+              " for details.");
     }
     if (r.error().message.find("newer ichido") != std::string::npos) {
       return needs_operator(errc::store_unavailable, r.error().message);

@@ -743,10 +743,22 @@ def load_history(path: str) -> tuple[list[Attempt], list[dict]]:
 def summarize(attempts: list[Attempt], events: list[dict], run: dict) -> dict:
     s = collections.Counter()
     # Writes in flight (sent, not yet answered) at the moment of each kill -9.
-    kills = sorted(e["t"] for e in events if e.get("ev") == "kill")
-    spans = sorted((a.t0, a.t1) for a in attempts if a.op in MUTATIONS)
-    for k in kills:
-        s["writes_in_flight_at_kills"] += sum(1 for t0, t1 in spans if t0 < k < t1)
+    # One sweep over (time, kind): 0 = a write answered, 1 = a kill, 2 = a write sent; at equal
+    # times an answer comes first and a send last, so only t0 < kill < t1 counts.
+    points = [(e["t"], 1) for e in events if e.get("ev") == "kill"]
+    for a in attempts:
+        if a.op in MUTATIONS:
+            points.append((a.t0, 2))
+            points.append((a.t1, 0))
+    points.sort()
+    in_flight = 0
+    for _, kind in points:
+        if kind == 2:
+            in_flight += 1
+        elif kind == 0:
+            in_flight -= 1
+        else:
+            s["writes_in_flight_at_kills"] += in_flight
     for a in attempts:
         s["requests"] += 1
         if a.unknown:

@@ -409,6 +409,20 @@ class EachViolationIsReported(unittest.TestCase):
         self.assertReports(h, "phase_check")
 
 
+class Summary(unittest.TestCase):
+    def test_writes_in_flight_at_kills(self):
+        h = H()
+        h.next("keyed", "a", st=0, t0=100, t1=300)   # spans the kill at 200
+        h.next("keyed", "b", value=1, t0=150, t1=200)  # answered at the kill's instant: not
+        h.next("keyed", "c", value=2, t0=200, t1=250)  # sent at the kill's instant: not
+        h.req("counter.get", {"counter": "keyed"}, 0, t0=100, t1=300)  # a read: not a write
+        s = check_history.summarize([Attempt(d) for d in h.lines],
+                                    [{"ev": "kill", "t": 200}, {"ev": "start", "t": 210}], {})
+        self.assertEqual(s["writes_in_flight_at_kills"], 1)
+        self.assertEqual(s["acknowledged_writes"], 2)
+        self.assertEqual(s["no_answer"], 2)
+
+
 class CommandLine(unittest.TestCase):
     def write_run(self, h: H, d: str, final=True):
         with open(os.path.join(d, "history.jsonl"), "w") as f:

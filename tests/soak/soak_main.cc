@@ -52,6 +52,7 @@ struct Options {
   int sigstops = 4;
   int disk_fulls = 2;
   int clients = 12;
+  int burst_clients = 4;
   int min_up_ms = 200;
   int max_up_ms = 2000;
   int tmpfs_mib = 256;
@@ -309,6 +310,17 @@ void Driver::disk_full_episode(int n) {
     const Answer r = probe.with_retries(get, Retry::never, 1);
     check(phase, "reads are answered while the disk is full", r.status == 200,
           std::to_string(r.status) + " " + r.error);
+    // The soak server runs with --min-free-disk 1MiB: below that, /readyz says not ready (with the
+    // default, 0, it stays 200 and only the writes fail with 503).
+    cli::BaseUrl url;
+    url.host = "127.0.0.1";
+    url.port = server_->port();
+    cli::HttpClient http(url, cli::ClientOptions{});
+    auto y = http.get("/readyz");
+    check(phase, "/readyz is 503 while the disk is full (serve --min-free-disk 1MiB)",
+          y.ok() && y.response->status == 503,
+          y.ok() ? std::to_string(y.response->status) + " " + first_lines(y.response->body)
+                 : y.error);
   }
   pause(1500, 3000);  // the load runs on against the full disk
   std::filesystem::remove(filler);
@@ -639,6 +651,7 @@ void Driver::write_run_json(double seconds) {
                    {"sigstops", sigstops_done_},
                    {"disk_fulls", disk_fulls_done_},
                    {"clients", opt_.clients},
+                   {"burst_clients", opt_.burst_clients},
                    {"tmpfs", mounted_},
                    {"seconds", seconds},
                    {"max_token_seen", load_ ? load_->max_token_seen() : 0},
@@ -679,7 +692,7 @@ int Driver::run() {
   }
   data_ = mnt_ + "/data";
   server_ = std::make_unique<ServerControl>(opt_.ichido, data_, opt_.out + "/server.log",
-                                            std::vector<std::string>{});
+                                            std::vector<std::string>{"--min-free-disk", "1MiB"});
   int status = 1;
   do {
     if (!restart("first start")) break;
@@ -690,6 +703,7 @@ int Driver::run() {
     }
     WorkloadOptions wo;
     wo.clients = opt_.clients;
+    wo.burst_clients = opt_.burst_clients;
     wo.bounded_max = opt_.bounded_max;
     wo.seed = opt_.seed;
     load_ = std::make_unique<Workload>(*history_, *server_, token, wo);
@@ -781,7 +795,11 @@ int main(int argc, char** argv) {
   app.add_option("--cycles", o.cycles, "kill -9 / restart cycles")->capture_default_str();
   app.add_option("--sigstops", o.sigstops, "SIGSTOP episodes")->capture_default_str();
   app.add_option("--disk-fulls", o.disk_fulls, "disk-full episodes")->capture_default_str();
-  app.add_option("--clients", o.clients, "client threads")->capture_default_str();
+  app.add_option("--clients", o.clients, "client threads doing the mixed load")
+      ->capture_default_str();
+  app.add_option("--burst-clients", o.burst_clients,
+                 "client threads issuing counter numbers back to back (full commit batches)")
+      ->capture_default_str();
   app.add_option("--min-up-ms", o.min_up_ms, "shortest run before a kill (most cycles)")
       ->capture_default_str();
   app.add_option("--max-up-ms", o.max_up_ms, "longest run before a kill")->capture_default_str();

@@ -222,6 +222,9 @@ bool Workload::setup(std::string* error) {
 void Workload::start() {
   stopping_.store(false);
   for (int i = 1; i <= opt_.clients; ++i) threads_.emplace_back([this, i] { run_client(i); });
+  for (int i = 1; i <= opt_.burst_clients; ++i) {
+    threads_.emplace_back([this, i] { run_burst_client(100 + i); });
+  }
 }
 
 void Workload::stop() {
@@ -256,6 +259,24 @@ void Workload::run_client(int client) {
       op_reads(c);
     }
     c.pause_ms(0, opt_.think_ms_max);
+  }
+}
+
+void Workload::run_burst_client(int client) {
+  Caller c(client, history_, server_, token_, this);
+  c.rng().seed(opt_.seed * 1000003ull + static_cast<std::uint64_t>(client));
+  ClientState s;
+  while (!stopping_.load()) {
+    const int r = uniform(c.rng(), 0, 9);
+    if (r < 5) {
+      op_next_keyed(c, s, "keyed");
+    } else if (r < 7) {
+      op_next_keyed(c, s, "daily");
+    } else {
+      op_next_unkeyed(c, s);
+    }
+    if (s.issued.size() > 1000) s.issued.clear();  // only the readers use it
+    c.pause_ms(0, 2);
   }
 }
 

@@ -10,6 +10,8 @@
 //   locks     acquire (request_id, sometimes wait_ms) on a few shared names, then renew /
 //             release or abandon;
 //   reads     GET of once records and locks.
+// Burst clients (`burst_clients`) only issue counter numbers, keyed and unkeyed, back to back:
+// they keep group-commit batches full, so that a kill lands in the middle of a batch.
 // Retries follow the clients' rules (docs/decisions/081): a request that got no answer or 503 is
 // re-sent unchanged (same key, token, request_id, result) when repeating it is safe; an unkeyed
 // `next` whose answer was lost is not re-sent (it may have used a number) — only its 503 is.
@@ -101,8 +103,9 @@ class Caller {
 struct WorkloadOptions {
   std::string ns = "soak";
   int clients = 12;
-  int locks = 3;         // lock names lock-0 .. lock-(locks-1)
-  int once_window = 12;  // begins pick among the newest this many once keys
+  int burst_clients = 4;  // counter `next` back to back (client ids from 101)
+  int locks = 3;          // lock names lock-0 .. lock-(locks-1)
+  int once_window = 12;   // begins pick among the newest this many once keys
   std::int64_t bounded_max = 400;
   int think_ms_max = 15;  // pause between a client's logical operations
   int max_attempts = 30;  // per logical operation
@@ -153,6 +156,7 @@ class Workload {
   };
 
   void run_client(int client);
+  void run_burst_client(int client);
   void op_next_keyed(Caller& c, ClientState& s, const std::string& counter);
   void op_next_unkeyed(Caller& c, ClientState& s);
   void op_void(Caller& c, ClientState& s);

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "cli/duration.h"
+#include "cli/serve_config.h"
 
 namespace ichido::cli {
 
@@ -15,6 +16,13 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
       "Run the ichido server in the foreground until SIGINT/SIGTERM (then drain and exit)",
       "ichido serve --listen 127.0.0.1:7878 --data ./ichido-data --no-auth",
       [cfg, serve = std::move(serve)] { return serve(*cfg); });
+  auto config_file = std::make_shared<std::string>();
+  cmd->add_option("--config", *config_file,
+                  "Read settings from this file (key = value, keys are these flags without "
+                  "dashes; flags given here win; see README, Operations)");
+  cmd->parse_complete_callback([cmd, config_file] {
+    if (!config_file->empty()) apply_config_file(*cmd, *config_file);
+  });
   cmd->add_option("--listen", cfg->listen, "HOST:PORT to listen on; port 0 picks a free port")
       ->capture_default_str();
   cmd->add_option("--data", cfg->data_dir, "Directory of the embedded store (created if missing)")
@@ -80,7 +88,18 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
         }
         cfg->once_retention_ms = *ms;
       },
-      "Completed and dead once records older than this are purged (default 30d)");
+      "Completed and dead once records older than this are purged (default 30d), unless their "
+      "namespace sets its own (PUT /v1/ns/{ns}/settings)");
+  cmd->add_option_function<std::string>(
+         "--request-log", [cfg](const std::string& v) { cfg->request_log = v == "on"; },
+         "One line per request on stderr: method, route, namespace, status, duration, token id "
+         "(on|off; default on)")
+      ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--log-format", cfg->log_format,
+                  "Format of the request log and the server's messages: text or json (one JSON "
+                  "object per line)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
   cmd->add_option("--max-connections", cfg->max_connections, "Connections beyond this are refused")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -30,6 +30,8 @@ struct ServeConfig {
   std::int64_t once_retention_ms = std::int64_t{30} * 24 * 3600 * 1000;
   std::size_t max_waiters_per_lock = 10000;  // more waiters on one lock: 429 too_many_waiters
   std::size_t max_waiters = 100000;          // waiters over all locks, same answer beyond it
+  bool request_log = true;          // one line per request on stderr (--request-log on|off)
+  std::string log_format = "text";  // "text" or "json": the request log and the server's messages
 };
 
 // Runs the server until SIGTERM or SIGINT, then drains and closes the store. Prints

@@ -15,6 +15,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/json.hpp>
 #include <cstdio>
 #include <future>
 #include <iostream>
@@ -32,9 +33,25 @@
 namespace ichido::server {
 namespace {
 
-void log(const std::string& msg) {
-  std::cerr << format_rfc3339(SystemClock::instance().now_ms()) << " ichido: " << msg << std::endl;
-}
+// The server's own messages on stderr: "TIME ichido: message", or with --log-format json one
+// object per line {"at", "level": "info", "msg"} like the request log. Constant after start-up.
+class ServerLog {
+ public:
+  explicit ServerLog(bool json) : json_(json) {}
+  void operator()(const std::string& msg) const {
+    const std::string at = format_rfc3339(SystemClock::instance().now_ms());
+    if (json_) {
+      std::cerr << boost::json::serialize(
+                       boost::json::object{{"at", at}, {"level", "info"}, {"msg", msg}})
+                << std::endl;
+    } else {
+      std::cerr << at << " ichido: " << msg << std::endl;
+    }
+  }
+
+ private:
+  const bool json_;
+};
 
 // Once-record retention: every `interval`, purge completed and dead records finished more than
 // `retention_ms` ago, in batches of kPurgeBatch. Each batch is its own short write transaction
@@ -42,9 +59,11 @@ void log(const std::string& msg) {
 // Runs on the I/O threads as one coroutine (no thread of its own); ends when the io_context stops.
 constexpr int kPurgeBatch = 200;
 
-boost::asio::awaitable<void> purge_once_records(service::OnceService& once,
+boost::asio::awaitable<void> purge_once_records(const ServerLog& log, service::OnceService& once,
                                                 std::int64_t retention_ms) {
   namespace asio = boost::asio;
+  // A tenth of the default retention, at most a minute: a namespace's own retention (PUT
+  // /v1/ns/{ns}/settings) is honoured within a minute of its records coming due.
   const auto interval =
       std::chrono::milliseconds(std::clamp<std::int64_t>(retention_ms / 10, 100, 60000));
   asio::steady_timer timer(co_await asio::this_coro::executor);
@@ -64,6 +83,21 @@ boost::asio::awaitable<void> purge_once_records(service::OnceService& once,
       if (*n < kPurgeBatch) break;
     }
     if (purged > 0) log("once retention: purged " + std::to_string(purged) + " records");
+  }
+}
+
+// Refreshes the overview snapshot behind the /metrics once gauges every kRefreshInterval (at
+// once at start-up, so the first scrape has figures). A failure keeps the old snapshot.
+boost::asio::awaitable<void> refresh_overview(const ServerLog& log,
+                                              service::OverviewService& overview) {
+  namespace asio = boost::asio;
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  for (;;) {
+    auto r = co_await overview.refresh(SystemClock::instance().now_ms());
+    if (!r.ok()) log("overview refresh failed (will retry): " + r.error().message);
+    timer.expires_after(service::OverviewService::kRefreshInterval);
+    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return;
   }
 }
 
@@ -100,7 +134,7 @@ Result<std::string> create_first_admin_token(Store& store, const std::string& di
 
 // Raises the soft limit on open files to the hard limit: the common default soft limit (1024)
 // would stop a server at about a thousand sockets. Logs what connection capacity results.
-void raise_fd_limit(std::size_t max_connections) {
+void raise_fd_limit(const ServerLog& log, std::size_t max_connections) {
   struct rlimit rl {};
   if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
   const rlim_t before = rl.rlim_cur;
@@ -126,6 +160,7 @@ void raise_fd_limit(std::size_t max_connections) {
 }  // namespace
 
 int run_server(const ServeConfig& cfg) {
+  const ServerLog log(cfg.log_format == "json");
   auto addr = parse_listen_address(cfg.listen);
   if (!addr.ok()) {
     log("cannot start: " + addr.error().message);
@@ -150,7 +185,7 @@ int run_server(const ServeConfig& cfg) {
         " (is another server running there? choose another --listen)");
     return listener.error().code == errc::invalid_request ? kExitUsage : kExitCannotListen;
   }
-  raise_fd_limit(cfg.max_connections);
+  raise_fd_limit(log, cfg.max_connections);
 
   store::sqlite::Options sopt;
   sopt.dir = cfg.data_dir;
@@ -197,6 +232,14 @@ int run_server(const ServeConfig& cfg) {
   api_opt.locks.max_waiters_total = cfg.max_waiters;
   api_opt.auth = cfg.no_auth ? nullptr : &auth;
   api_opt.metrics_open = cfg.metrics_open;
+  api_opt.default_once_retention_ms = cfg.once_retention_ms;
+  // Declared before the Api and the server so it outlives every request that writes to it.
+  std::unique_ptr<http::RequestLog> request_log;
+  if (cfg.request_log) {
+    request_log = std::make_unique<http::RequestLog>(
+        STDERR_FILENO, cfg.log_format == "json" ? http::LogFormat::json : http::LogFormat::text);
+    api_opt.request_log = request_log.get();
+  }
   http::Api api(**store, metrics, api_opt);
   http::Limits limits;
   limits.max_body_bytes = cfg.max_body_bytes;
@@ -214,7 +257,9 @@ int run_server(const ServeConfig& cfg) {
   }
   auto ep = server.adopt(std::move(*listener));
   server.start();
-  boost::asio::co_spawn(ioc, purge_once_records(api.once(), cfg.once_retention_ms),
+  boost::asio::co_spawn(ioc, purge_once_records(log, api.once(), cfg.once_retention_ms),
+                        boost::asio::detached);
+  boost::asio::co_spawn(boost::asio::make_strand(ioc), refresh_overview(log, api.overview()),
                         boost::asio::detached);
   if (!cfg.no_auth) {
     auth.start_refresh(boost::asio::make_strand(ioc), std::chrono::milliseconds(1000));

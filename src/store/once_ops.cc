@@ -146,11 +146,27 @@ void TableStore::reset_once(ResetOnceCmd cmd, Callback<OnceRecord> done) {
 
 void TableStore::purge_once(PurgeOnceCmd cmd, Callback<std::int64_t> done) {
   write<std::int64_t>(
-      [cmd](Tables& t, TimeMs) -> Result<std::int64_t> {
+      [cmd](Tables& t, TimeMs now) -> Result<std::int64_t> {
         if (cmd.limit < 1 || cmd.limit > kMaxOnceLimit) {
           return invalid_field("limit", "The purge batch must be 1 to 1000 records.");
         }
-        return t.purge_once(cmd.older_than, cmd.limit);
+        // Namespace by namespace (an index probe each), each with its own retention: a
+        // namespace keeping records longer never slows the purge of the others.
+        auto names = t.list_namespaces();
+        if (!names.ok()) return std::move(names).error();
+        std::int64_t purged = 0;
+        for (const auto& ns : *names) {
+          auto settings = t.find_ns_settings(ns);
+          if (!settings.ok()) return std::move(settings).error();
+          const TimeMs cutoff = *settings && (*settings)->once_retention_ms
+                                    ? now - *(*settings)->once_retention_ms
+                                    : cmd.older_than;
+          auto n = t.purge_once_in(ns, cutoff, cmd.limit - static_cast<int>(purged));
+          if (!n.ok()) return std::move(n).error();
+          purged += *n;
+          if (purged >= cmd.limit) break;
+        }
+        return purged;
       },
       std::move(done));
 }

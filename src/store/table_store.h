@@ -52,8 +52,11 @@ class TableStore : public Store {
   void list_tokens(Callback<std::vector<core::TokenInfo>> done) override;
   void find_token_by_hash(std::string hash, Callback<std::optional<core::TokenInfo>> done) override;
   void append_audit(core::AuditEntry entry, Callback<core::AuditEntry> done) override;
-  void list_audit(std::int64_t after, int limit,
-                  Callback<std::vector<core::AuditEntry>> done) override;
+  void list_audit(AuditQuery q, Callback<std::vector<core::AuditEntry>> done) override;
+  void get_ns_settings(std::string ns, Callback<NamespaceSettings> done) override;
+  void put_ns_settings(PutNsSettingsCmd cmd, Callback<NamespaceSettings> done) override;
+  void summarize_namespaces(std::optional<std::string> only_ns, std::int64_t cap,
+                            Callback<std::vector<NamespaceSummary>> done) override;
   // Locks: defined in lock_ops.cc.
   void acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> done) override;
   void release_lock(ReleaseLockCmd cmd, Callback<Unit> done) override;

@@ -39,7 +39,7 @@ Result<void> fsync_path(const std::string& path, int flags) {
 
 std::string new_store_id() { return new_token_id() + new_token_id(); }
 
-Result<void> set_token_sequence(Db& db, std::int64_t value) {
+Result<void> raise_token_sequence_impl(Db& db, std::int64_t value) {
   auto q = db.query(
       "INSERT INTO sequences (name, value) VALUES ('token', ?1) "
       "ON CONFLICT (name) DO UPDATE SET value = MAX(value, ?1)");
@@ -148,8 +148,12 @@ Result<std::int64_t> current_token(Db& db) {
   return q->int64(0);
 }
 
-Result<Identity> open_data_dir(Db& db, const std::string& dir, const OpenDirOptions& o,
-                               TimeMs now) {
+Result<void> raise_token_sequence(Db& db, std::int64_t floor) {
+  return raise_token_sequence_impl(db, floor);
+}
+
+Result<OpenedDir> open_data_dir(Db& db, const std::string& dir, const OpenDirOptions& o,
+                                TimeMs now) {
   std::error_code ec;
   const bool dir_exists = std::filesystem::is_directory(dir, ec);
   const std::string db_path = db_path_of(dir);
@@ -191,16 +195,43 @@ Result<Identity> open_data_dir(Db& db, const std::string& dir, const OpenDirOpti
     std::filesystem::remove(db_path + "-wal", ec);
     std::filesystem::remove(db_path + "-shm", ec);
   }
+  auto damaged = [&] {
+    return needs_operator(errc::store_corrupt,
+                          db_path + " is not a readable ichido database (" + db.describe() +
+                              "). Restore it from a backup (ichido restore), or run ichido check "
+                              "--data " +
+                              dir + " for details.");
+  };
   if (auto r = db.open(db_path, /*create=*/true, o.vfs); !r.ok()) {
+    if (db.damaged()) return damaged();
     return startup("cannot open " + db_path + ": " + db.describe());
   }
+  if (sqlite3_db_readonly(db.raw(), "main") == 1) {
+    // Read-only: serve what is there, write nothing (sqlite_store.h: not ready).
+    auto version = schema_version(db);
+    if (!version.ok()) return db.damaged() ? damaged() : std::move(version).error();
+    if (*version != current_schema_version()) {
+      return startup(db_path + " is read-only and its schema (" + std::to_string(*version) +
+                     ") is not this ichido's (" + std::to_string(current_schema_version()) +
+                     "): make it writable so it can be migrated.");
+    }
+    OpenedDir out;
+    out.read_only = true;
+    out.identity = *known ? **known : Identity{new_store_id(), now, 0};
+    auto seq = current_token(db);
+    if (!seq.ok()) return db.damaged() ? damaged() : std::move(seq).error();
+    out.token_floor = std::max(*seq, out.identity.token_high_water);
+    out.identity.token_high_water = out.token_floor;
+    return out;
+  }
   if (auto r = migrate(db); !r.ok()) {
-    if (db.damaged()) {
-      return needs_operator(
-          errc::store_corrupt,
-          db_path + " is not a readable ichido database (" + db.describe() +
-              "). Restore it from a backup (ichido restore), or run ichido check --data " + dir +
-              " for details.");
+    if (db.damaged()) return damaged();
+    if (r.error().code == errc::store_corrupt) {
+      return needs_operator(errc::store_corrupt,
+                            db_path + " is damaged. " + r.error().message +
+                                " Restore it from a backup (ichido restore), or run ichido check "
+                                "--data " +
+                                dir + " for details.");
     }
     if (r.error().message.find("newer ichido") != std::string::npos) {
       return needs_operator(errc::store_unavailable, r.error().message);
@@ -218,21 +249,21 @@ Result<Identity> open_data_dir(Db& db, const std::string& dir, const OpenDirOpti
       id.token_high_water = std::max(id.token_high_water, *seq);
       ICHIDO_TRY(write_identity(dir, id));
     }
-    return id;
+    return OpenedDir{id, false, 0};
   }
   // D4: never below the mark; then reserve the next block before anything can be handed out.
   auto seq = current_token(db);
   if (!seq.ok()) return startup("cannot read the token sequence: " + db.describe());
   const std::int64_t start = std::max(*seq, id.token_high_water);
   if (start > *seq) {
-    if (auto r = set_token_sequence(db, start); !r.ok()) {
+    if (auto r = raise_token_sequence(db, start); !r.ok()) {
       return startup("cannot move the token sequence to " + std::to_string(start) + ": " +
                      db.describe());
     }
   }
   id.token_high_water = start + kTokenBlock;
   ICHIDO_TRY(write_identity(dir, id));
-  return id;
+  return OpenedDir{id, false, 0};
 }
 
 }  // namespace ichido::store::sqlite

@@ -59,12 +59,24 @@ struct OpenDirOptions {
   bool serve = true;
 };
 
+struct OpenedDir {
+  Identity identity;  // as written (or, read-only, as found)
+  // The database can only be read (a read-only file or mount): nothing was written — no
+  // migration (the schema must be current), no identity, no token move. D4's move of the token
+  // sequence up to `token_floor` is then left to the first write that succeeds.
+  bool read_only = false;
+  std::int64_t token_floor = 0;
+};
+
 // Opens the database of `dir` (creating the directory, 0700, when new) on `db`, applying D1–D4
-// and the schema migrations; answers the identity as written. The caller holds DIR/LOCK when it
-// serves the directory. Errors: store_unavailable (cannot create or open; D2; not a store and
-// !create_if_new), store_corrupt (not a database, or damaged), and migrate()'s.
-Result<Identity> open_data_dir(Db& db, const std::string& dir, const OpenDirOptions& options,
-                               TimeMs now);
+// and the schema migrations. The caller holds DIR/LOCK when it serves the directory. Errors:
+// store_unavailable (cannot create or open; D2; not a store and !create_if_new; an old schema on
+// a read-only database), store_corrupt (not a database, or damaged), and migrate()'s.
+Result<OpenedDir> open_data_dir(Db& db, const std::string& dir, const OpenDirOptions& options,
+                                TimeMs now);
+
+// Moves the token sequence up to `floor` (never down), in the caller's transaction if any.
+Result<void> raise_token_sequence(Db& db, std::int64_t floor);
 
 // PRAGMA quick_check (quick: O(pages), no index cross-checks) or integrity_check: the problems
 // found, at most `max` (empty: no damage found). Errors: the check could not run — a file that

@@ -62,10 +62,11 @@ Result<void> SqliteStore::start() {
   OpenDirOptions dir_opt;
   dir_opt.init = opt_.init;
   dir_opt.vfs = opt_.vfs;
-  auto id = open_data_dir(*write_db_, opt_.dir, dir_opt, opt_.clock->now_ms());
-  if (!id.ok()) return std::move(id).error();
-  identity_ = *id;
-  reserved_token_ = id->token_high_water;
+  auto opened = open_data_dir(*write_db_, opt_.dir, dir_opt, opt_.clock->now_ms());
+  if (!opened.ok()) return std::move(opened).error();
+  identity_ = opened->identity;
+  reserved_token_ = opened->identity.token_high_water;
+  token_floor_ = opened->read_only ? opened->token_floor : 0;
   struct stat st {};
   if (opt_.quick_check_max_bytes > 0 && ::stat(db_path_.c_str(), &st) == 0 &&
       static_cast<std::uint64_t>(st.st_size) <= opt_.quick_check_max_bytes) {
@@ -107,9 +108,21 @@ void SqliteStore::close() {
     if (writer_.joinable()) writer_.join();
     for (auto& t : readers_) t.join();
     readers_.clear();
-    if (write_db_) {
+    if (write_db_ && !failed_.load() && !corrupt_.load() && !read_only_.load()) {
       // A clean close checkpoints the WAL into the main file, so the next start reads less.
+      // Not after a failed write or damage: then the next open's recovery decides from what is
+      // on disk, and nothing more is written now.
       (void)write_db_->exec("PRAGMA wal_checkpoint(TRUNCATE)", "checkpoint");
+    }
+    if (failed_.load() || corrupt_.load()) {
+      // Nor the checkpoint SQLite makes when the last connection closes: the next open's
+      // recovery decides from what is on disk.
+      for (auto& db : read_dbs_) {
+        sqlite3_db_config(db->raw(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+      }
+      if (write_db_) {
+        sqlite3_db_config(write_db_->raw(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+      }
     }
     read_dbs_.clear();
     write_db_.reset();
@@ -234,7 +247,13 @@ void SqliteStore::commit_batch(std::vector<Job>& batch) {
     fail_all(r.error());
     return;
   }
-  if (sqlite3_exec(db.raw(), "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
+  const auto commit_started = std::chrono::steady_clock::now();
+  const int commit_rc = sqlite3_exec(db.raw(), "COMMIT", nullptr, nullptr, nullptr);
+  commit_us_.fetch_add(
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                     std::chrono::steady_clock::now() - commit_started)
+                                     .count()));
+  if (commit_rc != SQLITE_OK) {
     const int rc = sqlite3_extended_errcode(db.raw());
     Error e = db.error("commit to disk");
     if (db.read_only()) read_only_.store(true);
@@ -256,6 +275,7 @@ void SqliteStore::commit_batch(std::vector<Job>& batch) {
     return;
   }
   read_only_.store(false);
+  token_floor_ = 0;
   commits_.fetch_add(1);
   committed_commands_.fetch_add(batch.size());
   for (auto& j : batch) j.finish(nullptr);
@@ -293,6 +313,10 @@ SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs no
     return q->run(what);
   };
   if (auto r = step("BEGIN IMMEDIATE", "begin a transaction"); !r.ok()) return give_up(r.error());
+  if (token_floor_ > 0) {
+    // Opened read-only: D4's move of the sequence comes with the first write (data_dir.h).
+    if (auto r = raise_token_sequence(db, token_floor_); !r.ok()) return give_up(r.error());
+  }
   SqliteTables tables(db, &cache_);
   for (auto& job : batch) {
     if (isolate) {
@@ -399,8 +423,8 @@ Result<void> SqliteStore::check_ready() {
 }
 
 StoreStats SqliteStore::stats() const {
-  return StoreStats{commits_.load(), committed_commands_.load(), failed_commits_.load(),
-                    isolated_batches_.load()};
+  return StoreStats{commits_.load(),          committed_commands_.load(), failed_commits_.load(),
+                    isolated_batches_.load(), commit_us_.load(),          failed_.load()};
 }
 
 }  // namespace ichido::store::sqlite

@@ -102,6 +102,7 @@ class SqliteStore final : public TableStore {
   Identity identity_;  // as written at open; the writer raises token_high_water
   int lock_fd_ = -1;
   std::int64_t reserved_token_ = 0;  // the writer's: tokens up to this are covered by ichido.id
+  std::int64_t token_floor_ = 0;     // the writer's: D4 still to apply (opened read-only)
 
   Mutex mu_;
   CondVar write_cv_;  // the writer waits here (with mu_)
@@ -116,7 +117,9 @@ class SqliteStore final : public TableStore {
   std::atomic<std::uint64_t> commits_{0};
   std::atomic<std::uint64_t> committed_commands_{0};
   std::atomic<std::uint64_t> failed_commits_{0};
-  std::atomic<std::uint64_t> isolated_batches_{0};  // batches re-run with a savepoint per job
+  std::atomic<std::uint64_t> isolated_batches_{0};
+  std::atomic<std::uint64_t> commit_us_{
+      0};  // time spent in COMMIT (fsync), microseconds  // batches re-run with a savepoint per job
 
   std::unique_ptr<Db> write_db_;               // owned by the writer thread once started
   WriterCache cache_;                          // the writer thread's; cleared on every rollback

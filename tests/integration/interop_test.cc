@@ -15,13 +15,14 @@
 #include "api_client.h"
 #include "raw_client.h"
 #include "server_process.h"
+#include "test_util.h"
 
 namespace ichido::testing {
 namespace {
 
 using namespace std::chrono_literals;
 
-std::string slurp(const std::string& path) {
+std::string read_trimmed(const std::string& path) {
   std::ifstream in(path);
   std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
@@ -55,7 +56,7 @@ class ExpectContinueTest : public ::testing::Test {
   void SetUp() override {
     std::string err;
     ASSERT_TRUE(server_.start(&err)) << err;
-    token_ = slurp(server_.data_dir() + "/admin.token");
+    token_ = read_trimmed(server_.data_dir() + "/admin.token");
     ASSERT_FALSE(token_.empty()) << server_.log();
     ApiClient api(server_.url(), "t", token_);
     ASSERT_EQ(api.create("c", R"({"format":"N{seq:4}"})").status, 201);
@@ -189,6 +190,43 @@ TEST_F(ExpectContinueTest, CurlWithALargeBodyDoesNotWaitForTheExpectTimeout) {
   EXPECT_LT(took, 10s) << "curl waited for the expect timeout";
 }
 
+// The same over HTTPS: the interim answer goes through TLS (the server writes it on the TLS
+// stream), and a refusal still comes at once.
+TEST(ExpectContinueTls, CurlOverHttpsGetsContinueAndARefusalAtOnce) {
+  TempDir dir;
+  const std::string cert = dir.path() + "/cert.pem", key = dir.path() + "/key.pem";
+  auto [mk, mk_out] = run_command(
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+      "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " +
+      key + " -out " + cert + " 2>&1");
+  ASSERT_EQ(mk, 0) << mk_out;
+  ServerProcess server(dir.path() + "/data", {"--tls-cert", cert, "--tls-key", key},
+                       /*auth=*/true);
+  std::string err;
+  ASSERT_TRUE(server.start(&err)) << err;
+  const std::string token = read_trimmed(dir.path() + "/data/admin.token");
+  const std::string body_file = dir.path() + "/body.json";
+  {
+    std::ofstream out(body_file);
+    out << R"({"format":"T-{seq:3}","padding":")" << std::string(2000, 'p') << R"("})";
+  }
+  const std::string base = "https://127.0.0.1:" + std::to_string(server.port());
+  const std::string curl = "curl -sS --max-time 60 --expect100-timeout 30 --cacert " + cert +
+                           " -H 'Expect: 100-continue' -H 'Content-Type: application/json' "
+                           "-w ' %{http_code}' --data-binary @" +
+                           body_file + " ";
+  for (const auto& [auth, want] :
+       {std::pair<std::string, std::string>{" -H 'Authorization: Bearer " + token + "'", " 201"},
+        std::pair<std::string, std::string>{"", " 401"}}) {
+    const auto started = std::chrono::steady_clock::now();
+    auto [code, out] = run_command(curl + auth + " -X PUT " + base + "/v1/ns/s/counters/r 2>&1");
+    const auto took = std::chrono::steady_clock::now() - started;
+    EXPECT_EQ(code, 0) << out;
+    EXPECT_NE(out.find(want), std::string::npos) << out;
+    EXPECT_LT(took, 10s) << "curl waited for the expect timeout: " << out;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 
 class BomTest : public ::testing::Test {
@@ -277,7 +315,7 @@ class CorsTest : public ::testing::Test {
     server_ = std::make_unique<ServerProcess>(dir_.path() + "/data", std::move(args), true);
     std::string err;
     ASSERT_TRUE(server_->start(&err)) << err;
-    token_ = slurp(server_->data_dir() + "/admin.token");
+    token_ = read_trimmed(server_->data_dir() + "/admin.token");
   }
   std::uint16_t port() const { return server_->port(); }
 

@@ -52,7 +52,7 @@ boost::asio::awaitable<void> purge_once_records(service::OnceService& once,
     if (ec) co_return;
     std::int64_t purged = 0;
     for (;;) {
-      PurgeOnceCmd cmd{SystemClock::instance().now_ms() - retention_ms, kPurgeBatch};
+      PurgeOnceCmd cmd{0, kPurgeBatch, retention_ms};  // cut-off on the store's clock
       auto n = co_await once.purge(cmd);
       if (!n.ok()) {
         log("once retention: purge failed (will retry): " + n.error().message);

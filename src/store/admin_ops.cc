@@ -6,13 +6,14 @@
 namespace ichido::store {
 
 void TableStore::create_token(core::TokenInfo token, Callback<core::TokenInfo> done) {
+  auto keys = std::vector<std::int64_t>{job_key("token", token.id, "")};
   write<core::TokenInfo>(
       [token = std::move(token)](Tables& t, TimeMs) -> Result<core::TokenInfo> {
         ICHIDO_TRY(core::validate_scope(token.scope));
         ICHIDO_TRY(t.insert_token(token));
         return token;
       },
-      std::move(done));
+      std::move(done), std::move(keys));
 }
 
 Result<core::TokenInfo> revoke_token_rows(Tables& t, const std::string& id, TimeMs now) {
@@ -31,9 +32,10 @@ Result<core::TokenInfo> revoke_token_rows(Tables& t, const std::string& id, Time
 }
 
 void TableStore::revoke_token(std::string id, Callback<core::TokenInfo> done) {
+  auto keys = std::vector<std::int64_t>{job_key("token", id, "")};
   write<core::TokenInfo>(
       [id = std::move(id)](Tables& t, TimeMs now) { return revoke_token_rows(t, id, now); },
-      std::move(done));
+      std::move(done), std::move(keys));
 }
 
 void TableStore::list_tokens(Callback<std::vector<core::TokenInfo>> done) {
@@ -42,6 +44,7 @@ void TableStore::list_tokens(Callback<std::vector<core::TokenInfo>> done) {
 }
 
 void TableStore::append_audit(core::AuditEntry entry, Callback<core::AuditEntry> done) {
+  auto keys = std::vector<std::int64_t>{job_key("audit", "", "")};
   write<core::AuditEntry>(
       [entry = std::move(entry)](Tables& t, TimeMs now) mutable -> Result<core::AuditEntry> {
         if (entry.at == 0) entry.at = now;
@@ -50,7 +53,7 @@ void TableStore::append_audit(core::AuditEntry entry, Callback<core::AuditEntry>
         entry.id = *id;
         return entry;
       },
-      std::move(done));
+      std::move(done), std::move(keys));
 }
 
 void TableStore::list_audit(std::int64_t after, int limit,

@@ -7,6 +7,7 @@
 namespace ichido::store {
 
 void TableStore::acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> done) {
+  auto keys = lock_keys(cmd.ref);
   write<AcquireLockReply>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<AcquireLockReply> {
         ICHIDO_TRY(core::validate_lease_ms(cmd.lease_ms));
@@ -23,10 +24,11 @@ void TableStore::acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> don
         ICHIDO_TRY(t.save_lock(cmd.ref.ns, grant));
         return AcquireLockReply{true, std::move(grant), now};
       },
-      std::move(done));
+      std::move(done), std::move(keys));
 }
 
 void TableStore::release_lock(ReleaseLockCmd cmd, Callback<Unit> done) {
+  auto keys = lock_keys(cmd.ref);
   write<Unit>(
       [cmd = std::move(cmd)](Tables& t, TimeMs) -> Result<Unit> {
         auto current = t.find_lock(cmd.ref.ns, cmd.ref.name);
@@ -35,10 +37,11 @@ void TableStore::release_lock(ReleaseLockCmd cmd, Callback<Unit> done) {
         ICHIDO_TRY(t.delete_lock(cmd.ref.ns, cmd.ref.name));
         return Unit{};
       },
-      std::move(done));
+      std::move(done), std::move(keys));
 }
 
 void TableStore::renew_lock(RenewLockCmd cmd, Callback<core::LockRecord> done) {
+  auto keys = lock_keys(cmd.ref);
   write<core::LockRecord>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<core::LockRecord> {
         auto current = t.find_lock(cmd.ref.ns, cmd.ref.name);
@@ -48,10 +51,11 @@ void TableStore::renew_lock(RenewLockCmd cmd, Callback<core::LockRecord> done) {
         ICHIDO_TRY(t.save_lock(cmd.ref.ns, *renewed));
         return std::move(*renewed);
       },
-      std::move(done));
+      std::move(done), std::move(keys));
 }
 
 void TableStore::force_release_lock(LockRef ref, Callback<ForceReleaseReply> done) {
+  auto keys = lock_keys(ref);
   write<ForceReleaseReply>(
       [ref = std::move(ref)](Tables& t, TimeMs) -> Result<ForceReleaseReply> {
         auto current = t.find_lock(ref.ns, ref.name);
@@ -60,7 +64,7 @@ void TableStore::force_release_lock(LockRef ref, Callback<ForceReleaseReply> don
         ICHIDO_TRY(t.delete_lock(ref.ns, ref.name));
         return ForceReleaseReply{true, std::move(*current)};
       },
-      std::move(done));
+      std::move(done), std::move(keys));
 }
 
 void TableStore::get_lock(LockRef ref, Callback<LockState> done) {

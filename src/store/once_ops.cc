@@ -24,6 +24,7 @@ Result<void> save_checked(Tables& t, const std::string& ns, const OnceRecord& re
 }  // namespace
 
 void TableStore::begin_once(BeginOnceCmd cmd, Callback<BeginOnceReply> done) {
+  auto keys = once_keys(cmd.ref);
   write<BeginOnceReply>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<BeginOnceReply> {
         auto existing = load(t, cmd.ref);
@@ -38,10 +39,11 @@ void TableStore::begin_once(BeginOnceCmd cmd, Callback<BeginOnceReply> done) {
         if (d->write) ICHIDO_TRY(save_checked(t, cmd.ref.ns, d->record));
         return BeginOnceReply{d->outcome, std::move(d->record), d->retry_after_ms};
       },
-      std::move(done));
+      std::move(done), std::move(keys));
 }
 
 void TableStore::complete_once(CompleteOnceCmd cmd, Callback<OnceRecord> done) {
+  auto keys = once_keys(cmd.ref);
   write<OnceRecord>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<OnceRecord> {
         auto existing = load(t, cmd.ref);
@@ -52,10 +54,11 @@ void TableStore::complete_once(CompleteOnceCmd cmd, Callback<OnceRecord> done) {
         if (c->write) ICHIDO_TRY(save_checked(t, cmd.ref.ns, c->record));
         return std::move(c->record);
       },
-      std::move(done));
+      std::move(done), std::move(keys));
 }
 
 void TableStore::fail_once(FailOnceCmd cmd, Callback<OnceRecord> done) {
+  auto keys = once_keys(cmd.ref);
   write<OnceRecord>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<OnceRecord> {
         auto existing = load(t, cmd.ref);
@@ -66,10 +69,11 @@ void TableStore::fail_once(FailOnceCmd cmd, Callback<OnceRecord> done) {
         if (c->write) ICHIDO_TRY(save_checked(t, cmd.ref.ns, c->record));
         return std::move(c->record);
       },
-      std::move(done));
+      std::move(done), std::move(keys));
 }
 
 void TableStore::renew_once(RenewOnceCmd cmd, Callback<OnceRecord> done) {
+  auto keys = once_keys(cmd.ref);
   write<OnceRecord>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<OnceRecord> {
         auto existing = load(t, cmd.ref);
@@ -80,7 +84,7 @@ void TableStore::renew_once(RenewOnceCmd cmd, Callback<OnceRecord> done) {
         ICHIDO_TRY(save_checked(t, cmd.ref.ns, *r));
         return std::move(*r);
       },
-      std::move(done));
+      std::move(done), std::move(keys));
 }
 
 void TableStore::get_once(OnceRef ref, Callback<OnceRecord> done) {
@@ -114,6 +118,7 @@ void TableStore::list_once(OnceQuery q, Callback<OncePage> done) {
 }
 
 void TableStore::reset_once(OnceRef ref, Callback<OnceRecord> done) {
+  auto keys = once_keys(ref);
   write<OnceRecord>(
       [ref = std::move(ref)](Tables& t, TimeMs) -> Result<OnceRecord> {
         auto existing = load(t, ref);
@@ -123,18 +128,20 @@ void TableStore::reset_once(OnceRef ref, Callback<OnceRecord> done) {
         if (!deleted.ok()) return std::move(deleted).error();
         return std::move(**existing);
       },
-      std::move(done));
+      std::move(done), std::move(keys));
 }
 
 void TableStore::purge_once(PurgeOnceCmd cmd, Callback<std::int64_t> done) {
+  auto keys = std::vector<std::int64_t>{};
   write<std::int64_t>(
-      [cmd](Tables& t, TimeMs) -> Result<std::int64_t> {
+      [cmd](Tables& t, TimeMs now) -> Result<std::int64_t> {
         if (cmd.limit < 1 || cmd.limit > kMaxOnceLimit) {
           return invalid_field("limit", "The purge batch must be 1 to 1000 records.");
         }
-        return t.purge_once(cmd.older_than, cmd.limit);
+        const TimeMs cutoff = cmd.retention_ms ? now - *cmd.retention_ms : cmd.older_than;
+        return t.purge_once(cutoff, cmd.limit);
       },
-      std::move(done));
+      std::move(done), std::move(keys));
 }
 
 }  // namespace ichido::store

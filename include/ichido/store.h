@@ -100,6 +100,7 @@ struct BeginOnceReply {
   core::BeginOutcome outcome = core::BeginOutcome::acquired;
   core::OnceRecord record;          // after the decision (acquired: with its new token)
   std::int64_t retry_after_ms = 0;  // in_progress
+  bool replayed = false;            // acquired again for the same request_id (core/once.h O8)
 };
 
 struct CompleteOnceCmd {
@@ -153,10 +154,16 @@ struct AcquireLockCmd {
   LockRef ref;
   std::string owner;
   std::int64_t lease_ms = core::kLockDefaultLeaseMs;
+  std::optional<std::string> request_id;  // core/lock.h L8
+  // Only answer a replay (L8); otherwise answer acquired=false without granting, even when the
+  // lock is free. For a retry that must not overtake queued waiters.
+  bool replay_only = false;
 };
 struct AcquireLockReply {
   bool acquired = false;
-  // acquired: the new grant. Otherwise: the live holder that made the lock busy.
+  bool replayed = false;  // acquired: the current grant answered again (L8), nothing written
+  // acquired: the grant. Otherwise: the live holder that made the lock busy (empty record when
+  // replay_only found no replay and nobody holds a live lease).
   core::LockRecord record;
   // The store's clock when it decided (lease ends are on this clock; the service converts them
   // into steady-clock timers by the difference, so server clock jumps cannot stall a waiter).
@@ -244,9 +251,10 @@ class Store {
   virtual void list_audit(std::int64_t after, int limit,
                           Callback<std::vector<core::AuditEntry>> done) = 0;
   // --- locks (rules: core/lock.h) ---
-  // Grants the lock when it is free or lapsed (with a fresh token from the store's sequence), or
-  // answers acquired=false with the live holder; the lock is unchanged then. Errors: none beyond
-  // the store's own.
+  // Replays the current grant when cmd carries its owner and request_id (core/lock.h L8); else
+  // grants the lock when it is free or lapsed (with a fresh token from the store's sequence), or
+  // answers acquired=false with the live holder; the lock is unchanged then. With
+  // cmd.replay_only it never grants. Errors: none beyond the store's own.
   virtual void acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> done) = 0;
   // Deletes the record when `token` is the current one (held or lapsed). Errors: not_holder.
   virtual void release_lock(ReleaseLockCmd cmd, Callback<Unit> done) = 0;

@@ -24,13 +24,18 @@ Result<void> validate_lock_owner(const std::string& owner) {
   return {};
 }
 
-AcquireVerdict decide_acquire(const std::optional<LockRecord>& current, TimeMs now) {
+AcquireVerdict decide_acquire(const std::optional<LockRecord>& current, TimeMs now,
+                              const std::string& owner,
+                              const std::optional<std::string>& request_id) {
+  if (request_id && current && current->request_id == request_id && current->owner == owner) {
+    return AcquireVerdict::replay;
+  }
   return is_held(current, now) ? AcquireVerdict::busy : AcquireVerdict::grant;
 }
 
 LockRecord make_grant(const std::string& name, const std::string& owner, std::int64_t token,
-                      std::int64_t lease_ms, TimeMs now) {
-  return LockRecord{name, owner, token, now, now + lease_ms};
+                      std::int64_t lease_ms, TimeMs now, std::optional<std::string> request_id) {
+  return LockRecord{name, owner, token, now, now + lease_ms, std::move(request_id)};
 }
 
 Result<void> decide_release(const std::optional<LockRecord>& current, std::int64_t token) {

@@ -16,6 +16,10 @@
 //       other token (older grant, force-released, never granted) is not_holder and changes nothing.
 //   L6. renew sets lease_expires_at = now + lease_ms and never changes the token.
 //   L7. release and force-release delete the record; after them the lock is free (L3).
+//   L8. A grant stores the acquire's request_id (if any). An acquire whose owner and request_id
+//       equal the current record's (held, or lapsed and not taken over) is a *replay* of that
+//       grant: it answers the record as it is (same token, current lease end) and writes nothing
+//       — the retry of a caller whose first answer was lost (API.md, "request_id").
 //
 // States and the transitions between them (function behind each arrow):
 //
@@ -58,6 +62,7 @@ struct LockRecord {
   std::int64_t token = 0;
   TimeMs acquired_at = 0;
   TimeMs lease_expires_at = 0;
+  std::optional<std::string> request_id;  // of the acquire that made this grant (L8)
 
   bool operator==(const LockRecord&) const = default;
 };
@@ -70,14 +75,18 @@ inline bool is_held(const std::optional<LockRecord>& r, TimeMs now) {
 // Owner: free text shown to other callers, valid UTF-8, at most 256 bytes, no NUL (field "owner").
 Result<void> validate_lock_owner(const std::string& owner);
 
-enum class AcquireVerdict { grant, busy };
+enum class AcquireVerdict { grant, busy, replay };
 
-// L4: grant when the lock is free or lapsed at `now`, busy when someone holds a live lease.
-AcquireVerdict decide_acquire(const std::optional<LockRecord>& current, TimeMs now);
+// L8: replay when `request_id` is set and the current record (held or lapsed) carries the same
+// request_id and owner. Otherwise L4: grant when the lock is free or lapsed at `now`, busy when
+// someone holds a live lease.
+AcquireVerdict decide_acquire(const std::optional<LockRecord>& current, TimeMs now,
+                              const std::string& owner,
+                              const std::optional<std::string>& request_id);
 
 // The record a grant writes: `token` must be freshly drawn from the store's sequence (L2).
 LockRecord make_grant(const std::string& name, const std::string& owner, std::int64_t token,
-                      std::int64_t lease_ms, TimeMs now);
+                      std::int64_t lease_ms, TimeMs now, std::optional<std::string> request_id);
 
 // L5/L7: Ok when `token` is the current record's (held or lapsed): the store deletes the record.
 // Errors: not_holder (details.token), when there is no record or another token holds it.

@@ -12,13 +12,13 @@ LockRecord held_by(std::int64_t token, TimeMs lease_end) {
 }
 
 TEST(LockRules, AcquireGrantsWhenFree) {
-  EXPECT_EQ(decide_acquire(std::nullopt, kT0), AcquireVerdict::grant);
+  EXPECT_EQ(decide_acquire(std::nullopt, kT0, "a", std::nullopt), AcquireVerdict::grant);
 }
 
 TEST(LockRules, AcquireIsBusyWhileTheLeaseIsLive) {
   auto r = held_by(7, kT0 + 1000);
-  EXPECT_EQ(decide_acquire(r, kT0), AcquireVerdict::busy);
-  EXPECT_EQ(decide_acquire(r, kT0 + 999), AcquireVerdict::busy);
+  EXPECT_EQ(decide_acquire(r, kT0, "b", std::nullopt), AcquireVerdict::busy);
+  EXPECT_EQ(decide_acquire(r, kT0 + 999, "b", std::nullopt), AcquireVerdict::busy);
 }
 
 TEST(LockRules, LeaseEndIsExclusive) {
@@ -26,16 +26,33 @@ TEST(LockRules, LeaseEndIsExclusive) {
   auto r = held_by(7, kT0 + 1000);
   EXPECT_TRUE(is_held(r, kT0 + 999));
   EXPECT_FALSE(is_held(r, kT0 + 1000));
-  EXPECT_EQ(decide_acquire(r, kT0 + 1000), AcquireVerdict::grant);
+  EXPECT_EQ(decide_acquire(r, kT0 + 1000, "b", std::nullopt), AcquireVerdict::grant);
 }
 
 TEST(LockRules, GrantRecordsOwnerTokenAndLease) {
-  auto g = make_grant("l", "script-A", 42, 30000, kT0);
+  auto g = make_grant("l", "script-A", 42, 30000, kT0, "req-1");
   EXPECT_EQ(g.name, "l");
   EXPECT_EQ(g.owner, "script-A");
   EXPECT_EQ(g.token, 42);
   EXPECT_EQ(g.acquired_at, kT0);
   EXPECT_EQ(g.lease_expires_at, kT0 + 30000);
+  EXPECT_EQ(g.request_id, "req-1");
+}
+
+// L8: the same owner and request_id replay the current grant, held or lapsed; anything else is
+// an ordinary acquire.
+TEST(LockRules, SameOwnerAndRequestIdReplayTheGrantHeldOrLapsed) {
+  auto r = held_by(7, kT0 + 1000);
+  r.request_id = "req-1";
+  EXPECT_EQ(decide_acquire(r, kT0, "a", "req-1"), AcquireVerdict::replay);
+  EXPECT_EQ(decide_acquire(r, kT0 + 5000, "a", "req-1"), AcquireVerdict::replay);  // lapsed
+  EXPECT_EQ(decide_acquire(r, kT0, "a", "req-2"), AcquireVerdict::busy);
+  EXPECT_EQ(decide_acquire(r, kT0, "b", "req-1"), AcquireVerdict::busy);  // another owner
+  EXPECT_EQ(decide_acquire(r, kT0, "a", std::nullopt), AcquireVerdict::busy);
+  EXPECT_EQ(decide_acquire(r, kT0 + 5000, "a", "req-2"), AcquireVerdict::grant);
+  auto without = held_by(7, kT0 + 1000);  // a grant made without request_id matches none
+  EXPECT_EQ(decide_acquire(without, kT0, "a", "req-1"), AcquireVerdict::busy);
+  EXPECT_EQ(decide_acquire(std::nullopt, kT0, "a", "req-1"), AcquireVerdict::grant);
 }
 
 TEST(LockRules, ReleaseNeedsTheCurrentToken) {

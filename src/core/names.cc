@@ -71,4 +71,18 @@ Result<void> validate_key(std::string_view value, std::string_view field) {
   return {};
 }
 
+Result<void> validate_request_id(std::string_view value) {
+  if (value.empty() || value.size() > kMaxRequestIdBytes) {
+    return invalid_field("request_id",
+                         "The request_id must be 1 to 128 bytes of UTF-8 (send a fresh random id "
+                         "per claim, e.g. a UUID, and the same one on every retry of it).");
+  }
+  if (value.find('\0') != std::string_view::npos) {
+    return invalid_field("request_id", "The request_id must not contain a NUL character.");
+  }
+  if (!is_valid_utf8(value))
+    return invalid_field("request_id", "The request_id must be valid UTF-8.");
+  return {};
+}
+
 }  // namespace ichido::core

@@ -23,6 +23,11 @@ Result<void> validate_name(std::string_view value, std::string_view field);
 // Idempotency keys and once keys: valid UTF-8, 1–512 bytes, no NUL.
 Result<void> validate_key(std::string_view value, std::string_view field = "key");
 
+// A claim's request_id (lock acquire, once begin; API.md "Retrying a claim whose answer was
+// lost"): valid UTF-8, 1–128 bytes, no NUL (field "request_id").
+inline constexpr std::size_t kMaxRequestIdBytes = 128;
+Result<void> validate_request_id(std::string_view value);
+
 // True when `s` is well-formed UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF).
 bool is_valid_utf8(std::string_view s);
 

@@ -78,6 +78,16 @@ TEST(ValidateKey, LengthIsOneTo512Bytes) {
   ExpectInvalid(validate_key(jp), "key");
 }
 
+TEST(ValidateRequestId, OneTo128BytesOfUtf8WithoutNul) {
+  EXPECT_TRUE(validate_request_id("a").ok());
+  EXPECT_TRUE(validate_request_id(std::string(128, 'r')).ok());
+  EXPECT_TRUE(validate_request_id("再試行-1").ok());
+  ExpectInvalid(validate_request_id(""), "request_id");
+  ExpectInvalid(validate_request_id(std::string(129, 'r')), "request_id");
+  ExpectInvalid(validate_request_id(std::string("a\0b", 3)), "request_id");
+  ExpectInvalid(validate_request_id("\xC0\xAF"), "request_id");
+}
+
 TEST(ValidateKey, RejectsNul) {
   ExpectInvalid(validate_key(std::string("a\0b", 3)), "key");
   ExpectInvalid(validate_key(std::string(1, '\0')), "key");

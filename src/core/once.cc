@@ -32,6 +32,7 @@ Result<void> validate_text(std::string_view s, std::size_t max, const char* fiel
 BeginDecision acquire(OnceRecord r, const BeginCommand& cmd, TimeMs now) {
   r.state = OnceState::processing;
   r.owner = cmd.owner;
+  r.request_id = cmd.request_id;
   r.attempt += 1;
   r.token = 0;  // the store assigns the next value of its sequence
   r.lease_expires_at = now + cmd.lease_ms;
@@ -185,6 +186,11 @@ Result<BeginDecision> decide_begin(const std::optional<OnceRecord>& existing,
       return acquire(r, cmd, now);
     case OnceState::processing:
       break;
+  }
+  if (cmd.request_id && r.request_id == cmd.request_id && r.owner == cmd.owner) {
+    BeginDecision replay{BeginOutcome::acquired, r, false, 0};
+    replay.replayed = true;
+    return replay;
   }
   if (lease_live(r, now)) {
     return BeginDecision{BeginOutcome::in_progress, r, false, r.lease_expires_at - now};

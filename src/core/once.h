@@ -18,6 +18,10 @@
 //   O6. `token` changes only on acquisition, to a value larger than every token the store has
 //       handed out before (its sequence is shared by locks and once records, and durable).
 //   O7. `fingerprint` is the one of the begin that created the record (absent: never checked).
+//   O8. `request_id` is the one of the begin that made the latest acquisition. A begin with the
+//       same owner and request_id while that acquisition is still processing (live, or lapsed
+//       and not taken over) is a *replay*: it answers `acquired` with the record unchanged (same
+//       token and attempt, current lease end) and writes nothing.
 //
 // State diagram (the function behind each edge):
 //
@@ -70,6 +74,7 @@ struct OnceRecord {
   OnceState state = OnceState::processing;
   std::string owner;                       // of the latest acquisition
   std::optional<std::string> fingerprint;  // O7
+  std::optional<std::string> request_id;   // O8: of the latest acquisition
   std::int64_t token = 0;                  // of the latest acquisition
   std::int64_t attempt = 0;                // acquisitions so far
   std::int64_t max_attempts = kDefaultMaxAttempts;
@@ -108,6 +113,7 @@ struct BeginCommand {
   std::int64_t lease_ms = kDefaultLeaseMs;
   std::optional<std::string> fingerprint;
   std::int64_t max_attempts = kDefaultMaxAttempts;  // used only when the record is created
+  std::optional<std::string> request_id;            // O8
 };
 
 enum class BeginOutcome { acquired, in_progress, completed, dead };
@@ -120,10 +126,11 @@ struct BeginDecision {
   OnceRecord record;
   bool write = false;               // the record changed and must be saved
   std::int64_t retry_after_ms = 0;  // in_progress: time left on the holder's lease
+  bool replayed = false;            // acquired: a replay of the caller's own grant (O8)
 };
 
 // Errors: fingerprint_mismatch (422) when both the record and cmd carry a fingerprint and they
-// differ — checked in every state, before anything else.
+// differ — checked in every state, before anything else (a replay included).
 Result<BeginDecision> decide_begin(const std::optional<OnceRecord>& existing,
                                    const std::string& key, const BeginCommand& cmd, TimeMs now);
 

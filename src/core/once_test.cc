@@ -35,7 +35,7 @@ struct Sim {
     auto d = decide_begin(rec, "k", cmd, now);
     EXPECT_TRUE(d.ok()) << d.error().message;
     if (!d.ok()) return {};
-    if (d->outcome == BeginOutcome::acquired) d->record.token = ++last_token;
+    if (d->outcome == BeginOutcome::acquired && !d->replayed) d->record.token = ++last_token;
     if (d->write) {
       EXPECT_TRUE(check_invariants(d->record).ok()) << check_invariants(d->record).error().message;
       rec = d->record;
@@ -114,6 +114,55 @@ TEST(OnceBegin, LapsedLeaseOnTheLastAttemptMakesTheRecordDead) {
   auto again = s.Begin(Cmd("D"), kT0 + 5000);
   EXPECT_EQ(again.outcome, BeginOutcome::dead);
   EXPECT_FALSE(again.write);
+}
+
+BeginCommand WithRequestId(std::string owner, std::string request_id, std::int64_t lease = 10000,
+                           std::optional<std::string> fp = std::nullopt) {
+  BeginCommand c = Cmd(std::move(owner), lease, std::move(fp));
+  c.request_id = std::move(request_id);
+  return c;
+}
+
+// O8: a retried begin (same owner and request_id) answers the caller's own acquisition again —
+// live or lapsed, without a new attempt, token or lease — until someone else takes over.
+TEST(OnceBegin, SameOwnerAndRequestIdReplayTheAcquisition) {
+  Sim s;
+  s.Begin(WithRequestId("A", "r1"), kT0);
+  EXPECT_EQ(s.rec->request_id, "r1");
+  auto live = s.Begin(WithRequestId("A", "r1", 30000), kT0 + 500);
+  EXPECT_EQ(live.outcome, BeginOutcome::acquired);
+  EXPECT_TRUE(live.replayed);
+  EXPECT_FALSE(live.write);
+  EXPECT_EQ(live.record.token, 101);
+  EXPECT_EQ(live.record.attempt, 1);
+  EXPECT_EQ(live.record.lease_expires_at, kT0 + 10000) << "the lease is not changed";
+  auto lapsed = s.Begin(WithRequestId("A", "r1"), kT0 + 20000);  // nobody took over
+  EXPECT_TRUE(lapsed.replayed);
+  EXPECT_EQ(lapsed.record.token, 101);
+  // Another request_id of the same owner is an ordinary second claim.
+  auto other = s.Begin(WithRequestId("A", "r2"), kT0 + 500);
+  EXPECT_EQ(other.outcome, BeginOutcome::in_progress);
+  EXPECT_FALSE(other.replayed);
+  // The same request_id from another owner is not a replay either.
+  EXPECT_EQ(s.Begin(WithRequestId("B", "r1"), kT0 + 600).outcome, BeginOutcome::in_progress);
+  // Once someone else took over, r1 matches nothing.
+  auto taken = s.Begin(WithRequestId("B", "r3"), kT0 + 20000);
+  EXPECT_EQ(taken.outcome, BeginOutcome::acquired);
+  EXPECT_FALSE(taken.replayed);
+  auto late = s.Begin(WithRequestId("A", "r1"), kT0 + 20001);
+  EXPECT_EQ(late.outcome, BeginOutcome::in_progress);
+  EXPECT_EQ(late.record.owner, "B");
+}
+
+TEST(OnceBegin, AReplayIsNotAnsweredOnceTheRecordConcludedOrForAnotherFingerprint) {
+  Sim s;
+  s.Begin(WithRequestId("A", "r1", 10000, "fp1"), kT0);
+  ExpectError(decide_begin(s.rec, "k", WithRequestId("A", "r1", 10000, "fp2"), kT0 + 1),
+              errc::fingerprint_mismatch);
+  s.Apply(decide_complete(s.rec, 101, "{}", kT0 + 2));
+  auto d = s.Begin(WithRequestId("A", "r1"), kT0 + 3);
+  EXPECT_EQ(d.outcome, BeginOutcome::completed);
+  EXPECT_FALSE(d.replayed);
 }
 
 TEST(OnceBegin, LapsedHolderMayStillConcludeWhileNobodyTouchedTheRecord) {

@@ -47,8 +47,9 @@ boost::asio::awaitable<Response> post_acquire(service::LockService& svc, const R
   TRY_BODY(owner, f.opt_string("owner"));
   TRY_BODY(wait_ms, f.opt_int("wait_ms", 0, core::kMaxWaitMs));
   TRY_BODY(lease_ms, f.opt_int("lease_ms", core::kMinLeaseMs, core::kMaxLeaseMs));
+  TRY_BODY(request_id, f.opt_string("request_id"));
   service::AcquireLockRequest cmd{ref_of(p), owner.value_or(""), wait_ms.value_or(0),
-                                  lease_ms.value_or(core::kLockDefaultLeaseMs)};
+                                  lease_ms.value_or(core::kLockDefaultLeaseMs), request_id};
   auto r = co_await svc.acquire(std::move(cmd));
   if (!r.ok()) co_return Response::error(r.error());
   json::object o;
@@ -56,6 +57,7 @@ boost::asio::awaitable<Response> post_acquire(service::LockService& svc, const R
   if (r->acquired) {
     o["token"] = r->record->token;
     o["lease_expires_at"] = format_rfc3339(r->record->lease_expires_at);
+    if (r->replayed) o["replayed"] = true;
   } else {
     o["holder"] = r->record ? json::value(holder_json(*r->record)) : json::value(nullptr);
   }

@@ -65,6 +65,7 @@ Response begin_response(const BeginOnceReply& b) {
       o["token"] = r.token;
       o["attempt"] = r.attempt;
       o["lease_expires_at"] = format_rfc3339(r.lease_expires_at);
+      if (b.replayed) o["replayed"] = true;
       break;
     case core::BeginOutcome::in_progress: {
       o["owner"] = r.owner;
@@ -98,11 +99,12 @@ boost::asio::awaitable<Response> post_begin(service::OnceService& svc, const Req
   TRY_BODY(fingerprint, f.opt_string("fingerprint"));
   TRY_BODY(wait, f.opt_int("wait_ms"));
   TRY_BODY(max_attempts, f.opt_int("max_attempts"));
+  TRY_BODY(request_id, f.opt_string("request_id"));
   // Named locals, never temporaries inside co_await (g++ 12; see counters_routes.cc).
   BeginOnceCmd cmd{
       OnceRef{ns_of(p), key},
       core::BeginCommand{owner.value_or(""), lease.value_or(core::kDefaultLeaseMs), fingerprint,
-                         max_attempts.value_or(core::kDefaultMaxAttempts)}};
+                         max_attempts.value_or(core::kDefaultMaxAttempts), request_id}};
   const std::int64_t wait_ms = wait.value_or(0);
   auto r = co_await svc.begin(std::move(cmd), wait_ms);
   if (!r.ok()) co_return Response::error(r.error());

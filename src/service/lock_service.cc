@@ -103,7 +103,7 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::not_acquired(LockRef re
   auto s = co_await call_store<LockState>(
       [&](auto cb) { store_.get_lock(std::move(ref), std::move(cb)); });
   if (!s.ok()) co_return std::move(s).error();
-  co_return AcquireLockOutcome{false, std::move(s->holder)};
+  co_return AcquireLockOutcome{false, false, std::move(s->holder)};
 }
 
 asio::awaitable<void> LockService::release_for_gone_client(LockRef ref, std::int64_t token) {
@@ -117,11 +117,26 @@ asio::awaitable<void> LockService::release_for_gone_client(LockRef ref, std::int
   }
 }
 
+asio::awaitable<Result<std::optional<AcquireLockOutcome>>> LockService::replay(
+    const AcquireLockRequest& req) {
+  AcquireLockCmd cmd{req.ref, req.owner, req.lease_ms, req.request_id, /*replay_only=*/true};
+  auto r = co_await call_store<AcquireLockReply>(
+      [&](auto cb) { store_.acquire_lock(std::move(cmd), std::move(cb)); });
+  if (!r.ok()) co_return std::move(r).error();
+  if (!r->replayed) co_return std::optional<AcquireLockOutcome>();
+  co_return std::optional<AcquireLockOutcome>(AcquireLockOutcome{true, true, std::move(r->record)});
+}
+
 asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire(AcquireLockRequest req) {
   if (auto r = validate_lock_ref(req.ref); !r.ok()) co_return std::move(r).error();
   if (auto r = core::validate_lock_owner(req.owner); !r.ok()) co_return std::move(r).error();
   if (auto r = core::validate_wait_ms(req.wait_ms); !r.ok()) co_return std::move(r).error();
   if (auto r = core::validate_lease_ms(req.lease_ms); !r.ok()) co_return std::move(r).error();
+  if (req.request_id) {
+    if (auto r = core::validate_request_id(*req.request_id); !r.ok()) {
+      co_return std::move(r).error();
+    }
+  }
 
   // Cancellation (the client went away) is checked at the points below, never thrown: a throw
   // in the middle could strand the turn and stall the whole line.
@@ -130,6 +145,20 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire(AcquireLockRequ
   auto ex = co_await asio::this_coro::executor;
   const std::string key = key_of(req.ref);
   const TimePoint deadline = Clock::now() + milliseconds(req.wait_ms);
+
+  if (req.request_id) {
+    bool line_busy = false;
+    {
+      std::lock_guard lk(mu_);
+      auto it = lines_.find(key);
+      line_busy = it != lines_.end() && (!it->second.queue.empty() || it->second.turn_out);
+    }
+    if (line_busy) {  // W6: a replay must not wait in line behind others (or for itself)
+      auto again = co_await replay(req);
+      if (!again.ok()) co_return std::move(again).error();
+      if (*again) co_return std::move(**again);
+    }
+  }
 
   std::shared_ptr<Waiter> me;
   bool turn = false;
@@ -155,7 +184,7 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire(AcquireLockRequ
 
   for (;;) {
     if (turn) {
-      AcquireLockCmd cmd{req.ref, req.owner, req.lease_ms};
+      AcquireLockCmd cmd{req.ref, req.owner, req.lease_ms, req.request_id};
       auto r = co_await call_store<AcquireLockReply>(
           [&](auto cb) { store_.acquire_lock(std::move(cmd), std::move(cb)); });
       const TimePoint now = Clock::now();
@@ -170,11 +199,11 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire(AcquireLockRequ
       if (r->acquired) {
         return_turn_locked(key, line, lease_end);
         lk.unlock();
-        if (cancelled(cs)) {  // W5: granted to a client that is gone
+        if (cancelled(cs) && !r->replayed) {  // W5: granted to a client that is gone
           co_await release_for_gone_client(req.ref, r->record.token);
           co_return cancelled_error();
         }
-        co_return AcquireLockOutcome{true, std::move(r->record)};
+        co_return AcquireLockOutcome{true, r->replayed, std::move(r->record)};
       }
       if (line.gen != gen && !cancelled(cs)) {  // W3: it may have been freed meanwhile
         gen = line.gen;
@@ -183,7 +212,7 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire(AcquireLockRequ
       if (cancelled(cs) || now >= deadline) {
         return_turn_locked(key, line, lease_end);
         if (cancelled(cs)) co_return cancelled_error();
-        co_return AcquireLockOutcome{false, std::move(r->record)};
+        co_return AcquireLockOutcome{false, false, std::move(r->record)};
       }
       if (line.queue.size() >= limits_.max_waiters_per_lock ||
           total_ >= limits_.max_waiters_total) {

@@ -18,6 +18,10 @@
 //   W5. A waiter that leaves (deadline, client gone) is removed from the line; a waiter that
 //       leaves while holding the turn passes it on; a grant to a client already gone is
 //       released again, so a disconnected client never keeps anyone waiting longer than needed.
+//   W6. A request with a request_id that would park (or answer "not acquired" at once) first
+//       asks the store whether it is a replay of the current grant (core/lock.h L8): a retry
+//       whose first answer was lost gets that grant at once, without waiting for itself. The
+//       check never grants, so it never overtakes the line.
 //
 // Waiters are coroutines parked on their own steady_timer (no thread per waiter). Timers are
 // touched only on the waiter's executor, which must be a strand (each HTTP connection runs on
@@ -54,10 +58,12 @@ struct AcquireLockRequest {
   std::string owner;
   std::int64_t wait_ms = 0;
   std::int64_t lease_ms = core::kLockDefaultLeaseMs;
+  std::optional<std::string> request_id;  // W6
 };
 
 struct AcquireLockOutcome {
   bool acquired = false;
+  bool replayed = false;  // acquired: the caller's own current grant, answered again (W6)
   // acquired: the grant. Otherwise the live holder when known; empty in the instant the lock is
   // being handed from one holder to a queued waiter (see docs/decisions/021).
   std::optional<core::LockRecord> record;
@@ -118,6 +124,9 @@ class LockService {
 
   boost::asio::awaitable<void> release_for_gone_client(LockRef ref, std::int64_t token);
   boost::asio::awaitable<Result<AcquireLockOutcome>> not_acquired(LockRef ref);
+  // W6: the current grant when `req` replays it, else nullopt (nothing is granted).
+  boost::asio::awaitable<Result<std::optional<AcquireLockOutcome>>> replay(
+      const AcquireLockRequest& req);
 
   Store& store_;
   const LockLimits limits_;

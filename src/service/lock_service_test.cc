@@ -39,10 +39,12 @@ class LockServiceTest : public ::testing::Test {
   }
 
   Slot Acquire(const std::string& owner, std::int64_t wait_ms, std::int64_t lease_ms = 60000,
-               asio::cancellation_signal* cancel = nullptr, const std::string& name = "l") {
+               asio::cancellation_signal* cancel = nullptr, const std::string& name = "l",
+               std::optional<std::string> request_id = std::nullopt) {
     auto slot = std::make_shared<std::optional<Result<AcquireLockOutcome>>>();
-    auto body = [this, slot, owner, wait_ms, lease_ms, name]() -> asio::awaitable<void> {
-      AcquireLockRequest req{LockRef{"ns", name}, owner, wait_ms, lease_ms};
+    auto body = [this, slot, owner, wait_ms, lease_ms, name,
+                 request_id]() -> asio::awaitable<void> {
+      AcquireLockRequest req{LockRef{"ns", name}, owner, wait_ms, lease_ms, request_id};
       auto r = co_await svc_.acquire(std::move(req));
       slot->emplace(std::move(r));
     };
@@ -96,6 +98,34 @@ TEST_F(LockServiceTest, FreeLockIsGrantedAndABusyOneAnswersTheHolder) {
   ASSERT_TRUE((**b)->record.has_value());
   EXPECT_EQ(*(**b)->record, held);
   EXPECT_EQ(Waiters(), 0u);
+}
+
+// W6: a holder's retried acquire (same owner and request_id) is answered its grant at once,
+// even while others wait in line — with wait_ms 0 and with wait_ms > 0 — and the line keeps
+// its order.
+TEST_F(LockServiceTest, ARetryWithTheHoldersRequestIdIsReplayedWithoutJoiningTheLine) {
+  auto h = Acquire("H", 0, 60000, nullptr, "l", "rid-1");
+  ASSERT_TRUE(RunUntil([&] { return h->has_value(); }));
+  auto held = Granted(h);
+  EXPECT_FALSE((**h)->replayed);
+  auto w = Acquire("W", 60000);
+  ASSERT_TRUE(RunUntil([&] { return Waiters() == 1u; }));
+  for (std::int64_t wait_ms : {0, 30000}) {
+    auto retry = Acquire("H", wait_ms, 60000, nullptr, "l", "rid-1");
+    ASSERT_TRUE(RunUntil([&] { return retry->has_value(); })) << wait_ms;
+    EXPECT_EQ(Granted(retry), held);
+    EXPECT_TRUE((**retry)->replayed);
+  }
+  // Another request_id of the same owner waits like anyone else (here: gives up at once).
+  auto other = Acquire("H", 0, 60000, nullptr, "l", "rid-2");
+  ASSERT_TRUE(RunUntil([&] { return other->has_value(); }));
+  ASSERT_TRUE((*other)->ok());
+  EXPECT_FALSE((**other)->acquired);
+  EXPECT_EQ(Waiters(), 1u);
+  EXPECT_FALSE(w->has_value());
+  ASSERT_TRUE(Release(held.token).ok());
+  ASSERT_TRUE(RunUntil([&] { return w->has_value(); }));
+  EXPECT_EQ(Granted(w).owner, "W");
 }
 
 TEST_F(LockServiceTest, WaitersAreGrantedInArrivalOrder) {

@@ -45,6 +45,11 @@ boost::asio::awaitable<Result<BeginOnceReply>> OnceService::begin(BeginOnceCmd c
     }
   }
   if (auto r = core::validate_wait_ms(wait_ms); !r.ok()) co_return std::move(r).error();
+  if (cmd.begin.request_id) {
+    if (auto r = core::validate_request_id(*cmd.begin.request_id); !r.ok()) {
+      co_return std::move(r).error();
+    }
+  }
 
   const std::string key = wait_key(cmd.ref);
   const auto deadline = steady::now() + std::chrono::milliseconds(wait_ms);

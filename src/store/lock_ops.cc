@@ -13,16 +13,27 @@ void TableStore::acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> don
         ICHIDO_TRY(core::validate_lease_ms(cmd.lease_ms));
         auto current = t.find_lock(cmd.ref.ns, cmd.ref.name);
         if (!current.ok()) return std::move(current).error();
-        if (core::decide_acquire(*current, now) == core::AcquireVerdict::busy) {
-          // Nothing is written; the job still commits (empty), which keeps the answer ordered
-          // after every earlier durable change.
-          return AcquireLockReply{false, std::move(**current), now};
+        // Nothing is written unless granted; the job still commits (empty), which keeps the
+        // answer ordered after every earlier durable change.
+        switch (core::decide_acquire(*current, now, cmd.owner, cmd.request_id)) {
+          case core::AcquireVerdict::replay:
+            return AcquireLockReply{true, true, std::move(**current), now};
+          case core::AcquireVerdict::busy:
+            return AcquireLockReply{false, false, std::move(**current), now};
+          case core::AcquireVerdict::grant:
+            break;
+        }
+        if (cmd.replay_only) {
+          core::LockRecord holder;
+          if (core::is_held(*current, now)) holder = std::move(**current);
+          return AcquireLockReply{false, false, std::move(holder), now};
         }
         auto token = t.next_token();  // L2: same transaction as the grant
         if (!token.ok()) return std::move(token).error();
-        auto grant = core::make_grant(cmd.ref.name, cmd.owner, *token, cmd.lease_ms, now);
+        auto grant =
+            core::make_grant(cmd.ref.name, cmd.owner, *token, cmd.lease_ms, now, cmd.request_id);
         ICHIDO_TRY(t.save_lock(cmd.ref.ns, grant));
-        return AcquireLockReply{true, std::move(grant), now};
+        return AcquireLockReply{true, false, std::move(grant), now};
       },
       std::move(done), std::move(keys));
 }

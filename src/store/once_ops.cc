@@ -31,13 +31,13 @@ void TableStore::begin_once(BeginOnceCmd cmd, Callback<BeginOnceReply> done) {
         if (!existing.ok()) return std::move(existing).error();
         auto d = core::decide_begin(*existing, cmd.ref.key, cmd.begin, now);
         if (!d.ok()) return std::move(d).error();
-        if (d->outcome == core::BeginOutcome::acquired) {
+        if (d->outcome == core::BeginOutcome::acquired && !d->replayed) {
           auto token = t.next_token();
           if (!token.ok()) return std::move(token).error();
           d->record.token = *token;
         }
         if (d->write) ICHIDO_TRY(save_checked(t, cmd.ref.ns, d->record));
-        return BeginOnceReply{d->outcome, std::move(d->record), d->retry_after_ms};
+        return BeginOnceReply{d->outcome, std::move(d->record), d->retry_after_ms, d->replayed};
       },
       std::move(done), std::move(keys));
 }

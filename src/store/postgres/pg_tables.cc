@@ -12,10 +12,10 @@ namespace {
 #define ISSUED_COLUMNS "period, value, formatted, key, note, issued_at, voided_at, void_reason"
 #define ONCE_COLUMNS                                                                         \
   "key, state, owner, fingerprint, token, attempt, max_attempts, lease_expires_at, result, " \
-  "last_error, holder_done, created_at, updated_at, finished_at"
+  "last_error, holder_done, created_at, updated_at, finished_at, request_id"
 #define TOKEN_COLUMNS "id, hash, role, scope, label, created_at, expires_at, revoked_at"
 #define AUDIT_COLUMNS "id, at, actor, action, ns, status, remote, detail"
-#define LOCK_COLUMNS "name, owner, token, acquired_at, lease_expires_at"
+#define LOCK_COLUMNS "name, owner, token, acquired_at, lease_expires_at, request_id"
 
 // The database's clock in milliseconds (floor: never ahead of the real instant).
 #define DB_NOW_MS "floor(extract(epoch from clock_timestamp()) * 1000)::int8"
@@ -94,6 +94,7 @@ Result<core::OnceRecord> once_from(const PgResult& r, int i) {
   o.created_at = r.i64(i, 11);
   o.updated_at = r.i64(i, 12);
   o.finished_at = r.opt_i64(i, 13);
+  o.request_id = r.opt_str(i, 14);
   return o;
 }
 
@@ -126,7 +127,8 @@ core::AuditEntry audit_from(const PgResult& r, int i) {
 }
 
 core::LockRecord lock_from(const PgResult& r, int i) {
-  return core::LockRecord{r.str(i, 0), r.str(i, 1), r.i64(i, 2), r.i64(i, 3), r.i64(i, 4)};
+  return core::LockRecord{r.str(i, 0), r.str(i, 1),     r.i64(i, 2),
+                          r.i64(i, 3), r.i64(i, 4), r.opt_str(i, 5)};
 }
 
 // Maps every row of a result (the mapper returns T or Result<T>).
@@ -213,7 +215,7 @@ Sql::Sql(const std::string& schema) {
 
   find_once = S("SELECT " ONCE_COLUMNS " FROM {s}.once_records WHERE ns = $1 AND key = $2");
   save_once = S("INSERT INTO {s}.once_records (ns, " ONCE_COLUMNS
-                ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) "
+                ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) "
                 "ON CONFLICT (ns, key) DO UPDATE SET state = excluded.state, "
                 "owner = excluded.owner, fingerprint = excluded.fingerprint, "
                 "token = excluded.token, attempt = excluded.attempt, "
@@ -221,7 +223,7 @@ Sql::Sql(const std::string& schema) {
                 "lease_expires_at = excluded.lease_expires_at, result = excluded.result, "
                 "last_error = excluded.last_error, holder_done = excluded.holder_done, "
                 "created_at = excluded.created_at, updated_at = excluded.updated_at, "
-                "finished_at = excluded.finished_at");
+                "finished_at = excluded.finished_at, request_id = excluded.request_id");
   delete_once = S("DELETE FROM {s}.once_records WHERE ns = $1 AND key = $2");
   list_once_all = S("SELECT " ONCE_COLUMNS
                     " FROM {s}.once_records WHERE ns = $1 AND key > $2 ORDER BY key LIMIT $3");
@@ -260,10 +262,10 @@ Sql::Sql(const std::string& schema) {
 
   find_lock = S("SELECT " LOCK_COLUMNS " FROM {s}.locks WHERE ns = $1 AND name = $2");
   save_lock = S("INSERT INTO {s}.locks (ns, " LOCK_COLUMNS
-                ") VALUES ($1, $2, $3, $4, $5, $6) "
+                ") VALUES ($1, $2, $3, $4, $5, $6, $7) "
                 "ON CONFLICT (ns, name) DO UPDATE SET owner = excluded.owner, "
                 "token = excluded.token, acquired_at = excluded.acquired_at, "
-                "lease_expires_at = excluded.lease_expires_at");
+                "lease_expires_at = excluded.lease_expires_at, request_id = excluded.request_id");
   delete_lock = S("DELETE FROM {s}.locks WHERE ns = $1 AND name = $2");
   list_live_locks = S("SELECT " LOCK_COLUMNS
                       " FROM {s}.locks WHERE ns = $1 AND lease_expires_at > $2 ORDER BY name");
@@ -396,7 +398,8 @@ Result<void> PgTables::save_once(const std::string& ns, const core::OnceRecord& 
                                    .boolean(r.holder_done)
                                    .i64(r.created_at)
                                    .i64(r.updated_at)
-                                   .opt_i64(r.finished_at));
+                                   .opt_i64(r.finished_at)
+                                   .opt_text(r.request_id));
 }
 
 Result<bool> PgTables::delete_once(const std::string& ns, const std::string& key) {
@@ -525,7 +528,8 @@ Result<void> PgTables::save_lock(const std::string& ns, const core::LockRecord& 
                                    .bytes(r.owner)
                                    .i64(r.token)
                                    .i64(r.acquired_at)
-                                   .i64(r.lease_expires_at));
+                                   .i64(r.lease_expires_at)
+                                   .opt_text(r.request_id));
 }
 
 Result<void> PgTables::delete_lock(const std::string& ns, const std::string& name) {

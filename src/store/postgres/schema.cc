@@ -71,6 +71,7 @@ const std::vector<const char*>& migrations() {
         created_at bigint NOT NULL,
         updated_at bigint NOT NULL,
         finished_at bigint,
+        request_id text,
         PRIMARY KEY (ns, key)
       ) WITH (fillfactor = 80);
       CREATE INDEX once_by_state ON {s}.once_records (ns, state, key);
@@ -83,6 +84,7 @@ const std::vector<const char*>& migrations() {
         token bigint NOT NULL,
         acquired_at bigint NOT NULL,
         lease_expires_at bigint NOT NULL,
+        request_id text,
         PRIMARY KEY (ns, name)
       ) WITH (fillfactor = 50);
       CREATE TABLE {s}.tokens (

@@ -114,6 +114,12 @@ const std::vector<const char*>& migrations() {
         PRIMARY KEY (ns, name)
       ) WITHOUT ROWID;
       )sql",
+      // 6 (request_id): the request_id of the claim that made a lock's grant or a once record's
+      // latest acquisition, so a retried claim whose answer was lost is answered that grant again.
+      R"sql(
+      ALTER TABLE locks ADD COLUMN request_id TEXT;
+      ALTER TABLE once_records ADD COLUMN request_id TEXT;
+      )sql",
   };
   return m;
 }

@@ -248,6 +248,52 @@ TYPED_TEST(LockConformance, ConcurrentAcquiresGrantExactlyOne) {
   EXPECT_EQ(total, 1);
 }
 
+// L8: a retried acquire with the holder's owner and request_id answers the same grant again —
+// held, or lapsed and not taken over — and writes nothing; replay_only never grants.
+TYPED_TEST(LockConformance, RequestIdReplaysTheGrantUntilSomeoneElseTakesOver) {
+  auto acquire = [&](const std::string& owner, std::optional<std::string> rid,
+                     bool replay_only = false) {
+    auto r = this->S().acquire_lock({this->Ref("l"), owner, 5000, std::move(rid), replay_only});
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    return r.ok() ? *r : AcquireLockReply{};
+  };
+  auto first = acquire("A", "r1");
+  ASSERT_TRUE(first.acquired);
+  EXPECT_FALSE(first.replayed);
+  EXPECT_EQ(first.record.request_id, "r1");
+  this->clock_.advance(1000);
+  auto again = acquire("A", "r1");
+  EXPECT_TRUE(again.acquired);
+  EXPECT_TRUE(again.replayed);
+  EXPECT_EQ(again.record, first.record) << "same token, lease unchanged";
+  EXPECT_TRUE(acquire("A", "r1", /*replay_only=*/true).replayed);
+  // Another request_id of the same owner, or another owner, is an ordinary (busy) acquire.
+  EXPECT_FALSE(acquire("A", "r2").acquired);
+  EXPECT_FALSE(acquire("B", "r1").acquired);
+  EXPECT_FALSE(acquire("A", std::nullopt).acquired);
+  // Lapsed and not taken over: still replayed, with the (past) lease end.
+  this->clock_.advance(10000);
+  auto lapsed = acquire("A", "r1");
+  EXPECT_TRUE(lapsed.replayed);
+  EXPECT_EQ(lapsed.record.token, first.record.token);
+  EXPECT_EQ(lapsed.record.lease_expires_at, first.record.lease_expires_at);
+  // replay_only on a lapsed lock with another request_id grants nothing.
+  auto probe = acquire("B", "r9", /*replay_only=*/true);
+  EXPECT_FALSE(probe.acquired);
+  EXPECT_EQ(probe.record.token, 0) << "no live holder to report";
+  auto s = this->S().get_lock(this->Ref("l"));
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(s->holder.has_value());
+  // Taken over: r1 matches nothing any more.
+  auto b = acquire("B", "r2");
+  ASSERT_TRUE(b.acquired);
+  EXPECT_FALSE(b.replayed);
+  EXPECT_GT(b.record.token, first.record.token);
+  auto late = acquire("A", "r1");
+  EXPECT_FALSE(late.acquired);
+  EXPECT_EQ(late.record.owner, "B");
+}
+
 // Only stores that keep data across a reopen run this part.
 template <class F>
 class DurableLockConformance : public LockConformance<F> {};
@@ -271,6 +317,16 @@ TYPED_TEST(DurableLockConformance, HeldLockAndTokenSequenceSurviveReopen) {
   this->Reopen();
   auto c = this->MustAcquire("other", "C");
   EXPECT_GT(c.token, b.token);
+}
+
+TYPED_TEST(DurableLockConformance, ARequestIdSurvivesReopen) {
+  auto g = this->S().acquire_lock({this->Ref("l"), "A", 10000, "r1"});
+  ASSERT_TRUE(g.ok() && g->acquired);
+  this->Reopen();
+  auto again = this->S().acquire_lock({this->Ref("l"), "A", 10000, "r1"});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->replayed);
+  EXPECT_EQ(again->record, g->record);
 }
 
 }  // namespace

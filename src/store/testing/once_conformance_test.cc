@@ -324,6 +324,41 @@ TYPED_TEST(OnceConformance, PurgeRemovesOnlyFinishedRecordsOlderThanTheCutoffInB
             (std::vector<std::string>{"new", "old-pending", "old-processing"}));
 }
 
+// O8 through a store: the retried begin answers the same acquisition and writes nothing.
+TYPED_TEST(OnceConformance, RequestIdReplaysTheAcquisitionUntilSomeoneElseTakesOver) {
+  auto begin = [&](const std::string& owner, std::optional<std::string> rid) {
+    core::BeginCommand c{owner, 5000, std::nullopt, 2};
+    c.request_id = std::move(rid);
+    auto r = this->S().begin_once({this->Key("k"), c});
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    if (r.ok()) this->Check(r->record);
+    return r.ok() ? *r : BeginOnceReply{};
+  };
+  auto first = begin("A", "r1");
+  ASSERT_EQ(first.outcome, BeginOutcome::acquired);
+  EXPECT_FALSE(first.replayed);
+  this->clock_.advance(1000);
+  auto again = begin("A", "r1");
+  EXPECT_EQ(again.outcome, BeginOutcome::acquired);
+  EXPECT_TRUE(again.replayed);
+  EXPECT_EQ(again.record, first.record) << "no new attempt, token or lease";
+  EXPECT_EQ(begin("A", "r2").outcome, BeginOutcome::in_progress);
+  EXPECT_EQ(begin("B", "r1").outcome, BeginOutcome::in_progress);
+  this->clock_.advance(10000);  // lapsed, nobody took over
+  auto lapsed = begin("A", "r1");
+  EXPECT_TRUE(lapsed.replayed);
+  EXPECT_EQ(lapsed.record.attempt, 1);
+  auto stored = this->Get("k");
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(*stored, first.record) << "replays wrote nothing";
+  auto b = begin("B", "r2");
+  EXPECT_EQ(b.outcome, BeginOutcome::acquired);
+  EXPECT_FALSE(b.replayed);
+  EXPECT_EQ(b.record.attempt, 2);
+  EXPECT_EQ(b.record.request_id, "r2");
+  EXPECT_EQ(begin("A", "r1").outcome, BeginOutcome::in_progress);
+}
+
 // What only a durable store promises: records and the token sequence survive a reopen.
 TEST(OnceSqliteDurability, RecordsAndTokensSurviveReopen) {
   ManualClock clock(At(2026, 4, 1));
@@ -349,10 +384,18 @@ TEST(OnceSqliteDurability, RecordsAndTokensSurviveReopen) {
   EXPECT_EQ(r->result, R"({"x":[1,2]})");
   EXPECT_EQ(r->fingerprint, "fp");
   EXPECT_EQ(r->max_attempts, 3);
-  auto b = sync.begin_once({{"ns", "k3"}, core::BeginCommand{"A", 5000, {}, 3}});
+  auto b = sync.begin_once({{"ns", "k3"}, core::BeginCommand{"A", 5000, {}, 3, "r3"}});
   ASSERT_TRUE(b.ok());
   EXPECT_GT(b->record.token, token + 1) << "the sequence continues after a restart";
   (*s)->close();
+  auto reopened = factory.Open(&clock);
+  ASSERT_TRUE(reopened.ok()) << reopened.error().message;
+  SyncStore again(**reopened);
+  auto replay = again.begin_once({{"ns", "k3"}, core::BeginCommand{"A", 5000, {}, 3, "r3"}});
+  ASSERT_TRUE(replay.ok());
+  EXPECT_TRUE(replay->replayed) << "the request_id is durable with the acquisition";
+  EXPECT_EQ(replay->record.token, b->record.token);
+  (*reopened)->close();
 }
 
 }  // namespace

@@ -17,8 +17,27 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
       [cfg, serve = std::move(serve)] { return serve(*cfg); });
   cmd->add_option("--listen", cfg->listen, "HOST:PORT to listen on; port 0 picks a free port")
       ->capture_default_str();
-  cmd->add_option("--data", cfg->data_dir, "Directory of the embedded store (created if missing)")
+  cmd->add_option("--data", cfg->data_dir,
+                  "Directory of the embedded store (created if missing); with --store it only "
+                  "holds this node's files (the first admin token)")
       ->capture_default_str();
+  cmd->add_option("--store", cfg->store_url,
+                  "PostgreSQL instead of the embedded store, shared by any number of nodes: a "
+                  "libpq URI or conninfo, e.g. postgres://ichido@db1:5432/ichido or "
+                  "'host=db1,db2 dbname=ichido target_session_attrs=read-write' (password: "
+                  "PGPASSWORD or ~/.pgpass rather than the URI; env ICHIDO_STORE)")
+      ->envname("ICHIDO_STORE");
+  cmd->add_option("--store-schema", cfg->store_schema,
+                  "PostgreSQL schema holding ichido's tables (created on first start)")
+      ->capture_default_str();
+  cmd->add_option("--store-connections", cfg->store_connections,
+                  "PostgreSQL write connections of this node (batches on different keys commit "
+                  "in parallel)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_flag("--store-no-prepare", cfg->store_no_prepare,
+                "Send PostgreSQL statements unnamed instead of preparing them once per "
+                "connection: needed behind PgBouncer older than 1.21 in transaction pooling mode");
   cmd->add_flag("--no-auth", cfg->no_auth,
                 "Accept requests without a token (allowed only when listening on loopback)");
   cmd->add_option(

@@ -9,8 +9,14 @@
 namespace ichido::server {
 
 struct ServeConfig {
-  std::string listen = "127.0.0.1:7878";  // HOST:PORT; port 0 picks a free port
-  std::string data_dir = "./ichido-data";
+  std::string listen = "127.0.0.1:7878";   // HOST:PORT; port 0 picks a free port
+  std::string data_dir = "./ichido-data";  // the embedded store; with store_url: node-local files
+  // PostgreSQL (several stateless nodes on one database): a libpq URI or key=value conninfo
+  // (multi-host lists allowed). Empty: the embedded store in data_dir.
+  std::string store_url;
+  std::string store_schema = "ichido";  // the PostgreSQL schema holding ichido's tables
+  int store_connections = 4;            // write connections (each its own group commit)
+  bool store_no_prepare = false;        // unnamed statements only (PgBouncer < 1.21)
   bool no_auth = false;       // accept calls without a token; only when listening on loopback
   bool metrics_open = false;  // /metrics without a token
   std::string tls_cert;       // PEM certificate chain; with tls_key: serve HTTPS only

@@ -15,6 +15,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <future>
 #include <iostream>
 #include <thread>
@@ -25,6 +26,7 @@
 #include "http/auth.h"
 #include "server/config.h"
 #include "server/listen_address.h"
+#include "store/postgres/pg_store.h"
 #include "store/sqlite/sqlite_store.h"
 
 namespace ichido::server {
@@ -66,19 +68,22 @@ boost::asio::awaitable<void> purge_once_records(service::OnceService& once,
 }
 
 // First start with authentication on and no token yet: mint an admin token scoped to every
-// namespace and write it to DIR/admin.token (0600). Returns the file's path.
-Result<std::string> create_first_admin_token(Store& store, const std::string& dir) {
+// namespace and write it to DIR/admin.token (0600). Returns the file's path, or "" when another
+// node sharing the store made the first token meanwhile (then this one writes no file).
+Result<std::string> create_first_admin_token(store::TableStore& store, const std::string& dir) {
   const std::string secret = new_token_secret();
   auto info =
       core::make_token(new_token_id(), secret, core::Role::admin, std::string(core::kAllNamespaces),
                        "first admin token", SystemClock::instance().now_ms(), std::nullopt);
   if (!info.ok()) return std::move(info).error();
-  std::promise<Result<core::TokenInfo>> p;
+  std::promise<Result<bool>> p;
   auto f = p.get_future();
-  store.create_token(std::move(*info),
-                     [&p](Result<core::TokenInfo> r) { p.set_value(std::move(r)); });
+  store.create_first_token(std::move(*info), [&p](Result<bool> r) { p.set_value(std::move(r)); });
   auto stored = f.get();
   if (!stored.ok()) return std::move(stored).error();
+  if (!*stored) return std::string();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);  // with --store, --data may not exist yet
   const std::string path = dir + "/admin.token";
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Error(errc::internal, "cannot write " + path);
@@ -88,6 +93,31 @@ Result<std::string> create_first_admin_token(Store& store, const std::string& di
   ::close(fd);
   if (!ok) return Error(errc::internal, "cannot write " + path);
   return path;
+}
+
+// The embedded store in cfg.data_dir, or PostgreSQL when cfg.store_url is set. Logs where
+// (never the URL itself: it may carry a password).
+Result<std::unique_ptr<store::TableStore>> open_store(const ServeConfig& cfg) {
+  if (cfg.store_url.empty()) {
+    store::sqlite::Options o;
+    o.dir = cfg.data_dir;
+    auto s = store::sqlite::SqliteStore::open(o);
+    if (!s.ok()) return std::move(s).error();
+    log("store opened at " + (*s)->db_path());
+    return std::unique_ptr<store::TableStore>(std::move(*s));
+  }
+  store::postgres::Options o;
+  o.url = cfg.store_url;
+  o.schema = cfg.store_schema;
+  o.lanes = cfg.store_connections;
+  o.statements = cfg.store_no_prepare ? store::postgres::PgConn::Mode::unnamed
+                                      : store::postgres::PgConn::Mode::prepared;
+  auto s = store::postgres::PgStore::open(o);
+  if (!s.ok()) return std::move(s).error();
+  log("store: PostgreSQL at " + (*s)->describe() + " (" + std::to_string(o.lanes) +
+      " write connections" + (cfg.store_no_prepare ? ", unnamed statements" : "") +
+      "; node-local files in " + cfg.data_dir + ")");
+  return std::unique_ptr<store::TableStore>(std::move(*s));
 }
 
 }  // namespace
@@ -103,14 +133,11 @@ int run_server(const ServeConfig& cfg) {
         ": without authentication ichido only listens on a loopback address (127.0.0.1 or ::1).");
     return 2;
   }
-  store::sqlite::Options sopt;
-  sopt.dir = cfg.data_dir;
-  auto store = store::sqlite::SqliteStore::open(sopt);
+  auto store = open_store(cfg);
   if (!store.ok()) {
     log("cannot open the store: " + store.error().message);
     return 1;
   }
-  log("store opened at " + (*store)->db_path());
 
   const int threads =
       cfg.threads > 0 ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
@@ -132,10 +159,15 @@ int run_server(const ServeConfig& cfg) {
         (*store)->close();
         return 1;
       }
-      log("first start: an admin token was written to " + *made +
-          " (mode 0600); use it as \"Authorization: Bearer <token>\" or "
-          "export ICHIDO_TOKEN=$(cat " +
-          *made + ")");
+      if (made->empty()) {
+        log("another node created the first admin token (in its --data directory); make more "
+            "with: ichido token create --store URL --ns NS --role ROLE");
+      } else {
+        log("first start: an admin token was written to " + *made +
+            " (mode 0600); use it as \"Authorization: Bearer <token>\" or "
+            "export ICHIDO_TOKEN=$(cat " +
+            *made + ")");
+      }
       (void)auth.load_blocking();
     }
   }

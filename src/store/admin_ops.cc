@@ -16,6 +16,19 @@ void TableStore::create_token(core::TokenInfo token, Callback<core::TokenInfo> d
       std::move(done), std::move(keys));
 }
 
+void TableStore::create_first_token(core::TokenInfo token, Callback<bool> done) {
+  write<bool>(
+      [token = std::move(token)](Tables& t, TimeMs now) mutable -> Result<bool> {
+        auto existing = t.list_tokens();
+        if (!existing.ok()) return std::move(existing).error();
+        if (!existing->empty()) return false;
+        token.created_at = now;
+        ICHIDO_TRY(t.insert_token(token));
+        return true;
+      },
+      std::move(done), std::vector<std::int64_t>{job_key("token-bootstrap", "", "")});
+}
+
 Result<core::TokenInfo> revoke_token_rows(Tables& t, const std::string& id, TimeMs now) {
   auto found = t.find_token(id);
   if (!found.ok()) return std::move(found).error();

@@ -79,6 +79,11 @@ class TableStore : public Store {
   void append_audit(core::AuditEntry entry, Callback<core::AuditEntry> done) override;
   void list_audit(std::int64_t after, int limit,
                   Callback<std::vector<core::AuditEntry>> done) override;
+  // Not in Store: stores `token` (its created_at set to the store's clock) only when the store
+  // holds no token at all — the first start's admin token — and answers whether it did. Atomic
+  // across processes sharing the store: of several nodes starting together on an empty
+  // PostgreSQL database, exactly one gets true. (admin_ops.cc)
+  void create_first_token(core::TokenInfo token, Callback<bool> done);
   // Locks: defined in lock_ops.cc.
   void acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> done) override;
   void release_lock(ReleaseLockCmd cmd, Callback<Unit> done) override;

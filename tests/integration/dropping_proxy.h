@@ -98,9 +98,8 @@ class AnswerDroppingProxy {
       a.sin_port = htons(server_port_);
       if (::connect(server, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
         const std::string request = read_message(client);
-        if (!request.empty() &&
-            ::send(server, request.data(), request.size(), MSG_NOSIGNAL) ==
-                static_cast<ssize_t>(request.size())) {
+        if (!request.empty() && ::send(server, request.data(), request.size(), MSG_NOSIGNAL) ==
+                                    static_cast<ssize_t>(request.size())) {
           std::string answer = read_message(server);
           if (!answer.empty()) {
             std::lock_guard lk(mu_);

@@ -145,8 +145,8 @@ TEST_F(RequestIdTest, ALostBeginAnswerIsReplayedWithTheSameTokenAndAttempt) {
   ASSERT_EQ(granted.at("outcome").as_string(), "acquired");
   for (std::int64_t wait_ms : {0, 5000}) {
     const auto start = std::chrono::steady_clock::now();
-    auto retry = post(api, kOnce + "/begin", begin_body(key, "outlook-A", "rid-1", wait_ms),
-                      wait_ms);
+    auto retry =
+        post(api, kOnce + "/begin", begin_body(key, "outlook-A", "rid-1", wait_ms), wait_ms);
     EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(2000));
     ASSERT_EQ(retry.status, 200) << retry.body;
     EXPECT_EQ(retry.str("outcome"), "acquired");
@@ -183,11 +183,10 @@ TEST_F(RequestIdTest, ALostBeginAnswerAfterAWaitIsReplayed) {
     auto m = api.send("GET", "/metrics");
     return m.body.find("ichido_once_waiters 1") != std::string::npos;
   }));
-  auto failed = api.send("POST", kOnce + "/fail",
-                         json::serialize(json::object{{"key", key},
-                                                      {"token", holder.num("token")},
-                                                      {"error", "boom"},
-                                                      {"retry", true}}));
+  auto failed = api.send(
+      "POST", kOnce + "/fail",
+      json::serialize(json::object{
+          {"key", key}, {"token", holder.num("token")}, {"error", "boom"}, {"retry", true}}));
   ASSERT_EQ(failed.status, 200) << failed.body;
   waiter.join();
   auto granted = swallowed(proxy);

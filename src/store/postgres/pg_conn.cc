@@ -32,9 +32,9 @@ std::string one_line(const char* msg) {
 }  // namespace
 
 Error pg_unavailable(std::string_view what) {
-  return Error(errc::store_unavailable, "The store is unavailable (PostgreSQL: " +
-                                            std::string(what) +
-                                            "); nothing was changed, retry later.");
+  return Error(errc::store_unavailable,
+               "The store is unavailable (PostgreSQL: " + std::string(what) +
+                   "); nothing was changed, retry later.");
 }
 
 PgFailure classify_sqlstate(std::string_view s) {
@@ -42,7 +42,8 @@ PgFailure classify_sqlstate(std::string_view s) {
   if (s == "40001" || s == "40P01") return PgFailure::retry;
   const std::string_view cls = s.substr(0, 2);
   if (cls == "08" || cls == "53" || cls == "57" || cls == "58" || cls == "XX") {
-    return PgFailure::unavailable;  // connection, resources, operator intervention, system, internal
+    return PgFailure::unavailable;  // connection, resources, operator intervention, system,
+                                    // internal
   }
   if (s == "25006") return PgFailure::unavailable;  // read-only transaction: a standby, or demoted
   if (s == "55P03") return PgFailure::unavailable;  // lock wait timed out (lock_timeout)
@@ -190,18 +191,12 @@ Result<std::unique_ptr<PgConn>> PgConn::connect(const Settings& s) {
   // Defaults first (the conninfo may override them), then the conninfo, then what ichido needs
   // whatever the conninfo says: UTF-8 text. Keepalives make a silently dead peer an error.
   const std::string timeout = std::to_string(s.connect_timeout_s);
-  const char* keys[] = {"connect_timeout", "application_name", "keepalives", "keepalives_idle",
-                        "keepalives_interval", "keepalives_count", "dbname", "client_encoding",
-                        nullptr};
-  const char* values[] = {timeout.c_str(),
-                          s.application_name.c_str(),
-                          "1",
-                          "10",
-                          "5",
-                          "3",
-                          s.conninfo.c_str(),
-                          "UTF8",
-                          nullptr};
+  const char* keys[] = {"connect_timeout", "application_name",    "keepalives",
+                        "keepalives_idle", "keepalives_interval", "keepalives_count",
+                        "dbname",          "client_encoding",     nullptr};
+  const char* values[] = {
+      timeout.c_str(), s.application_name.c_str(), "1", "10", "5", "3", s.conninfo.c_str(), "UTF8",
+      nullptr};
   PGconn* c = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
   if (!c) return pg_unavailable("out of memory creating a connection");
   if (PQstatus(c) != CONNECTION_OK) {
@@ -211,7 +206,8 @@ Result<std::unique_ptr<PgConn>> PgConn::connect(const Settings& s) {
   }
   // Notices (DROP ... CASCADE details, "no transaction in progress") are not errors; libpq would
   // print them on stderr.
-  PQsetNoticeProcessor(c, [](void*, const char*) {}, nullptr);
+  PQsetNoticeProcessor(
+      c, [](void*, const char*) {}, nullptr);
   if (PQsetnonblocking(c, 1) != 0 || PQenterPipelineMode(c) != 1) {
     Error e = pg_unavailable("cannot enter pipeline mode: " + one_line(PQerrorMessage(c)));
     PQfinish(c);
@@ -243,7 +239,8 @@ void PgConn::note_broken(const std::string& why) {
 
 void PgConn::note_failure(PGresult* r) {
   if (PQstatus(conn_) == CONNECTION_BAD) {
-    note_broken("connection lost: " + one_line(r ? PQresultErrorMessage(r) : PQerrorMessage(conn_)));
+    note_broken("connection lost: " +
+                one_line(r ? PQresultErrorMessage(r) : PQerrorMessage(conn_)));
     return;
   }
   if (failure_ != PgFailure::none) return;  // keep the first
@@ -445,8 +442,8 @@ Result<void> PgConn::exec_script(const std::string& sql) {
     return current_error();
   }
   PGresult* r = PQexec(conn_, sql.c_str());
-  const bool ok = r && (PQresultStatus(r) == PGRES_COMMAND_OK ||
-                        PQresultStatus(r) == PGRES_TUPLES_OK);
+  const bool ok =
+      r && (PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK);
   if (!ok) note_failure(r);
   if (r) PQclear(r);
   // Drain anything left (PQexec returns the last result; there is no more).

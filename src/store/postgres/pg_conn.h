@@ -109,7 +109,7 @@ class PgConn {
  public:
   enum class Mode { prepared, unnamed };
   struct Settings {
-    std::string conninfo;     // libpq URI or key=value string; multi-host lists allowed
+    std::string conninfo;       // libpq URI or key=value string; multi-host lists allowed
     int io_timeout_ms = 20000;  // bound on every wait for the server
     int connect_timeout_s = 5;  // per host, unless the conninfo sets connect_timeout
     Mode mode = Mode::prepared;

@@ -80,8 +80,8 @@ Result<std::unique_ptr<PgConn>> open_checked(const PgConn::Settings& settings) {
                      "durable changes. Turn both on for the database ichido uses.");
   }
   if (r->i64(0, 2) < 140000) {
-    return Error(errc::store_unavailable,
-                 "PostgreSQL at " + (*c)->server() + " is older than 14; ichido needs 14 or newer.");
+    return Error(errc::store_unavailable, "PostgreSQL at " + (*c)->server() +
+                                              " is older than 14; ichido needs 14 or newer.");
   }
   return c;
 }

@@ -59,16 +59,16 @@
 namespace ichido::store::postgres {
 
 struct Options {
-  std::string url;                // libpq URI or key=value conninfo (multi-host lists allowed)
-  std::string schema = "ichido";  // the PostgreSQL schema holding ichido's tables
-  int lanes = 4;                  // write connections: batches on different keys in parallel
-  int readers = 2;                // read connections
-  std::size_t max_batch = 256;    // jobs per transaction at most
+  std::string url;                 // libpq URI or key=value conninfo (multi-host lists allowed)
+  std::string schema = "ichido";   // the PostgreSQL schema holding ichido's tables
+  int lanes = 4;                   // write connections: batches on different keys in parallel
+  int readers = 2;                 // read connections
+  std::size_t max_batch = 256;     // jobs per transaction at most
   std::size_t max_queue = 100000;  // queued jobs per lane beyond this are refused (503)
   PgConn::Mode statements = PgConn::Mode::prepared;
-  int io_timeout_ms = 20000;        // a statement's answer must come within this
-  int connect_timeout_s = 5;        // per host, unless the URL sets connect_timeout
-  int lock_timeout_ms = 10000;      // waiting for another node's key lock at most this
+  int io_timeout_ms = 20000;          // a statement's answer must come within this
+  int connect_timeout_s = 5;          // per host, unless the URL sets connect_timeout
+  int lock_timeout_ms = 10000;        // waiting for another node's key lock at most this
   int idle_in_tx_timeout_ms = 10000;  // a frozen node's transaction is ended after this
   int max_retries = 10;               // re-runs after serialization failures / deadlocks
   bool migrate = true;                // create or upgrade the schema at open()

@@ -127,7 +127,7 @@ core::AuditEntry audit_from(const PgResult& r, int i) {
 }
 
 core::LockRecord lock_from(const PgResult& r, int i) {
-  return core::LockRecord{r.str(i, 0), r.str(i, 1),     r.i64(i, 2),
+  return core::LockRecord{r.str(i, 0), r.str(i, 1), r.i64(i, 2),
                           r.i64(i, 3), r.i64(i, 4), r.opt_str(i, 5)};
 }
 
@@ -168,15 +168,15 @@ Sql::Sql(const std::string& schema) {
   // connections stay clean. A node that stops mid-transaction (frozen, partitioned) holds its key
   // locks at most idle_in_transaction_session_timeout; a lock wait longer than lock_timeout fails
   // the batch with 503 instead of hanging it.
-  tx_settings = S(
-      "SELECT set_config('lock_timeout', $1, true), "
-      "set_config('idle_in_transaction_session_timeout', $2, true)");
+  tx_settings =
+      S("SELECT set_config('lock_timeout', $1, true), "
+        "set_config('idle_in_transaction_session_timeout', $2, true)");
   // The batch's key locks in the order given (sorted by the caller: every batch of every node
   // takes them in the same order, so they cannot deadlock), then the clock — read after the
   // locks, so `now` never goes backwards for a key from one transaction to the next.
-  lock_keys_now = S(
-      "WITH l AS MATERIALIZED (SELECT pg_advisory_xact_lock(k) FROM unnest($1::int8[]) AS k) "
-      "SELECT count(*), " DB_NOW_MS " FROM l");
+  lock_keys_now =
+      S("WITH l AS MATERIALIZED (SELECT pg_advisory_xact_lock(k) FROM unnest($1::int8[]) AS k) "
+        "SELECT count(*), " DB_NOW_MS " FROM l");
   now = S("SELECT " DB_NOW_MS);
   commit = S("COMMIT");
   rollback = S("ROLLBACK");
@@ -186,18 +186,18 @@ Sql::Sql(const std::string& schema) {
 
   next_token = S("SELECT nextval('{s}.token_seq')");
   find_counter = S("SELECT " COUNTER_COLUMNS " FROM {s}.counters WHERE ns = $1 AND name = $2");
-  insert_counter = S(
-      "INSERT INTO {s}.counters (ns, name, start, max, format, period, timezone, require_key, "
-      "created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id");
+  insert_counter =
+      S("INSERT INTO {s}.counters (ns, name, start, max, format, period, timezone, require_key, "
+        "created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id");
   list_counters = S("SELECT " COUNTER_COLUMNS " FROM {s}.counters WHERE ns = $1 ORDER BY name");
-  find_period = S(
-      "SELECT last_value, issued_count, voided_count FROM {s}.counter_periods "
-      "WHERE counter_id = $1 AND period = $2");
-  save_period = S(
-      "INSERT INTO {s}.counter_periods (counter_id, period, last_value, issued_count, "
-      "voided_count) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (counter_id, period) DO UPDATE SET "
-      "last_value = excluded.last_value, issued_count = excluded.issued_count, "
-      "voided_count = excluded.voided_count");
+  find_period =
+      S("SELECT last_value, issued_count, voided_count FROM {s}.counter_periods "
+        "WHERE counter_id = $1 AND period = $2");
+  save_period =
+      S("INSERT INTO {s}.counter_periods (counter_id, period, last_value, issued_count, "
+        "voided_count) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (counter_id, period) DO UPDATE SET "
+        "last_value = excluded.last_value, issued_count = excluded.issued_count, "
+        "voided_count = excluded.voided_count");
   find_issued_by_key =
       S("SELECT " ISSUED_COLUMNS " FROM {s}.issued WHERE counter_id = $1 AND key = $2");
   find_issued = S("SELECT " ISSUED_COLUMNS
@@ -237,27 +237,27 @@ Sql::Sql(const std::string& schema) {
   list_once_state = S("SELECT " ONCE_COLUMNS
                       " FROM {s}.once_records WHERE ns = $1 AND state = $2 AND key > $3 "
                       "ORDER BY key LIMIT $4");
-  purge_candidates = S(
-      "SELECT ns, key FROM {s}.once_records WHERE finished_at IS NOT NULL AND finished_at < $1 "
-      "ORDER BY finished_at LIMIT $2");
+  purge_candidates =
+      S("SELECT ns, key FROM {s}.once_records WHERE finished_at IS NOT NULL AND finished_at < $1 "
+        "ORDER BY finished_at LIMIT $2");
   // Each candidate is deleted only if its key lock is free (or already ours): the lock is tried
   // after the row matched, and held to the end of the transaction like every key lock.
-  purge_delete = S(
-      "DELETE FROM {s}.once_records o USING unnest($1::text[], $2::text[], $3::int8[]) "
-      "AS d(ns, key, k) WHERE o.ns = d.ns AND o.key = d.key AND o.finished_at IS NOT NULL "
-      "AND o.finished_at < $4 AND pg_try_advisory_xact_lock(d.k)");
+  purge_delete =
+      S("DELETE FROM {s}.once_records o USING unnest($1::text[], $2::text[], $3::int8[]) "
+        "AS d(ns, key, k) WHERE o.ns = d.ns AND o.key = d.key AND o.finished_at IS NOT NULL "
+        "AND o.finished_at < $4 AND pg_try_advisory_xact_lock(d.k)");
 
-  insert_token = S("INSERT INTO {s}.tokens (" TOKEN_COLUMNS
-                   ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)");
+  insert_token =
+      S("INSERT INTO {s}.tokens (" TOKEN_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)");
   find_token = S("SELECT " TOKEN_COLUMNS " FROM {s}.tokens WHERE id = $1");
-  save_token = S(
-      "UPDATE {s}.tokens SET role = $1, scope = $2, label = $3, expires_at = $4, "
-      "revoked_at = $5 WHERE id = $6");
+  save_token =
+      S("UPDATE {s}.tokens SET role = $1, scope = $2, label = $3, expires_at = $4, "
+        "revoked_at = $5 WHERE id = $6");
   list_tokens = S("SELECT " TOKEN_COLUMNS " FROM {s}.tokens ORDER BY created_at, id");
   count_tokens = S("SELECT count(*) FROM {s}.tokens");
-  insert_audit = S(
-      "INSERT INTO {s}.audit (at, actor, action, ns, status, remote, detail) "
-      "VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id");
+  insert_audit =
+      S("INSERT INTO {s}.audit (at, actor, action, ns, status, remote, detail) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id");
   list_audit = S("SELECT " AUDIT_COLUMNS " FROM {s}.audit WHERE id > $1 ORDER BY id LIMIT $2");
 
   find_lock = S("SELECT " LOCK_COLUMNS " FROM {s}.locks WHERE ns = $1 AND name = $2");
@@ -419,8 +419,7 @@ Result<std::vector<core::OnceRecord>> PgTables::list_once(const std::string& ns,
           conn_.query(sql_.list_once_all, Params().text(ns).text(after).i64(limit)), once_from);
     case F::processing:
       return all<core::OnceRecord>(
-          conn_.query(sql_.list_once_processing,
-                      Params().text(ns).text(after).i64(now).i64(limit)),
+          conn_.query(sql_.list_once_processing, Params().text(ns).text(after).i64(now).i64(limit)),
           once_from);
     case F::expired:
       return all<core::OnceRecord>(
@@ -536,8 +535,7 @@ Result<void> PgTables::delete_lock(const std::string& ns, const std::string& nam
   return write(sql_.delete_lock, Params().text(ns).text(name));
 }
 
-Result<std::vector<core::LockRecord>> PgTables::list_live_locks(const std::string& ns,
-                                                                TimeMs now) {
+Result<std::vector<core::LockRecord>> PgTables::list_live_locks(const std::string& ns, TimeMs now) {
   return all<core::LockRecord>(conn_.query(sql_.list_live_locks, Params().text(ns).i64(now)),
                                lock_from);
 }

@@ -150,9 +150,9 @@ Result<MigrateOutcome> migrate(PgConn& conn, const std::string& schema) {
   const Stmt begin{"BEGIN ISOLATION LEVEL READ COMMITTED"};
   const Stmt lock{"SELECT pg_advisory_xact_lock($1)"};
   const Stmt probe{
-                   "SELECT current_setting('server_encoding'), "
-                   "EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1), "
-                   "to_regclass($2) IS NOT NULL"};
+      "SELECT current_setting('server_encoding'), "
+      "EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1), "
+      "to_regclass($2) IS NOT NULL"};
   const Stmt version{"SELECT coalesce(max(version), 0)::int8 FROM " + q + ".schema_version"};
   const Stmt record{"INSERT INTO " + q + ".schema_version (version) VALUES ($1)"};
   const Stmt commit{"COMMIT"};
@@ -177,8 +177,7 @@ Result<MigrateOutcome> migrate(PgConn& conn, const std::string& schema) {
   auto newer = [&](int v) {
     return schema_error("The database schema \"" + schema + "\" was written by a newer ichido (" +
                         "schema version " + std::to_string(v) + ", this build knows " +
-                        std::to_string(current_schema_version()) +
-                        "); run that version or newer.");
+                        std::to_string(current_schema_version()) + "); run that version or newer.");
   };
   auto give_up = [&](Error e) -> Result<MigrateOutcome> {
     if (!conn.broken()) {

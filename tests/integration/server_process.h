@@ -26,13 +26,26 @@ class TempDir {
   std::string path_;
 };
 
+// The store every ServerProcess of this test run uses: the embedded one (default), or PostgreSQL
+// when $ICHIDO_TEST_STORE is "postgres" — CTest runs the whole integration suite a second time
+// that way (tests named pg.*), against the throwaway cluster of the `pg` fixture.
+bool on_postgres();
+
 class ServerProcess {
  public:
-  // `data_dir`: the store's directory; the log goes to data_dir + ".log". Without `auth` the
-  // server runs with --no-auth.
+  // `data_dir`: the store's directory (with PostgreSQL: the node's own files); the log goes to
+  // data_dir + ".log". Without `auth` the server runs with --no-auth. On PostgreSQL each
+  // ServerProcess gets a schema of its own (kept across restarts, dropped by the destructor).
   explicit ServerProcess(std::string data_dir, std::vector<std::string> extra_args = {},
                          bool auth = false);
   ~ServerProcess();  // kills the server if it still runs
+
+  // The arguments that name this server's store for `ichido serve` and `ichido token`:
+  // "--data DIR", or "--store URL --store-schema S" (shell-quoted, for run_command).
+  std::string store_args() const;
+  // PostgreSQL only: every row of the server's tables as JSON text, bytea values hex-encoded
+  // (to check what the database holds). Empty on the embedded store.
+  std::string store_dump() const;
 
   // Starts the server and waits (bounded, 20 s) until it prints its listening line.
   // Returns false (with the log in `error`) when it exits or never becomes ready.
@@ -51,6 +64,8 @@ class ServerProcess {
 
  private:
   std::string data_dir_;
+  std::string pg_url_;     // on_postgres(): the server's database
+  std::string pg_schema_;  // on_postgres(): its schema
   std::vector<std::string> extra_args_;
   bool auth_ = false;
   pid_t pid_ = -1;

@@ -23,8 +23,10 @@ run: build
 	@echo "  curl -H \"Authorization: Bearer \$$ICHIDO_TOKEN\" http://$(LISTEN)/v1/ns/demo/counters"
 	build/ichido serve --listen $(LISTEN) --data $(DATA)
 
-# Every test: the clang-format check, a short fuzz run of each libFuzzer target (clang, ASan+UBSan), then CTest.
+# Every test: the clang-format check, a short fuzz run of each libFuzzer target (clang, ASan+UBSan), then CTest
+# (which starts and removes its own throwaway PostgreSQL cluster: scripts/pg-test-cluster).
 test: build
+	@scripts/install-deps postgres
 	scripts/check-format
 	scripts/fuzz $(FUZZ_SECONDS)
 	ctest --test-dir build --output-on-failure --timeout 600

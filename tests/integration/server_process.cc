@@ -80,11 +80,26 @@ ServerProcess::ServerProcess(std::string data_dir, std::vector<std::string> extr
 
 ServerProcess::~ServerProcess() {
   if (pid_ > 0) kill9();
-  if (!pg_schema_.empty() && !pg_url_.empty()) {
+  if (owns_schema_ && !pg_schema_.empty() && !pg_url_.empty()) {
     if (auto c = admin_conn(pg_url_); c.ok()) {
       (void)(*c)->exec_script("DROP SCHEMA IF EXISTS \"" + pg_schema_ + "\" CASCADE");
     }
   }
+}
+
+void ServerProcess::share_store(const ServerProcess& other) {
+  set_store(other.pg_url_, other.pg_schema_);
+}
+
+void ServerProcess::set_store(std::string url, std::string schema) {
+  if (owns_schema_ && !pg_schema_.empty() && !pg_url_.empty()) {
+    if (auto c = admin_conn(pg_url_); c.ok()) {
+      (void)(*c)->exec_script("DROP SCHEMA IF EXISTS \"" + pg_schema_ + "\" CASCADE");
+    }
+  }
+  pg_url_ = std::move(url);
+  pg_schema_ = std::move(schema);
+  owns_schema_ = false;
 }
 
 std::string ServerProcess::store_args() const {
@@ -149,11 +164,24 @@ bool ServerProcess::start(std::string* error) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // The environment is built before fork(): the child of a multi-threaded test may only call
+  // async-signal-safe functions until it execs.
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e) {
+    const std::string entry = *e;
+    bool overridden = false;
+    for (const auto& [k, v] : env_) overridden |= entry.rfind(k + "=", 0) == 0;
+    if (!overridden) env_strings.push_back(entry);
+  }
+  for (const auto& [k, v] : env_) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::dup2(fd, STDOUT_FILENO);
     ::dup2(fd, STDERR_FILENO);
-    ::execv(argv[0], argv.data());
+    ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
   ::close(fd);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/client.h"
@@ -47,6 +48,17 @@ class ServerProcess {
   // (to check what the database holds). Empty on the embedded store.
   std::string store_dump() const;
 
+  // PostgreSQL only, before start(): use the same database and schema as `other` (another node
+  // of one deployment; the schema stays `other`'s to drop).
+  void share_store(const ServerProcess& other);
+  // PostgreSQL only, before start(): this URL and schema (a cluster the test runs itself; the
+  // schema is not dropped by this object).
+  void set_store(std::string url, std::string schema);
+  const std::string& store_url() const { return pg_url_; }
+  const std::string& store_schema() const { return pg_schema_; }
+  // Environment variables the server process gets in addition to the test's (e.g. libfaketime).
+  void set_env(std::vector<std::pair<std::string, std::string>> env) { env_ = std::move(env); }
+
   // Starts the server and waits (bounded, 20 s) until it prints its listening line.
   // Returns false (with the log in `error`) when it exits or never becomes ready.
   bool start(std::string* error);
@@ -64,8 +76,10 @@ class ServerProcess {
 
  private:
   std::string data_dir_;
-  std::string pg_url_;     // on_postgres(): the server's database
-  std::string pg_schema_;  // on_postgres(): its schema
+  std::string pg_url_;       // on_postgres(): the server's database
+  std::string pg_schema_;    // on_postgres(): its schema
+  bool owns_schema_ = true;  // drop pg_schema_ in the destructor
+  std::vector<std::pair<std::string, std::string>> env_;
   std::vector<std::string> extra_args_;
   bool auth_ = false;
   pid_t pid_ = -1;

@@ -36,14 +36,15 @@ using steady = std::chrono::steady_clock;
 TEST(Nodes, ThreeNodesStartingTogetherMigrateOnceAndIssueContiguousUniqueNumbers) {
   Deployment d(3);
   d.start_all();
-  EXPECT_EQ(query_value(d.url(), "SELECT count(*) FROM \"" + d.schema() + "\".schema_version"), "1");
+  EXPECT_EQ(query_value(d.url(), "SELECT count(*) FROM \"" + d.schema() + "\".schema_version"),
+            "1");
   ApiClient admin(d.node(0).url(), "shop");
   ASSERT_EQ(admin.create("n", R"({"start":0,"max":1000000,"format":"N-{seq:6}"})").status, 201);
 
   // 4 clients per node, each 30 calls alternating keyed and unkeyed.
   constexpr int kPerNode = 4, kCalls = 30;
   std::mutex mu;
-  std::vector<std::int64_t> values;                             // guarded by mu
+  std::vector<std::int64_t> values;                            // guarded by mu
   std::map<std::string, std::pair<std::int64_t, int>> by_key;  // key -> (value, node); mu
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
@@ -53,13 +54,12 @@ TEST(Nodes, ThreeNodesStartingTogetherMigrateOnceAndIssueContiguousUniqueNumbers
         ApiClient api(d.node(n).url(), "shop");
         for (int i = 0; i < kCalls; ++i) {
           const bool keyed = i % 2 == 0;
-          const std::string key = "k-" + std::to_string(n) + "-" + std::to_string(c) + "-" +
-                                  std::to_string(i);
+          const std::string key =
+              "k-" + std::to_string(n) + "-" + std::to_string(c) + "-" + std::to_string(i);
           auto r = keyed ? api.next("n", key) : api.send("POST", api.counter_path("n") + "/next");
           if (r.status != 200) {
             failures.fetch_add(1);
-            ADD_FAILURE() << "node " << n << ": " << r.status << " " << r.body
-                          << r.transport_error;
+            ADD_FAILURE() << "node " << n << ": " << r.status << " " << r.body << r.transport_error;
             continue;
           }
           std::lock_guard lk(mu);
@@ -155,8 +155,8 @@ TEST(Nodes, OnceBeginIsExactlyOneAcrossNodesAndEveryNodeAnswersTheResult) {
                           R"({"key":")" + key + R"(","owner":"late"})");
       ASSERT_EQ(b.status, 200) << b.body;
       EXPECT_EQ(b.str("outcome"), "completed");
-      EXPECT_EQ(boost::json::serialize(b.at("result")), R"({"ticket":"T-)" + std::to_string(k) +
-                                                            R"("})");
+      EXPECT_EQ(boost::json::serialize(b.at("result")),
+                R"({"ticket":"T-)" + std::to_string(k) + R"("})");
     }
   }
 }
@@ -223,9 +223,8 @@ TEST(Nodes, ANodeWhoseClockIsTenMinutesAheadDecidesLikeTheOthers) {
   const std::string libfaketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
   ASSERT_TRUE(std::filesystem::exists(libfaketime)) << "scripts/install-deps postgres installs it";
   Deployment d(2);
-  d.node(1).set_env({{"LD_PRELOAD", libfaketime},
-                     {"FAKETIME", "+10m"},
-                     {"FAKETIME_DONT_FAKE_MONOTONIC", "1"}});
+  d.node(1).set_env(
+      {{"LD_PRELOAD", libfaketime}, {"FAKETIME", "+10m"}, {"FAKETIME_DONT_FAKE_MONOTONIC", "1"}});
   d.start_all();
   // The skew is real: node 1 logs with its own clock.
   const auto skew = log_clock_skew_ms(d.node(1).log());
@@ -247,8 +246,8 @@ TEST(Nodes, ANodeWhoseClockIsTenMinutesAheadDecidesLikeTheOthers) {
   EXPECT_EQ(state.at("lease_expires_at"), g.at("lease_expires_at")) << state.body;
 
   // A once record claimed on node 0 is in progress for node 1, with the time the lease has left.
-  auto claim = a.send("POST", "/v1/ns/shop/once/begin",
-                      R"({"key":"item-1","owner":"A","lease_ms":60000})");
+  auto claim =
+      a.send("POST", "/v1/ns/shop/once/begin", R"({"key":"item-1","owner":"A","lease_ms":60000})");
   ASSERT_EQ(claim.status, 200) << claim.body;
   ASSERT_EQ(claim.str("outcome"), "acquired");
   auto dup =
@@ -295,7 +294,8 @@ TEST(Nodes, KillNineOfOneNodeUnderLoadLosesNothingAndItsLockLapsesNormally) {
   Reply got;
   ASSERT_TRUE(eventually(
       [&] {
-        got = a.send("POST", "/v1/ns/shop/locks/job/acquire", R"({"owner":"after","lease_ms":1000})");
+        got =
+            a.send("POST", "/v1/ns/shop/locks/job/acquire", R"({"owner":"after","lease_ms":1000})");
         return got.status == 200 && got.at("acquired").as_bool();
       },
       milliseconds(10000)))

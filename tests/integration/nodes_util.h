@@ -112,7 +112,8 @@ class Load {
     for (auto& t : threads_) t.join();
     threads_.clear();
   }
-  bool wait_acks(std::size_t n, std::chrono::milliseconds limit = std::chrono::milliseconds(30000)) {
+  bool wait_acks(std::size_t n,
+                 std::chrono::milliseconds limit = std::chrono::milliseconds(30000)) {
     return eventually([&] { return acks() >= n; }, limit);
   }
   std::size_t acks() {

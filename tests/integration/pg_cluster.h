@@ -82,8 +82,8 @@ inline std::string query_value(const std::string& url, const std::string& sql) {
   s.conninfo = url;
   auto c = store::postgres::PgConn::connect(s);
   if (!c.ok()) return "";
-  auto r = (*c)->query(store::postgres::Stmt{"SELECT (" + sql + ")::text"},
-                       store::postgres::Params());
+  auto r =
+      (*c)->query(store::postgres::Stmt{"SELECT (" + sql + ")::text"}, store::postgres::Params());
   if (!r.ok() || r->rows() == 0 || r->is_null(0, 0)) return "";
   return r->str(0, 0);
 }

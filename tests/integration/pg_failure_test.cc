@@ -47,7 +47,8 @@ TEST(PgFailure, PostgresDownAndBackUnderLoadGives503sThenRecoversWithoutRestarti
   EXPECT_EQ(during.status, 503) << during.body;
   EXPECT_EQ(during.error_code(), "store_unavailable") << during.body;
   const int unavailable_before = load.unavailable();
-  ASSERT_TRUE(eventually([&] { return load.unavailable() > unavailable_before + 5; })) << load.report();
+  ASSERT_TRUE(eventually([&] { return load.unavailable() > unavailable_before + 5; }))
+      << load.report();
 
   // Back: the same nodes serve again by themselves.
   ASSERT_TRUE(db.resume());
@@ -186,9 +187,9 @@ TEST(PgFailure, NodesBehindPgBouncerInTransactionModeKeepEveryGuarantee) {
     ts.emplace_back([&, n] {
       ApiClient api(d.node(n).url(), "shop");
       for (int k = 0; k < 20; ++k) {
-        auto b = api.send("POST", "/v1/ns/shop/once/begin",
-                          R"({"key":"o-)" + std::to_string(k) + R"(","owner":"n)" +
-                              std::to_string(n) + R"("})");
+        auto b = api.send(
+            "POST", "/v1/ns/shop/once/begin",
+            R"({"key":"o-)" + std::to_string(k) + R"(","owner":"n)" + std::to_string(n) + R"("})");
         ASSERT_EQ(b.status, 200) << b.body;
         if (b.str("outcome") == "acquired") acquired.fetch_add(1);
         // Try-lock until granted (waking a waiter across nodes is not part of this test).

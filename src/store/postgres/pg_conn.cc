@@ -249,6 +249,13 @@ void PgConn::note_failure(PGresult* r) {
   message_ = one_line(r ? PQresultErrorMessage(r) : PQerrorMessage(conn_));
   if (!sqlstate_.empty()) message_ += " [SQLSTATE " + sqlstate_ + "]";
   failure_ = classify_sqlstate(sqlstate_);
+  // The server ends the session after these (terminated, shutting down, connection errors):
+  // the socket's EOF may not have been read yet, but the connection is gone all the same.
+  if (sqlstate_.rfind("08", 0) == 0 || sqlstate_ == "57P01" || sqlstate_ == "57P02" ||
+      sqlstate_ == "57P03") {
+    broken_ = true;
+    pending_.clear();
+  }
 }
 
 Error PgConn::current_error() const {

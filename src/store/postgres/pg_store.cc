@@ -58,6 +58,7 @@ PgConn::Settings connection_settings(const Options& o) {
   s.io_timeout_ms = o.io_timeout_ms;
   s.connect_timeout_s = o.connect_timeout_s;
   s.mode = o.statements;
+  s.application_name = o.application_name;
   return s;
 }
 

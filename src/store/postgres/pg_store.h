@@ -66,13 +66,14 @@ struct Options {
   std::size_t max_batch = 256;     // jobs per transaction at most
   std::size_t max_queue = 100000;  // queued jobs per lane beyond this are refused (503)
   PgConn::Mode statements = PgConn::Mode::prepared;
-  int io_timeout_ms = 20000;          // a statement's answer must come within this
-  int connect_timeout_s = 5;          // per host, unless the URL sets connect_timeout
-  int lock_timeout_ms = 10000;        // waiting for another node's key lock at most this
-  int idle_in_tx_timeout_ms = 10000;  // a frozen node's transaction is ended after this
-  int max_retries = 10;               // re-runs after serialization failures / deadlocks
-  bool migrate = true;                // create or upgrade the schema at open()
-  Clock* clock = nullptr;             // tests only: replaces the database's clock
+  int io_timeout_ms = 20000;                // a statement's answer must come within this
+  int connect_timeout_s = 5;                // per host, unless the URL sets connect_timeout
+  int lock_timeout_ms = 10000;              // waiting for another node's key lock at most this
+  int idle_in_tx_timeout_ms = 10000;        // a frozen node's transaction is ended after this
+  int max_retries = 10;                     // re-runs after serialization failures / deadlocks
+  bool migrate = true;                      // create or upgrade the schema at open()
+  std::string application_name = "ichido";  // shown in pg_stat_activity
+  Clock* clock = nullptr;                   // tests only: replaces the database's clock
 };
 
 // The connection settings every connection of a store with these options uses.
@@ -83,6 +84,8 @@ PgConn::Settings connection_settings(const Options& o);
 Result<std::unique_ptr<PgConn>> open_checked(const PgConn::Settings& settings);
 
 class PgStore final : public TableStore {
+  friend class PgStoreTestPeer;  // tests submit hand-made jobs
+
  public:
   // Connects, migrates (Options::migrate) and starts the threads. Errors: store_unavailable
   // (unreachable, newer schema, durability off), invalid_request (field schema).

@@ -1,0 +1,261 @@
+// What only the PostgreSQL store promises, beyond the conformance suite: migrations that many
+// nodes may run at once, refusal of a newer schema, the database's clock, a failing statement
+// that fails only its own command, and connections that are replaced when the server drops them.
+// Runs against the server of store/testing/pg_test_env.h (skipped when none is configured).
+#include "store/postgres/pg_store.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "store/postgres/schema.h"
+#include "store/testing/pg_test_env.h"
+#include "store/testing/sync_store.h"
+
+namespace ichido::store::postgres {
+
+class PgStoreTestPeer {
+ public:
+  static void submit_write(PgStore& s, Job job) { s.submit_write(std::move(job)); }
+};
+
+namespace {
+
+using store_testing::SyncStore;
+
+// The number issued, or the error's code. Out of line: inlined into the callbacks below, g++ 12
+// warns (falsely) that the variant's value may be uninitialized.
+[[gnu::noinline]] std::string Outcome(const Result<NextReply>& r) {
+  if (!r.ok()) return std::string(to_string(r.error().code));
+  return std::to_string(r.value().record.value);
+}
+
+class PgStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto u = store_testing::pg_test_url();
+    if (!u.error.empty()) FAIL() << u.error;
+    if (!u.url) GTEST_SKIP() << "no PostgreSQL server: set ICHIDO_TEST_PG_URL (make test does)";
+    url_ = *u.url;
+    static std::atomic<int> n{0};
+    schema_ = "pgstore_" + std::to_string(::getpid()) + "_" + std::to_string(n.fetch_add(1));
+  }
+  void TearDown() override {
+    if (url_.empty()) return;
+    auto c = Admin();
+    if (c) (void)c->exec_script("DROP SCHEMA IF EXISTS \"" + schema_ + "\" CASCADE");
+  }
+  Options Opts() {
+    Options o;
+    o.url = url_;
+    o.schema = schema_;
+    o.lanes = 2;
+    o.readers = 1;
+    o.application_name = "ichido-" + schema_;
+    return o;
+  }
+  std::unique_ptr<PgConn> Admin() {
+    PgConn::Settings s;
+    s.conninfo = url_;
+    auto c = PgConn::connect(s);
+    EXPECT_TRUE(c.ok()) << c.error().message;
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+  std::string Value(const std::string& sql) {
+    auto c = Admin();
+    if (!c) return "";
+    auto r = c->query(Stmt{"SELECT (" + sql + ")::text"}, Params());
+    if (!r.ok()) return "error: " + r.error().message;
+    return r->rows() && !r->is_null(0, 0) ? r->str(0, 0) : "";
+  }
+  CounterRef Ref(const std::string& name) { return {"acme", name}; }
+  static core::CounterConfig Config() {
+    return core::CounterConfig{0, 9999, "R-{seq:4}", core::Period::none, "UTC", false};
+  }
+
+  std::string url_, schema_;
+};
+
+TEST_F(PgStoreTest, StoresOpeningTogetherMigrateOnceAndAllWork) {
+  constexpr int kStores = 4;
+  std::vector<Result<std::unique_ptr<PgStore>>> stores;
+  for (int i = 0; i < kStores; ++i) stores.emplace_back(Error());
+  std::vector<std::thread> ts;
+  for (int i = 0; i < kStores; ++i) {
+    ts.emplace_back([&, i] { stores[i] = PgStore::open(Opts()); });
+  }
+  for (auto& t : ts) t.join();
+  for (auto& s : stores) ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(Value("SELECT count(*) FROM \"" + schema_ + "\".schema_version"),
+            std::to_string(current_schema_version()));
+  SyncStore a(**stores[0]), b(**stores[3]);
+  ASSERT_TRUE(a.create_counter({Ref("c"), Config()}).ok());
+  auto n = b.next({Ref("c"), {std::string("k"), ""}});
+  ASSERT_TRUE(n.ok()) << n.error().message;
+  EXPECT_EQ(n->record.value, 1);
+  for (auto& s : stores) (*s)->close();
+}
+
+TEST_F(PgStoreTest, ASchemaWrittenByANewerIchidoIsRefused) {
+  {
+    auto s = PgStore::open(Opts());
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    (*s)->close();
+  }
+  auto c = Admin();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(c->exec_script("INSERT INTO \"" + schema_ + "\".schema_version (version) VALUES (" +
+                             std::to_string(current_schema_version() + 1) + ")")
+                  .ok());
+  auto s = PgStore::open(Opts());
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, errc::store_unavailable);
+  EXPECT_NE(s.error().message.find("newer ichido"), std::string::npos) << s.error().message;
+}
+
+TEST_F(PgStoreTest, AnUnreachableDatabaseIsStoreUnavailable) {
+  Options o = Opts();
+  o.url = "postgresql://postgres@127.0.0.1:1/postgres?connect_timeout=2";
+  const auto started = std::chrono::steady_clock::now();
+  auto s = PgStore::open(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, errc::store_unavailable);
+  EXPECT_NE(s.error().message.find("cannot connect"), std::string::npos) << s.error().message;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
+}
+
+TEST_F(PgStoreTest, TimeComesFromTheDatabaseClock) {
+  auto s = PgStore::open(Opts());  // no Options::clock: the database's
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  SyncStore sync(**s);
+  const std::string now_ms = "floor(extract(epoch from clock_timestamp()) * 1000)::int8";
+  const std::int64_t before = std::stoll(Value("SELECT " + now_ms));
+  auto c = sync.create_counter({Ref("c"), Config()});
+  const std::int64_t after = std::stoll(Value("SELECT " + now_ms));
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_GE(c->info.created_at, before);
+  EXPECT_LE(c->info.created_at, after);
+  auto l = sync.acquire_lock({{"acme", "l"}, "me", 30000});
+  ASSERT_TRUE(l.ok());
+  EXPECT_GE(l->now, c->info.created_at) << "never backwards";
+  EXPECT_EQ(l->record.lease_expires_at, l->now + 30000);
+  (*s)->close();
+}
+
+// Like the SQLite writer: a batch runs without savepoints; a job that fails after it wrote, or
+// whose statement the server rejects, is undone alone by a second run with a savepoint per job.
+TEST_F(PgStoreTest, AFailingJobIsUndoneAloneInItsBatch) {
+  Options o = Opts();
+  o.lanes = 1;  // every job in one lane, so they share batches
+  auto opened = PgStore::open(o);
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  PgStore& store = **opened;
+  SyncStore sync(store);
+  ASSERT_TRUE(sync.create_counter({Ref("c"), Config()}).ok());
+  core::TokenInfo tok{"dup-id", "h1", core::Role::reader, "acme", "", 1, std::nullopt,
+                      std::nullopt};
+  ASSERT_TRUE(sync.create_counter({Ref("d"), Config()}).ok());
+  {
+    std::promise<Result<core::TokenInfo>> p;
+    store.create_token(tok, [&](Result<core::TokenInfo> r) { p.set_value(std::move(r)); });
+    ASSERT_TRUE(p.get_future().get().ok());
+  }
+  const StoreStats before = store.stats();
+
+  // Hold the lane (a callback runs on its thread) so that everything below lands in one batch.
+  std::promise<void> held, release;
+  auto released = release.get_future().share();
+  store.next({Ref("c"), {std::string("gate"), ""}}, [&](Result<NextReply>) {
+    held.set_value();
+    released.wait_for(std::chrono::seconds(60));
+  });
+  ASSERT_EQ(held.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+
+  std::mutex mu;
+  std::condition_variable cv;
+  int answered = 0;
+  std::vector<std::string> outcomes(6);
+  auto record = [&](int i, std::string what) {
+    std::lock_guard lk(mu);
+    outcomes[i] = std::move(what);
+    ++answered;
+    cv.notify_all();
+  };
+  auto next = [&](int i, const std::string& key) {
+    store.next({Ref("c"), {key, ""}}, [&, i](Result<NextReply> r) {
+      record(i, Outcome(r));
+    });
+  };
+  next(0, "a");
+  {
+    Job job;  // writes, then fails: its write must vanish
+    job.apply = [](Tables& t, TimeMs) {
+      (void)t.save_period(1, "", PeriodRow{500, 9, 0});
+      return false;
+    };
+    job.finish = [&](const Error* e) { record(1, e ? std::string(to_string(e->code)) : "rejected"); };
+    job.keys = counter_keys(Ref("c"));
+    PgStoreTestPeer::submit_write(store, std::move(job));
+  }
+  next(2, "b");
+  {
+    // A statement the server rejects (duplicate primary key): the transaction is aborted, so the
+    // batch runs again, and only this command fails.
+    store.create_token(tok, [&](Result<core::TokenInfo> r) {
+      record(3, r.ok() ? "stored" : std::string(to_string(r.error().code)));
+    });
+  }
+  next(4, "c");
+  store.next({{"acme", "d"}, {std::string("x"), ""}}, [&](Result<NextReply> r) {
+    record(5, Outcome(r));
+  });
+  release.set_value();
+  {
+    std::unique_lock lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(60), [&] { return answered == 6; }));
+  }
+  EXPECT_EQ(outcomes,
+            (std::vector<std::string>{"2", "rejected", "3", "store_unavailable", "4", "1"}));
+  const StoreStats after = store.stats();
+  EXPECT_EQ(after.isolated_batches - before.isolated_batches, 1u);
+  EXPECT_EQ(after.commits - before.commits, 2u);  // the gate's, then the batch's
+  auto info = sync.get_counter(Ref("c"));
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->last_value, 4);
+  EXPECT_EQ(info->issued_count, 4);
+  store.close();
+}
+
+// The server ends every connection of the store (a restart, a failover, a pooler recycling
+// connections): the next commands run on new connections without an error.
+TEST_F(PgStoreTest, DroppedConnectionsAreReplacedWithoutFailingCommands) {
+  auto opened = PgStore::open(Opts());
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  PgStore& store = **opened;
+  SyncStore sync(store);
+  ASSERT_TRUE(sync.create_counter({Ref("c"), Config()}).ok());
+  ASSERT_TRUE(sync.get_counter(Ref("c")).ok());
+  for (int round = 0; round < 3; ++round) {
+    const std::string killed =
+        Value("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+              "application_name = 'ichido-" +
+              schema_ + "'");
+    EXPECT_NE(killed, "0") << "round " << round;
+    auto n = sync.next({Ref("c"), {"k" + std::to_string(round), ""}});
+    ASSERT_TRUE(n.ok()) << n.error().message;
+    EXPECT_EQ(n->record.value, round + 1);
+    auto g = sync.get_counter(Ref("c"));
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    EXPECT_EQ(g->last_value, round + 1);
+  }
+  EXPECT_EQ(store.stats().failed_commits, 0u);
+  store.close();
+}
+
+}  // namespace
+}  // namespace ichido::store::postgres

@@ -25,6 +25,10 @@ Result<void> save_checked(Tables& t, const std::string& ns, const OnceRecord& re
 
 void TableStore::begin_once(BeginOnceCmd cmd, Callback<BeginOnceReply> done) {
   auto keys = once_keys(cmd.ref);
+  auto prefetch = [ref = cmd.ref](Tables& t) {
+    t.prefetch_once(ref.ns, ref.key);
+    t.prefetch_token();
+  };
   write<BeginOnceReply>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<BeginOnceReply> {
         auto existing = load(t, cmd.ref);
@@ -39,11 +43,12 @@ void TableStore::begin_once(BeginOnceCmd cmd, Callback<BeginOnceReply> done) {
         if (d->write) ICHIDO_TRY(save_checked(t, cmd.ref.ns, d->record));
         return BeginOnceReply{d->outcome, std::move(d->record), d->retry_after_ms, d->replayed};
       },
-      std::move(done), std::move(keys));
+      std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::complete_once(CompleteOnceCmd cmd, Callback<OnceRecord> done) {
   auto keys = once_keys(cmd.ref);
+  auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_once(ref.ns, ref.key); };
   write<OnceRecord>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<OnceRecord> {
         auto existing = load(t, cmd.ref);
@@ -54,11 +59,12 @@ void TableStore::complete_once(CompleteOnceCmd cmd, Callback<OnceRecord> done) {
         if (c->write) ICHIDO_TRY(save_checked(t, cmd.ref.ns, c->record));
         return std::move(c->record);
       },
-      std::move(done), std::move(keys));
+      std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::fail_once(FailOnceCmd cmd, Callback<OnceRecord> done) {
   auto keys = once_keys(cmd.ref);
+  auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_once(ref.ns, ref.key); };
   write<OnceRecord>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<OnceRecord> {
         auto existing = load(t, cmd.ref);
@@ -69,11 +75,12 @@ void TableStore::fail_once(FailOnceCmd cmd, Callback<OnceRecord> done) {
         if (c->write) ICHIDO_TRY(save_checked(t, cmd.ref.ns, c->record));
         return std::move(c->record);
       },
-      std::move(done), std::move(keys));
+      std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::renew_once(RenewOnceCmd cmd, Callback<OnceRecord> done) {
   auto keys = once_keys(cmd.ref);
+  auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_once(ref.ns, ref.key); };
   write<OnceRecord>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<OnceRecord> {
         auto existing = load(t, cmd.ref);
@@ -84,7 +91,7 @@ void TableStore::renew_once(RenewOnceCmd cmd, Callback<OnceRecord> done) {
         ICHIDO_TRY(save_checked(t, cmd.ref.ns, *r));
         return std::move(*r);
       },
-      std::move(done), std::move(keys));
+      std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::get_once(OnceRef ref, Callback<OnceRecord> done) {
@@ -119,6 +126,7 @@ void TableStore::list_once(OnceQuery q, Callback<OncePage> done) {
 
 void TableStore::reset_once(OnceRef ref, Callback<OnceRecord> done) {
   auto keys = once_keys(ref);
+  auto prefetch = [r = ref](Tables& t) { t.prefetch_once(r.ns, r.key); };
   write<OnceRecord>(
       [ref = std::move(ref)](Tables& t, TimeMs) -> Result<OnceRecord> {
         auto existing = load(t, ref);
@@ -128,7 +136,7 @@ void TableStore::reset_once(OnceRef ref, Callback<OnceRecord> done) {
         if (!deleted.ok()) return std::move(deleted).error();
         return std::move(**existing);
       },
-      std::move(done), std::move(keys));
+      std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::purge_once(PurgeOnceCmd cmd, Callback<std::int64_t> done) {

@@ -70,6 +70,7 @@ Result<std::string> resolve_period(const core::CounterConfig& c, const core::Tod
 
 void TableStore::create_counter(CreateCounterCmd cmd, Callback<CreateCounterReply> done) {
   auto keys = counter_keys(cmd.ref);
+  auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_counter(ref.ns, ref.name); };
   write<CreateCounterReply>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<CreateCounterReply> {
         auto existing = t.find_counter(cmd.ref.ns, cmd.ref.name);
@@ -91,11 +92,15 @@ void TableStore::create_counter(CreateCounterCmd cmd, Callback<CreateCounterRepl
         if (!info.ok()) return std::move(info).error();
         return CreateCounterReply{*outcome == core::CreateOutcome::created, std::move(*info)};
       },
-      std::move(done), std::move(keys));
+      std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::next(NextCmd cmd, Callback<NextReply> done) {
   auto keys = counter_keys(cmd.ref);
+  auto prefetch = [ref = cmd.ref, key = cmd.next.key](Tables& t) {
+    t.prefetch_counter(ref.ns, ref.name);
+    if (key) t.prefetch_issued_by_key(ref.ns, ref.name, *key);
+  };
   write<NextReply>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<NextReply> {
         auto row = load_counter(t, cmd.ref);
@@ -121,11 +126,12 @@ void TableStore::next(NextCmd cmd, Callback<NextReply> done) {
         }
         return NextReply{std::move(d->record), d->replayed};
       },
-      std::move(done), std::move(keys));
+      std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::void_number(VoidCmd cmd, Callback<core::IssuedNumber> done) {
   auto keys = counter_keys(cmd.ref);
+  auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_counter(ref.ns, ref.name); };
   write<core::IssuedNumber>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<core::IssuedNumber> {
         auto row = load_counter(t, cmd.ref);
@@ -152,11 +158,12 @@ void TableStore::void_number(VoidCmd cmd, Callback<core::IssuedNumber> done) {
         }
         return std::move(*rec);
       },
-      std::move(done), std::move(keys));
+      std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::set_last_value(SetCmd cmd, Callback<core::CounterInfo> done) {
   auto keys = counter_keys(cmd.ref);
+  auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_counter(ref.ns, ref.name); };
   write<core::CounterInfo>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<core::CounterInfo> {
         auto row = load_counter(t, cmd.ref);
@@ -175,7 +182,7 @@ void TableStore::set_last_value(SetCmd cmd, Callback<core::CounterInfo> done) {
         ICHIDO_TRY(t.save_period(row->id, today->period, p));
         return info_of(t, *row, now);
       },
-      std::move(done), std::move(keys));
+      std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::get_counter(CounterRef ref, Callback<core::CounterInfo> done) {

@@ -50,6 +50,9 @@ struct Job {
   // on). Empty for reads, and for writes that need no exclusion or take care of it themselves
   // (purge: Tables::purge_once).
   std::vector<std::int64_t> keys;
+  // Optional: announces the rows `apply` will look up (Tables::prefetch_*). Called on every job
+  // of a batch, after the batch's key locks are taken, before the first job runs.
+  std::function<void(Tables&)> prefetch;
 };
 
 class TableStore : public Store {
@@ -101,9 +104,10 @@ class TableStore : public Store {
   // Job::keys.
   template <class T>
   void write(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done,
-             std::vector<std::int64_t> keys) {
+             std::vector<std::int64_t> keys, std::function<void(Tables&)> prefetch = {}) {
     Job job = make_job<T>(std::move(fn), std::move(done));
     job.keys = std::move(keys);
+    job.prefetch = std::move(prefetch);
     submit_write(std::move(job));
   }
   template <class T>

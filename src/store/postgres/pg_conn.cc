@@ -262,7 +262,8 @@ Error PgConn::current_error() const {
   return pg_unavailable(message_.empty() ? "a statement failed" : message_);
 }
 
-void PgConn::queue(const Stmt& stmt, const Params& params, Entry kind) {
+void PgConn::queue(const Stmt& stmt, const Params& params, Entry kind,
+                   std::function<void(const PgResult&)> on_result) {
   if (broken_) return;
   if (!segment_open_) {
     // A new pipeline segment starts clean. (After a failure the server skips everything until
@@ -287,7 +288,7 @@ void PgConn::queue(const Stmt& stmt, const Params& params, Entry kind) {
       ok = PQsendPrepare(conn_, name.c_str(), stmt.sql.c_str(), n, params.types()) == 1;
       if (!ok) return note_broken("cannot send: " + one_line(PQerrorMessage(conn_)));
       it = prepared_.emplace(stmt.sql, name).first;
-      pending_.push_back({Entry::prepare, stmt.sql});
+      pending_.push_back({Entry::prepare, stmt.sql, {}});
     }
     ok = PQsendQueryPrepared(conn_, it->second.c_str(), n, values.data(), lengths.data(),
                              params.formats_.data(), /*resultFormat=*/1) == 1;
@@ -296,10 +297,29 @@ void PgConn::queue(const Stmt& stmt, const Params& params, Entry kind) {
                            lengths.data(), params.formats_.data(), /*resultFormat=*/1) == 1;
   }
   if (!ok) return note_broken("cannot send: " + one_line(PQerrorMessage(conn_)));
-  pending_.push_back({kind, {}});
+  pending_.push_back({kind, {}, std::move(on_result)});
 }
 
 void PgConn::send(const Stmt& stmt, const Params& params) { queue(stmt, params, Entry::discard); }
+
+void PgConn::send_read(const Stmt& stmt, const Params& params,
+                       std::function<void(const PgResult&)> on_result) {
+  queue(stmt, params, Entry::callback, std::move(on_result));
+}
+
+Result<void> PgConn::wait_results() {
+  if (broken_) return current_error();
+  if (!pending_.empty()) {
+    if (PQsendFlushRequest(conn_) != 1) {
+      note_broken("cannot send: " + one_line(PQerrorMessage(conn_)));
+      return current_error();
+    }
+    ICHIDO_TRY(flush());
+    while (!pending_.empty()) ICHIDO_TRY(read_front(nullptr));
+  }
+  if (failure_ != PgFailure::none) return current_error();
+  return {};
+}
 
 Result<void> PgConn::flush() {
   const auto deadline = SteadyClock::now() + std::chrono::milliseconds(settings_.io_timeout_ms);
@@ -378,6 +398,9 @@ Result<void> PgConn::read_front(PgResult* out) {
       if (out && p.kind == Entry::keep) {
         *out = PgResult(r);
         r = nullptr;
+      } else if (p.kind == Entry::callback && p.on_result) {
+        p.on_result(PgResult(r));
+        r = nullptr;
       }
       break;
     case PGRES_PIPELINE_ABORTED:
@@ -428,12 +451,23 @@ Result<void> PgConn::sync() {
     note_broken("cannot send: " + one_line(PQerrorMessage(conn_)));
     return current_error();
   }
-  pending_.push_back({Entry::sync, {}});
+  pending_.push_back({Entry::sync, {}, {}});
   segment_open_ = false;
   ICHIDO_TRY(flush());
   while (!pending_.empty()) ICHIDO_TRY(read_front(nullptr));
   if (failure_ != PgFailure::none) return current_error();
   return {};
+}
+
+Result<void> PgConn::sync_nowait() {
+  if (broken_) return current_error();
+  if (PQpipelineSync(conn_) != 1) {
+    note_broken("cannot send: " + one_line(PQerrorMessage(conn_)));
+    return current_error();
+  }
+  pending_.push_back({Entry::sync, {}, {}});
+  segment_open_ = false;
+  return flush();
 }
 
 Result<void> PgConn::exec_script(const std::string& sql) {

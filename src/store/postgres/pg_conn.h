@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -126,6 +127,13 @@ class PgConn {
   // Queues `stmt`; its result is checked later (by the next query() or sync()). Never blocks for
   // the server.
   void send(const Stmt& stmt, const Params& params);
+  // Queues `stmt`; when its result is read (by a later query(), sync() or wait_results()) it is
+  // handed to `on_result`, on the caller's thread, in statement order. Not called when the
+  // statement fails (failure() says so).
+  void send_read(const Stmt& stmt, const Params& params,
+                 std::function<void(const PgResult&)> on_result);
+  // Sends everything and reads every queued result. Fails like query().
+  Result<void> wait_results();
   // Queues `stmt`, sends everything, and waits for every earlier result and then this one.
   // Fails when this statement or any earlier one since the last sync() failed (the first
   // failure is reported; see failure()).
@@ -135,6 +143,10 @@ class PgConn {
   // caller rolls back or rolls back to a savepoint); the connection itself stays usable unless
   // broken().
   Result<void> sync();
+  // Ends the pipeline segment like sync() but does not wait: its results are read (and checked)
+  // by the next query() or sync(). For statements whose answer nobody needs now (a read-only
+  // transaction's ROLLBACK).
+  Result<void> sync_nowait();
 
   // Runs SQL text with the simple protocol, outside the pipeline (schema migrations: several
   // statements, no parameters, no results wanted). The pipeline must be idle.
@@ -157,12 +169,14 @@ class PgConn {
 
  private:
   explicit PgConn(PGconn* c, const Settings& s);
-  enum class Entry : std::uint8_t { discard, keep, sync, prepare };
+  enum class Entry : std::uint8_t { discard, keep, callback, sync, prepare };
   struct Pending {
     Entry kind;
     std::string name;  // prepare: the statement text it prepares (key of prepared_)
+    std::function<void(const PgResult&)> on_result;  // callback
   };
-  void queue(const Stmt& stmt, const Params& params, Entry kind);
+  void queue(const Stmt& stmt, const Params& params, Entry kind,
+             std::function<void(const PgResult&)> on_result = {});
   Result<void> flush();
   Result<PGresult*> next_result();
   // Reads the results of the front entry. For `keep`, hands over its result.

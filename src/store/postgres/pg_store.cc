@@ -328,15 +328,25 @@ PgStore::Outcome PgStore::attempt(PgConn& c, std::vector<Job>& batch,
   };
 
   PgTables t(c, sql_);
-  t.set_pipelined_writes(!isolate);
+  t.set_batch_mode(!isolate);
+  t.set_token_batch(static_cast<int>(std::min<std::size_t>(batch.size(), 64)));
   c.send(sql_.begin_write, Params());
   c.send(sql_.tx_settings, Params()
                                .text(std::to_string(opt_.lock_timeout_ms))
                                .text(std::to_string(opt_.idle_in_tx_timeout_ms)));
-  auto locked = c.query(sql_.lock_keys_now, Params().i64_array(keys));
-  if (!locked.ok()) return outcome_of_failure(locked.error(), false);
-  const TimeMs now = opt_.clock ? opt_.clock->now_ms() : locked->i64(0, 1);
-
+  TimeMs now = 0;
+  c.send_read(sql_.lock_keys_now, Params().i64_array(keys),
+              [&now](const PgResult& r) { now = r.i64(0, 1); });
+  if (!isolate) {
+    // Every row the jobs announce, and the tokens they may draw, behind the locks in the same
+    // pipeline: the whole start of the batch is one round trip.
+    for (auto& job : batch) {
+      if (job.prefetch) job.prefetch(t);
+    }
+    t.end_prefetch();
+  }
+  if (auto r = c.wait_results(); !r.ok()) return outcome_of_failure(r.error(), false);
+  if (opt_.clock) now = opt_.clock->now_ms();
   job_errors.assign(batch.size(), std::nullopt);
   for (std::size_t i = 0; i < batch.size(); ++i) {
     Job& job = batch[i];
@@ -411,9 +421,16 @@ void PgStore::reader_loop(Reader& rd) {
         job.finish(now.ok() ? nullptr : &now.error());  // the job's own answer says why
         break;
       }
-      (void)c->sync();
-      c->send(sql_.rollback, Params());  // read only: nothing to commit
-      (void)c->sync();
+      // Read only: nothing to commit. When all went well the ROLLBACK is sent and not waited
+      // for (the next read reads its answer); after a failure the segment is ended first.
+      if (c->failure() == PgFailure::none) {
+        c->send(sql_.rollback, Params());
+        (void)c->sync_nowait();
+      } else {
+        (void)c->sync();
+        c->send(sql_.rollback, Params());
+        (void)c->sync();
+      }
       if (c->broken()) rd.conn.reset();
       job.finish(now.ok() ? nullptr : &now.error());
       break;

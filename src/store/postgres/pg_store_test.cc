@@ -34,6 +34,12 @@ using store_testing::SyncStore;
   if (!r.ok()) return std::string(to_string(r.error().code));
   return std::to_string(r.value().record.value);
 }
+// `what(value)`, or the error's code (out of line for the same reason).
+template <class T, class F>
+[[gnu::noinline]] std::string Describe(const Result<T>& r, F what) {
+  if (!r.ok()) return std::string(to_string(r.error().code));
+  return what(r.value());
+}
 
 class PgStoreTest : public ::testing::Test {
  protected:
@@ -157,8 +163,8 @@ TEST_F(PgStoreTest, AFailingJobIsUndoneAloneInItsBatch) {
   PgStore& store = **opened;
   SyncStore sync(store);
   ASSERT_TRUE(sync.create_counter({Ref("c"), Config()}).ok());
-  core::TokenInfo tok{"dup-id", "h1", core::Role::reader, "acme", "", 1, std::nullopt,
-                      std::nullopt};
+  core::TokenInfo tok{"dup-id", "h1", core::Role::reader, "acme",
+                      "",       1,    std::nullopt,       std::nullopt};
   ASSERT_TRUE(sync.create_counter({Ref("d"), Config()}).ok());
   {
     std::promise<Result<core::TokenInfo>> p;
@@ -187,9 +193,7 @@ TEST_F(PgStoreTest, AFailingJobIsUndoneAloneInItsBatch) {
     cv.notify_all();
   };
   auto next = [&](int i, const std::string& key) {
-    store.next({Ref("c"), {key, ""}}, [&, i](Result<NextReply> r) {
-      record(i, Outcome(r));
-    });
+    store.next({Ref("c"), {key, ""}}, [&, i](Result<NextReply> r) { record(i, Outcome(r)); });
   };
   next(0, "a");
   {
@@ -198,7 +202,9 @@ TEST_F(PgStoreTest, AFailingJobIsUndoneAloneInItsBatch) {
       (void)t.save_period(1, "", PeriodRow{500, 9, 0});
       return false;
     };
-    job.finish = [&](const Error* e) { record(1, e ? std::string(to_string(e->code)) : "rejected"); };
+    job.finish = [&](const Error* e) {
+      record(1, e ? std::string(to_string(e->code)) : "rejected");
+    };
     job.keys = counter_keys(Ref("c"));
     PgStoreTestPeer::submit_write(store, std::move(job));
   }
@@ -211,9 +217,8 @@ TEST_F(PgStoreTest, AFailingJobIsUndoneAloneInItsBatch) {
     });
   }
   next(4, "c");
-  store.next({{"acme", "d"}, {std::string("x"), ""}}, [&](Result<NextReply> r) {
-    record(5, Outcome(r));
-  });
+  store.next({{"acme", "d"}, {std::string("x"), ""}},
+             [&](Result<NextReply> r) { record(5, Outcome(r)); });
   release.set_value();
   {
     std::unique_lock lk(mu);
@@ -231,6 +236,109 @@ TEST_F(PgStoreTest, AFailingJobIsUndoneAloneInItsBatch) {
   store.close();
 }
 
+// In one batch, commands on the same records see each other's writes (the batch remembers and
+// prefetches rows; what it remembers must follow its own writes exactly).
+TEST_F(PgStoreTest, CommandsOnOneRecordInOneBatchSeeEachOthersWrites) {
+  Options o = Opts();
+  o.lanes = 1;
+  auto opened = PgStore::open(o);
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  PgStore& store = **opened;
+  SyncStore sync(store);
+  ASSERT_TRUE(sync.create_counter({Ref("gate"), Config()}).ok());
+
+  std::promise<void> held, release;
+  auto released = release.get_future().share();
+  store.next({Ref("gate"), {std::string("g"), ""}}, [&](Result<NextReply>) {
+    held.set_value();
+    released.wait_for(std::chrono::seconds(60));
+  });
+  ASSERT_EQ(held.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+
+  std::mutex mu;
+  std::condition_variable cv;
+  int answered = 0;
+  std::vector<std::string> out(10);
+  auto record = [&](int i, std::string what) {
+    std::lock_guard lk(mu);
+    out[i] = std::move(what);
+    ++answered;
+    cv.notify_all();
+  };
+  // A counter created in the batch, numbered twice with one key and once with another.
+  store.create_counter({Ref("c"), Config()}, [&](Result<CreateCounterReply> r) {
+    record(0, Describe(r, [](const CreateCounterReply& c) {
+             return std::string(c.created ? "created" : "existed");
+           }));
+  });
+  auto next = [&](int i, const std::string& key) {
+    store.next({Ref("c"), {key, ""}}, [&, i](Result<NextReply> r) {
+      record(i, Describe(r, [](const NextReply& n) {
+               return std::to_string(n.record.value) + (n.replayed ? " replayed" : "");
+             }));
+    });
+  };
+  next(1, "k");
+  next(2, "k");
+  next(3, "k2");
+  // A once key claimed twice, a lock acquired twice, then released and acquired again.
+  auto begin = [&](int i, const std::string& owner) {
+    store.begin_once({{"acme", "o"}, core::BeginCommand{owner, 60000}},
+                     [&, i](Result<BeginOnceReply> r) {
+                       record(i, Describe(r, [](const BeginOnceReply& b) {
+                                return std::string(core::to_string(b.outcome));
+                              }));
+                     });
+  };
+  begin(4, "A");
+  begin(5, "B");
+  std::int64_t token = 0;
+  auto acquire = [&](int i, const std::string& owner) {
+    store.acquire_lock({{"acme", "l"}, owner, 60000}, [&, i](Result<AcquireLockReply> r) {
+      record(i, Describe(r, [&, i](const AcquireLockReply& a) {
+               if (a.acquired && i == 6) token = a.record.token;
+               return std::string(a.acquired ? "acquired" : "busy");
+             }));
+    });
+  };
+  acquire(6, "A");
+  acquire(7, "B");
+  // A release with a token nobody holds fails and must not free the lock.
+  store.release_lock({{"acme", "l"}, 0}, [&](Result<Unit> r) {
+    record(8, Describe(r, [](const Unit&) { return std::string("released"); }));
+  });
+  acquire(9, "C");
+  release.set_value();
+  {
+    std::unique_lock lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(60), [&] { return answered == 10; }));
+  }
+  EXPECT_EQ(out[0], "created");
+  EXPECT_EQ(out[1], "1");
+  EXPECT_EQ(out[2], "1 replayed");
+  EXPECT_EQ(out[3], "2");
+  EXPECT_EQ(out[4], "acquired");
+  EXPECT_EQ(out[5], "in_progress");
+  EXPECT_EQ(out[6], "acquired");
+  EXPECT_EQ(out[7], "busy");
+  EXPECT_EQ(out[8], "not_holder");  // token 0 is nobody's
+  EXPECT_EQ(out[9], "busy");
+  // And what was committed is what the batch said.
+  auto l = sync.get_lock({"acme", "l"});
+  ASSERT_TRUE(l.ok());
+  ASSERT_TRUE(l->holder.has_value());
+  EXPECT_EQ(l->holder->owner, "A");
+  EXPECT_EQ(l->holder->token, token);
+  auto once = sync.get_once({"acme", "o"});
+  ASSERT_TRUE(once.ok());
+  EXPECT_EQ(once->owner, "A");
+  auto info = sync.get_counter(Ref("c"));
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->last_value, 2);
+  EXPECT_EQ(info->issued_count, 2);
+  store.close();
+}
+
 // The server ends every connection of the store (a restart, a failover, a pooler recycling
 // connections): the next commands run on new connections without an error.
 TEST_F(PgStoreTest, DroppedConnectionsAreReplacedWithoutFailingCommands) {
@@ -241,10 +349,10 @@ TEST_F(PgStoreTest, DroppedConnectionsAreReplacedWithoutFailingCommands) {
   ASSERT_TRUE(sync.create_counter({Ref("c"), Config()}).ok());
   ASSERT_TRUE(sync.get_counter(Ref("c")).ok());
   for (int round = 0; round < 3; ++round) {
-    const std::string killed =
-        Value("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
-              "application_name = 'ichido-" +
-              schema_ + "'");
+    const std::string killed = Value(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+        "application_name = 'ichido-" +
+        schema_ + "'");
     EXPECT_NE(killed, "0") << "round " << round;
     auto n = sync.next({Ref("c"), {"k" + std::to_string(round), ""}});
     ASSERT_TRUE(n.ok()) << n.error().message;

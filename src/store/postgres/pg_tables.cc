@@ -1,5 +1,7 @@
 #include "store/postgres/pg_tables.h"
 
+#include <algorithm>
+#include <functional>
 #include <utility>
 
 #include "store/table_store.h"
@@ -184,12 +186,16 @@ Sql::Sql(const std::string& schema) {
   rollback_to_savepoint = S("ROLLBACK TO SAVEPOINT job");
   release_savepoint = S("RELEASE SAVEPOINT job");
 
-  next_token = S("SELECT nextval('{s}.token_seq')");
+  next_token = S("SELECT nextval('{s}.token_seq') FROM generate_series(1, $1)");
   find_counter = S("SELECT " COUNTER_COLUMNS " FROM {s}.counters WHERE ns = $1 AND name = $2");
   insert_counter =
       S("INSERT INTO {s}.counters (ns, name, start, max, format, period, timezone, require_key, "
         "created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id");
   list_counters = S("SELECT " COUNTER_COLUMNS " FROM {s}.counters WHERE ns = $1 ORDER BY name");
+  latest_period =
+      S("SELECT p.period, p.last_value, p.issued_count, p.voided_count FROM {s}.counter_periods p "
+        "JOIN {s}.counters c ON c.id = p.counter_id WHERE c.ns = $1 AND c.name = $2 "
+        "ORDER BY p.period DESC LIMIT 1");
   find_period =
       S("SELECT last_value, issued_count, voided_count FROM {s}.counter_periods "
         "WHERE counter_id = $1 AND period = $2");
@@ -200,6 +206,10 @@ Sql::Sql(const std::string& schema) {
         "voided_count = excluded.voided_count");
   find_issued_by_key =
       S("SELECT " ISSUED_COLUMNS " FROM {s}.issued WHERE counter_id = $1 AND key = $2");
+  find_issued_by_counter_key =
+      S("SELECT i.period, i.value, i.formatted, i.key, i.note, i.issued_at, i.voided_at, "
+        "i.void_reason FROM {s}.issued i JOIN {s}.counters c ON c.id = i.counter_id "
+        "WHERE c.ns = $1 AND c.name = $2 AND i.key = $3");
   find_issued = S("SELECT " ISSUED_COLUMNS
                   " FROM {s}.issued WHERE counter_id = $1 AND period = $2 AND value = $3");
   highest_issued = S("SELECT max(value) FROM {s}.issued WHERE counter_id = $1 AND period = $2");
@@ -234,9 +244,12 @@ Sql::Sql(const std::string& schema) {
   list_once_expired = S("SELECT " ONCE_COLUMNS
                         " FROM {s}.once_records WHERE ns = $1 AND state = 'processing' "
                         "AND key > $2 AND lease_expires_at <= $3 ORDER BY key LIMIT $4");
-  list_once_state = S("SELECT " ONCE_COLUMNS
-                      " FROM {s}.once_records WHERE ns = $1 AND state = $2 AND key > $3 "
-                      "ORDER BY key LIMIT $4");
+  // A literal state each, so that a generic plan can use that state's partial index.
+  for (const char* state : {"pending", "completed", "dead"}) {
+    list_once_state.push_back(
+        S(std::string("SELECT " ONCE_COLUMNS " FROM {s}.once_records WHERE ns = $1 AND state = '") +
+          state + "' AND key > $2 ORDER BY key LIMIT $3"));
+  }
   purge_candidates =
       S("SELECT ns, key FROM {s}.once_records WHERE finished_at IS NOT NULL AND finished_at < $1 "
         "ORDER BY finished_at LIMIT $2");
@@ -273,9 +286,109 @@ Sql::Sql(const std::string& schema) {
   probe = S("SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'");
 }
 
+static std::string row_key(const std::string& a, const std::string& b) {
+  std::string k;
+  k.reserve(a.size() + b.size() + 1);
+  k.append(a).push_back('\0');
+  k.append(b);
+  return k;
+}
+
+template <class T>
+Result<std::optional<std::optional<T>>> PgTables::remembered(Rows<T>& rows,
+                                                             const std::string& key) {
+  using R = std::optional<std::optional<T>>;
+  if (!batched_) return R();
+  auto it = rows.find(key);
+  if (it == rows.end()) return R();
+  if (!it->second.ready) {
+    ICHIDO_TRY(conn_.wait_results());
+    it = rows.find(key);
+    if (it == rows.end() || !it->second.ready) return R();
+  }
+  return R(it->second.value);
+}
+
+void PgTables::prefetch_counter(const std::string& ns, const std::string& name) {
+  if (!batched_) return;
+  const std::string k = row_key(ns, name);
+  if (!counters_.try_emplace(k).second) return;  // already asked for, or known
+  conn_.send_read(sql_.find_counter, Params().text(ns).text(name), [this, k](const PgResult& r) {
+    if (r.rows() == 0) {
+      counters_[k] = {true, std::nullopt};
+      return;
+    }
+    auto row = counter_from(r, 0);
+    if (!row.ok()) {
+      counters_.erase(k);  // the lookup itself will report it
+      return;
+    }
+    counter_names_[row->id] = k;
+    counters_[k] = {true, std::move(*row)};
+  });
+  latest_period_.try_emplace(k);
+  conn_.send_read(sql_.latest_period, Params().text(ns).text(name), [this, k](const PgResult& r) {
+    auto& slot = latest_period_[k];
+    slot.ready = true;
+    if (r.rows()) {
+      slot.value = std::make_pair(r.str(0, 0), PeriodRow{r.i64(0, 1), r.i64(0, 2), r.i64(0, 3)});
+    }
+  });
+}
+
+void PgTables::end_prefetch() {
+  if (!batched_ || tokens_wanted_ == 0) return;
+  const int n = std::min(tokens_wanted_, 1000);
+  tokens_wanted_ = 0;
+  conn_.send_read(sql_.next_token, Params().i64(n), [this](const PgResult& r) {
+    for (int i = 0; i < r.rows(); ++i) tokens_.push_back(r.i64(i, 0));
+    std::sort(tokens_.begin(), tokens_.end(), std::greater<>());
+  });
+}
+
+void PgTables::prefetch_issued_by_key(const std::string& ns, const std::string& name,
+                                      const std::string& key) {
+  if (!batched_) return;
+  const std::string k = row_key(row_key(ns, name), key);
+  if (!issued_.try_emplace(k).second) return;
+  conn_.send_read(sql_.find_issued_by_counter_key, Params().text(ns).text(name).text(key),
+                  [this, k](const PgResult& r) {
+                    issued_[k] = {true, r.rows()
+                                            ? std::optional<core::IssuedNumber>(issued_from(r, 0))
+                                            : std::nullopt};
+                  });
+}
+
+void PgTables::prefetch_once(const std::string& ns, const std::string& key) {
+  if (!batched_) return;
+  const std::string k = row_key(ns, key);
+  if (!once_.try_emplace(k).second) return;
+  conn_.send_read(sql_.find_once, Params().text(ns).text(key), [this, k](const PgResult& r) {
+    if (r.rows() == 0) {
+      once_[k] = {true, std::nullopt};
+      return;
+    }
+    auto rec = once_from(r, 0);
+    if (!rec.ok()) {
+      once_.erase(k);  // the lookup itself will report it
+      return;
+    }
+    once_[k] = {true, std::move(*rec)};
+  });
+}
+
+void PgTables::prefetch_lock(const std::string& ns, const std::string& name) {
+  if (!batched_) return;
+  const std::string k = row_key(ns, name);
+  if (!locks_.try_emplace(k).second) return;
+  conn_.send_read(sql_.find_lock, Params().text(ns).text(name), [this, k](const PgResult& r) {
+    locks_[k] = {true, r.rows() ? std::optional<core::LockRecord>(lock_from(r, 0)) : std::nullopt};
+  });
+}
+
 Result<void> PgTables::write(const Stmt& stmt, const Params& params) {
   ++writes_;
-  if (pipelined_) {
+  if (batched_) {
     conn_.send(stmt, params);
     if (conn_.broken()) return pg_unavailable("the connection was lost");
     return {};
@@ -286,15 +399,32 @@ Result<void> PgTables::write(const Stmt& stmt, const Params& params) {
 }
 
 Result<std::int64_t> PgTables::next_token() {
-  auto r = conn_.query(sql_.next_token, Params());
-  if (!r.ok()) return std::move(r).error();
-  return r->i64(0, 0);
+  if (tokens_.empty() && batched_) ICHIDO_TRY(conn_.wait_results());  // announced ones, if any
+  if (tokens_.empty()) {
+    auto r = conn_.query(sql_.next_token, Params().i64(batched_ ? token_batch_ : 1));
+    if (!r.ok()) return std::move(r).error();
+    for (int i = 0; i < r->rows(); ++i) tokens_.push_back(r->i64(i, 0));
+    std::sort(tokens_.begin(), tokens_.end(), std::greater<>());
+    if (tokens_.empty()) return pg_unavailable("the token sequence returned nothing");
+  }
+  const std::int64_t t = tokens_.back();
+  tokens_.pop_back();
+  return t;
 }
 
 Result<std::optional<CounterRow>> PgTables::find_counter(const std::string& ns,
                                                          const std::string& name) {
-  return first<CounterRow>(conn_.query(sql_.find_counter, Params().text(ns).text(name)),
-                           counter_from);
+  const std::string k = row_key(ns, name);
+  auto known = remembered(counters_, k);
+  if (!known.ok()) return std::move(known).error();
+  if (*known) return std::move(**known);
+  auto row =
+      first<CounterRow>(conn_.query(sql_.find_counter, Params().text(ns).text(name)), counter_from);
+  if (batched_ && row.ok()) {
+    if (*row) counter_names_[(*row)->id] = k;
+    counters_[k] = {true, *row};
+  }
+  return row;
 }
 
 Result<std::int64_t> PgTables::insert_counter(const CounterRow& row) {
@@ -311,6 +441,13 @@ Result<std::int64_t> PgTables::insert_counter(const CounterRow& row) {
                                                 .boolean(c.require_key)
                                                 .i64(row.created_at));
   if (!r.ok()) return std::move(r).error();
+  if (batched_) {
+    CounterRow stored = row;
+    stored.id = r->i64(0, 0);
+    const std::string k = row_key(row.ns, row.name);
+    counter_names_[stored.id] = k;
+    counters_[k] = {true, std::move(stored)};
+  }
   return r->i64(0, 0);
 }
 
@@ -319,14 +456,33 @@ Result<std::vector<CounterRow>> PgTables::list_counters(const std::string& ns) {
 }
 
 Result<std::optional<PeriodRow>> PgTables::find_period(std::int64_t id, const std::string& period) {
-  return first<PeriodRow>(conn_.query(sql_.find_period, Params().i64(id).text(period)),
-                          [](const PgResult& r, int i) {
-                            return PeriodRow{r.i64(i, 0), r.i64(i, 1), r.i64(i, 2)};
-                          });
+  const std::string pk = row_key(std::to_string(id), period);
+  if (batched_) {
+    if (auto it = periods_.find(pk); it != periods_.end()) {
+      return std::optional<PeriodRow>(it->second);
+    }
+    if (auto name = counter_names_.find(id); name != counter_names_.end()) {
+      auto latest = remembered(latest_period_, name->second);
+      if (!latest.ok()) return std::move(latest).error();
+      if (*latest) {
+        const auto& l = **latest;  // the counter's latest period row, if any
+        if (!l) return std::optional<PeriodRow>();
+        if (l->first == period) return std::optional<PeriodRow>(l->second);
+        if (period > l->first) return std::optional<PeriodRow>();  // after the latest: none
+      }
+    }
+  }
+  auto row = first<PeriodRow>(conn_.query(sql_.find_period, Params().i64(id).text(period)),
+                              [](const PgResult& r, int i) {
+                                return PeriodRow{r.i64(i, 0), r.i64(i, 1), r.i64(i, 2)};
+                              });
+  if (batched_ && row.ok() && *row) periods_.insert_or_assign(pk, **row);
+  return row;
 }
 
 Result<void> PgTables::save_period(std::int64_t id, const std::string& period,
                                    const PeriodRow& row) {
+  if (batched_) periods_.insert_or_assign(row_key(std::to_string(id), period), row);
   return write(sql_.save_period, Params()
                                      .i64(id)
                                      .text(period)
@@ -337,8 +493,19 @@ Result<void> PgTables::save_period(std::int64_t id, const std::string& period,
 
 Result<std::optional<core::IssuedNumber>> PgTables::find_issued_by_key(std::int64_t id,
                                                                        const std::string& key) {
-  return first<core::IssuedNumber>(conn_.query(sql_.find_issued_by_key, Params().i64(id).text(key)),
-                                   issued_from);
+  std::string k;
+  if (batched_) {
+    if (auto name = counter_names_.find(id); name != counter_names_.end()) {
+      k = row_key(name->second, key);
+      auto known = remembered(issued_, k);
+      if (!known.ok()) return std::move(known).error();
+      if (*known) return std::move(**known);
+    }
+  }
+  auto rec = first<core::IssuedNumber>(
+      conn_.query(sql_.find_issued_by_key, Params().i64(id).text(key)), issued_from);
+  if (!k.empty() && rec.ok()) issued_[k] = {true, *rec};
+  return rec;
 }
 
 Result<std::optional<core::IssuedNumber>> PgTables::find_issued(std::int64_t id,
@@ -356,6 +523,11 @@ Result<std::optional<std::int64_t>> PgTables::highest_issued(std::int64_t id,
 }
 
 Result<void> PgTables::save_issued(std::int64_t id, const core::IssuedNumber& n) {
+  if (batched_ && n.key) {
+    if (auto name = counter_names_.find(id); name != counter_names_.end()) {
+      issued_[row_key(name->second, *n.key)] = {true, n};
+    }
+  }
   return write(sql_.save_issued, Params()
                                      .i64(id)
                                      .text(n.period)
@@ -378,11 +550,18 @@ Result<std::vector<core::IssuedNumber>> PgTables::list_issued(std::int64_t id,
 
 Result<std::optional<core::OnceRecord>> PgTables::find_once(const std::string& ns,
                                                             const std::string& key) {
-  return first<core::OnceRecord>(conn_.query(sql_.find_once, Params().text(ns).text(key)),
-                                 once_from);
+  const std::string k = row_key(ns, key);
+  auto known = remembered(once_, k);
+  if (!known.ok()) return std::move(known).error();
+  if (*known) return std::move(**known);
+  auto rec =
+      first<core::OnceRecord>(conn_.query(sql_.find_once, Params().text(ns).text(key)), once_from);
+  if (batched_ && rec.ok()) once_[k] = {true, *rec};
+  return rec;
 }
 
 Result<void> PgTables::save_once(const std::string& ns, const core::OnceRecord& r) {
+  if (batched_) once_[row_key(ns, r.key)] = {true, r};
   return write(sql_.save_once, Params()
                                    .text(ns)
                                    .text(r.key)
@@ -403,6 +582,7 @@ Result<void> PgTables::save_once(const std::string& ns, const core::OnceRecord& 
 }
 
 Result<bool> PgTables::delete_once(const std::string& ns, const std::string& key) {
+  if (batched_) once_[row_key(ns, key)] = {true, std::nullopt};
   ++writes_;
   auto r = conn_.query(sql_.delete_once, Params().text(ns).text(key));
   if (!r.ok()) return std::move(r).error();
@@ -428,19 +608,23 @@ Result<std::vector<core::OnceRecord>> PgTables::list_once(const std::string& ns,
     case F::pending:
     case F::completed:
     case F::dead: {
-      const auto state = filter == F::pending     ? core::OnceState::pending
-                         : filter == F::completed ? core::OnceState::completed
-                                                  : core::OnceState::dead;
-      return all<core::OnceRecord>(
-          conn_.query(sql_.list_once_state,
-                      Params().text(ns).text(core::to_string(state)).text(after).i64(limit)),
-          once_from);
+      const auto& stmt = sql_.list_once_state[filter == F::pending     ? 0
+                                              : filter == F::completed ? 1
+                                                                       : 2];
+      return all<core::OnceRecord>(conn_.query(stmt, Params().text(ns).text(after).i64(limit)),
+                                   once_from);
     }
   }
   return std::vector<core::OnceRecord>();
 }
 
 Result<std::int64_t> PgTables::purge_once(TimeMs older_than, int limit) {
+  if (batched_) {
+    // It may delete records this batch remembers: forget them all (after reading every
+    // outstanding prefetch answer, so that none comes back in afterwards).
+    ICHIDO_TRY(conn_.wait_results());
+    once_.clear();
+  }
   auto c = conn_.query(sql_.purge_candidates, Params().i64(older_than).i64(limit));
   if (!c.ok()) return std::move(c).error();
   if (c->rows() == 0) return std::int64_t{0};
@@ -516,11 +700,18 @@ Result<std::vector<core::AuditEntry>> PgTables::list_audit(std::int64_t after, i
 
 Result<std::optional<core::LockRecord>> PgTables::find_lock(const std::string& ns,
                                                             const std::string& name) {
-  return first<core::LockRecord>(conn_.query(sql_.find_lock, Params().text(ns).text(name)),
-                                 lock_from);
+  const std::string k = row_key(ns, name);
+  auto known = remembered(locks_, k);
+  if (!known.ok()) return std::move(known).error();
+  if (*known) return std::move(**known);
+  auto rec =
+      first<core::LockRecord>(conn_.query(sql_.find_lock, Params().text(ns).text(name)), lock_from);
+  if (batched_ && rec.ok()) locks_[k] = {true, *rec};
+  return rec;
 }
 
 Result<void> PgTables::save_lock(const std::string& ns, const core::LockRecord& r) {
+  if (batched_) locks_[row_key(ns, r.name)] = {true, r};
   return write(sql_.save_lock, Params()
                                    .text(ns)
                                    .text(r.name)
@@ -532,6 +723,7 @@ Result<void> PgTables::save_lock(const std::string& ns, const core::LockRecord& 
 }
 
 Result<void> PgTables::delete_lock(const std::string& ns, const std::string& name) {
+  if (batched_) locks_[row_key(ns, name)] = {true, std::nullopt};
   return write(sql_.delete_lock, Params().text(ns).text(name));
 }
 

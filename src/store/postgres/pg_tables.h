@@ -2,17 +2,32 @@
 // token CLI) opened. Finds and saves rows; never decides anything (that is core/ and the shared
 // *_ops.cc, exactly as over SQLite).
 //
-// Writes whose only answer is "done" (save_period, save_issued, save_once, save_lock, delete_lock,
-// insert_token, save_token) are pipelined when `pipelined_writes` is on: they are sent and not
-// waited for, and a failure shows up at the next read or at COMMIT — which then fails the whole
-// batch, so PgStore re-runs it with writes waited for one by one and a savepoint per job. Reads,
-// and writes that return something (ids, counts, tokens), wait.
+// Round trips are what a batch costs, so in a write batch (`set_batch_mode(true)`):
+// - Writes whose only answer is "done" (save_period, save_issued, save_once, save_lock,
+//   delete_lock, insert_token, save_token) are pipelined: sent and not waited for; a failure shows
+//   up at the next read or at COMMIT — which then fails the whole batch, so PgStore re-runs it
+//   with batch mode off (every statement waited for) and a savepoint per job.
+// - The rows the jobs announce (Tables::prefetch_*) are fetched together, pipelined, right after
+//   the key locks: the batch's first lookup waits for all of them in one round trip.
+// - Rows looked up or written (counters, periods, issued numbers by key, once records, locks)
+//   are remembered until the transaction ends, and every write of this transaction updates what
+//   is remembered: the batch holds the key lock of each of these rows, so no other transaction
+//   can change them meanwhile. A batch of `next` on one counter reads the counter and its period
+//   once instead of once per command.
+// - Fencing tokens are drawn `token_batch` at a time (after the key locks, like one at a time
+//   would be): every key of the batch is locked until COMMIT, so the tokens still increase per
+//   key in grant order across nodes; the unused ones are left as gaps.
+// Outside batch mode every statement is waited for and nothing is remembered.
 //
 // Thread-safety: none (like the connection it uses).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "store/postgres/pg_conn.h"
 #include "store/tables.h"
@@ -27,11 +42,13 @@ struct Sql {
   Stmt begin_write, begin_read, tx_settings, lock_keys_now, now, commit, rollback, savepoint,
       rollback_to_savepoint, release_savepoint;
   // Tokens sequence, counters.
-  Stmt next_token, find_counter, insert_counter, list_counters, find_period, save_period,
-      find_issued_by_key, find_issued, highest_issued, save_issued, list_issued;
+  Stmt next_token, find_counter, insert_counter, list_counters, find_period, latest_period,
+      save_period, find_issued_by_key, find_issued_by_counter_key, find_issued, highest_issued,
+      save_issued, list_issued;
   // Once records.
   Stmt find_once, save_once, delete_once, list_once_all, list_once_processing, list_once_expired,
-      list_once_state, purge_candidates, purge_delete;
+      purge_candidates, purge_delete;
+  std::vector<Stmt> list_once_state;  // pending, completed, dead
   // Tokens, audit.
   Stmt insert_token, find_token, save_token, list_tokens, count_tokens, insert_audit, list_audit;
   // Locks.
@@ -44,9 +61,21 @@ class PgTables final : public Tables {
  public:
   PgTables(PgConn& conn, const Sql& sql) : conn_(conn), sql_(sql) {}
 
-  void set_pipelined_writes(bool on) { pipelined_ = on; }
+  void set_batch_mode(bool on) { batched_ = on; }
+  // Tokens drawn per nextval round trip in batch mode (1..1000).
+  void set_token_batch(int n) { token_batch_ = n < 1 ? 1 : n > 1000 ? 1000 : n; }
   // Writes issued so far (a failed job that wrote must be undone: see PgStore).
   std::uint64_t writes() const { return writes_; }
+
+  void prefetch_counter(const std::string& ns, const std::string& name) override;
+  void prefetch_issued_by_key(const std::string& ns, const std::string& name,
+                              const std::string& key) override;
+  void prefetch_once(const std::string& ns, const std::string& key) override;
+  void prefetch_lock(const std::string& ns, const std::string& name) override;
+  void prefetch_token() override { ++tokens_wanted_; }
+  // After the prefetch_* calls of a batch: draws the tokens they announced (in the same
+  // pipeline, so after the batch's key locks).
+  void end_prefetch();
 
   Result<std::int64_t> next_token() override;
 
@@ -103,8 +132,37 @@ class PgTables final : public Tables {
 
   PgConn& conn_;
   const Sql& sql_;
-  bool pipelined_ = false;
+  bool batched_ = false;
+  int token_batch_ = 1;
   std::uint64_t writes_ = 0;
+  // A row remembered in batch mode. ready == false: its prefetch was sent, the answer not read
+  // yet (PgConn::wait_results() reads it).
+  template <class T>
+  struct Slot {
+    bool ready = false;
+    std::optional<T> value;  // nullopt: there is no such row
+  };
+  template <class T>
+  using Rows = std::unordered_map<std::string, Slot<T>>;
+  // The remembered value of `key` in `rows` (reading outstanding prefetch answers first), or
+  // nullopt when nothing is remembered (then look it up). Errors: the prefetch failed.
+  template <class T>
+  Result<std::optional<std::optional<T>>> remembered(Rows<T>& rows, const std::string& key);
+
+  // Batch mode only; this transaction's (see the class comment). Keys: ns '\0' name, ns '\0' key,
+  // counter id '\0' period, ns '\0' counter name '\0' key.
+  Rows<CounterRow> counters_;
+  std::unordered_map<std::int64_t, std::string> counter_names_;  // id -> ns '\0' name
+  std::unordered_map<std::string, PeriodRow> periods_;
+  Rows<core::IssuedNumber> issued_;
+  Rows<core::OnceRecord> once_;
+  Rows<core::LockRecord> locks_;
+  std::vector<std::int64_t> tokens_;  // drawn, unused; largest first
+  int tokens_wanted_ = 0;             // announced by prefetch_token, not drawn yet
+  // The latest period row of each counter prefetched (by ns '\0' name): labels of one counter
+  // sort in time order, so a period after it has no row yet. nullopt: the counter has no period
+  // row at all.
+  Rows<std::pair<std::string, PeriodRow>> latest_period_;
 };
 
 }  // namespace ichido::store::postgres

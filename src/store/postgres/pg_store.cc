@@ -378,6 +378,7 @@ PgStore::Outcome PgStore::attempt(PgConn& c, std::vector<Job>& batch,
       return Outcome::isolate;
     }
   }
+  if (auto r = t.flush_writes(); !r.ok()) return outcome_of_failure(r.error(), false);
   // Part B (waking waiters on other nodes) adds its statements here: after the jobs, before the
   // COMMIT, in the same transaction.
   c.send(sql_.commit, Params());

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -76,6 +77,8 @@ class PgTables final : public Tables {
   // After the prefetch_* calls of a batch: draws the tokens they announced (in the same
   // pipeline, so after the batch's key locks).
   void end_prefetch();
+  // Before COMMIT: sends the writes batch mode defers (each period row once, with its last value).
+  Result<void> flush_writes();
 
   Result<std::int64_t> next_token() override;
 
@@ -163,6 +166,8 @@ class PgTables final : public Tables {
   // sort in time order, so a period after it has no row yet. nullopt: the counter has no period
   // row at all.
   Rows<std::pair<std::string, PeriodRow>> latest_period_;
+  // Period rows saved and not yet written (flush_writes): key of periods_ -> (id, period).
+  std::map<std::string, std::pair<std::int64_t, std::string>> dirty_periods_;
 };
 
 }  // namespace ichido::store::postgres

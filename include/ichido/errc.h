@@ -4,11 +4,13 @@
 //   - invalid_request, key_required: fix the request; retrying it unchanged fails the same way.
 //   - *_not_found: the named thing does not exist; create it first (never created implicitly).
 //   - counter_exists, counter_exhausted, value_mismatch, value_below_issued, value_not_issued,
-//     stale_token, not_holder, fingerprint_mismatch: the request is well formed but the current
-//     state forbids it; do not retry until that state changes.
-//   - too_many_waiters: back off and retry later.
+//     stale_token, not_holder, fingerprint_mismatch, result_mismatch: the request is well formed
+//     but the current state forbids it; do not retry until that state changes.
+//   - too_many_waiters, too_many_connections: back off and retry later.
 //   - store_unavailable: the store could not durably apply the change; NOTHING was changed, and the
 //     same request (same key / token) is safe to retry.
+//   - store_corrupt: the store found damage in its data; an operator must act (restore a backup);
+//     retrying will not help.
 //   - unauthenticated, forbidden: credentials.
 //   - internal: a bug; nothing is known to have changed.
 // The mapping to HTTP lives in exactly one place: src/http/error_mapping.cc.
@@ -39,8 +41,11 @@ enum class errc {
   fingerprint_mismatch,
   stale_token,
   not_holder,
+  result_mismatch,
   too_many_waiters,
+  too_many_connections,
   store_unavailable,
+  store_corrupt,
   internal,
 };
 

@@ -14,6 +14,13 @@
 //   - Every command is validated by the core rulebook inside the store's transaction, so two stores
 //     given the same commands in the same order give the same answers.
 //   - Reads see every mutation whose `done` has been called.
+//   - Admin mutations (create_counter, void_number, set_last_value, reset_once,
+//     force_release_lock, create_token, revoke_token) take an optional audit entry. When given,
+//     it is appended to the audit log in the same transaction as the command's effect: both are
+//     durable, or neither is. Its `status` is kept as the caller set it (the success status),
+//     except for create_counter, which sets 201 when it created the counter and 200 otherwise;
+//     `at` is set to the store's clock when 0. A failing command writes no audit entry: the
+//     caller records failures with append_audit.
 // Thread-safety: all methods may be called concurrently from any thread.
 #pragma once
 
@@ -41,9 +48,13 @@ struct CounterRef {
   std::string name;
 };
 
+// The audit entry of an admin mutation, written atomically with it (see the contract above).
+using AuditNote = std::optional<core::AuditEntry>;
+
 struct CreateCounterCmd {
   CounterRef ref;
   core::CounterConfig config;
+  AuditNote audit;
 };
 struct CreateCounterReply {
   bool created = false;  // false: it already existed with this exact config
@@ -64,12 +75,14 @@ struct VoidCmd {
   std::int64_t value = 0;
   std::optional<std::string> period;  // default: the current period
   std::string reason;
+  AuditNote audit;
 };
 
 struct SetCmd {
   CounterRef ref;
   std::int64_t expected_last_value = 0;
   std::int64_t last_value = 0;
+  AuditNote audit;
 };
 
 struct IssuedQuery {
@@ -118,6 +131,16 @@ struct RenewOnceCmd {
   OnceRef ref;
   std::int64_t token = 0;
   std::int64_t lease_ms = core::kDefaultLeaseMs;
+};
+
+struct AbandonOnceCmd {
+  OnceRef ref;
+  std::int64_t token = 0;
+};
+
+struct ResetOnceCmd {
+  OnceRef ref;
+  AuditNote audit;
 };
 
 struct OnceQuery {
@@ -179,6 +202,10 @@ struct RenewLockCmd {
   std::int64_t token = 0;
   std::int64_t lease_ms = core::kLockDefaultLeaseMs;
 };
+struct ForceReleaseCmd {
+  LockRef ref;
+  AuditNote audit;
+};
 struct ForceReleaseReply {
   bool released = false;                     // false: there was no record to end
   std::optional<core::LockRecord> previous;  // the record that was deleted (held or lapsed)
@@ -187,6 +214,17 @@ struct ForceReleaseReply {
 struct LockState {
   std::optional<core::LockRecord> holder;
   TimeMs now = 0;
+};
+
+// --- tokens -----------------------------------------------------------------------------------
+
+struct CreateTokenCmd {
+  core::TokenInfo token;  // hash only: the secret never reaches the store
+  AuditNote audit;
+};
+struct RevokeTokenCmd {
+  std::string id;
+  AuditNote audit;
 };
 
 // Counters of the store's own work, for /metrics and the benchmarks.
@@ -234,17 +272,23 @@ class Store {
   virtual void get_once(OnceRef ref, Callback<core::OnceRecord> done) = 0;
   // Records in key order. Errors: invalid_request (field limit).
   virtual void list_once(OnceQuery q, Callback<OncePage> done) = 0;
+  // Undoes the acquisition of `token` whose answer could not be delivered (core::decide_abandon):
+  // answers whether anything was undone. Errors: none beyond the store's own.
+  virtual void abandon_once(AbandonOnceCmd cmd, Callback<bool> done) = 0;
   // Forgets the record; answers it as it was. Errors: once_not_found.
-  virtual void reset_once(OnceRef ref, Callback<core::OnceRecord> done) = 0;
+  virtual void reset_once(ResetOnceCmd cmd, Callback<core::OnceRecord> done) = 0;
   // Deletes up to cmd.limit finished records; answers how many were deleted.
   virtual void purge_once(PurgeOnceCmd cmd, Callback<std::int64_t> done) = 0;
   // --- tokens and the audit log ---
   // Stores a new token (its hash, never the secret). Errors: invalid_request.
-  virtual void create_token(core::TokenInfo token, Callback<core::TokenInfo> done) = 0;
+  virtual void create_token(CreateTokenCmd cmd, Callback<core::TokenInfo> done) = 0;
   // Marks a token revoked (idempotent; the first revocation time is kept). Errors:
   // token_not_found.
-  virtual void revoke_token(std::string id, Callback<core::TokenInfo> done) = 0;
+  virtual void revoke_token(RevokeTokenCmd cmd, Callback<core::TokenInfo> done) = 0;
   virtual void list_tokens(Callback<std::vector<core::TokenInfo>> done) = 0;
+  // The token whose secret hashes to `hash` (SHA-256 hex), revoked or not; nullopt when none.
+  virtual void find_token_by_hash(std::string hash,
+                                  Callback<std::optional<core::TokenInfo>> done) = 0;
   // Appends one audit record; the store assigns its id (increasing).
   virtual void append_audit(core::AuditEntry entry, Callback<core::AuditEntry> done) = 0;
   // Up to `limit` records with id > after, oldest first.
@@ -261,7 +305,7 @@ class Store {
   // Moves the lease end to now + lease_ms, same token. Errors: not_holder, invalid_request.
   virtual void renew_lock(RenewLockCmd cmd, Callback<core::LockRecord> done) = 0;
   // Deletes any record of the lock (idempotent: released=false when there was none).
-  virtual void force_release_lock(LockRef ref, Callback<ForceReleaseReply> done) = 0;
+  virtual void force_release_lock(ForceReleaseCmd cmd, Callback<ForceReleaseReply> done) = 0;
   virtual void get_lock(LockRef ref, Callback<LockState> done) = 0;
   // The held locks of a namespace (live leases only), by name.
   virtual void list_locks(std::string ns, Callback<std::vector<core::LockRecord>> done) = 0;

@@ -48,6 +48,12 @@ std::string_view to_string(errc code) {
       return "too_many_waiters";
     case errc::store_unavailable:
       return "store_unavailable";
+    case errc::store_corrupt:
+      return "store_corrupt";
+    case errc::result_mismatch:
+      return "result_mismatch";
+    case errc::too_many_connections:
+      return "too_many_connections";
     case errc::internal:
       return "internal";
   }

@@ -54,7 +54,7 @@ Cli::Cli(CliDeps deps)
   app_.set_version_flag("--version", std::string("ichido ") + ICHIDO_VERSION);
   app_.footer(kRootFooter);
   tree_.add_connection_options(app_);
-  // One call per command group; later: add_once_commands, add_lock_commands, add_token_commands.
+  // One call per command group.
   add_serve_command(tree_, std::move(deps.serve));
   add_counter_commands(tree_);
   add_once_commands(tree_);

@@ -1,6 +1,7 @@
 #include "core/auth.h"
 
 #include "base/secret.h"
+#include "core/fields.h"
 #include "core/names.h"
 
 namespace ichido::core {
@@ -50,6 +51,16 @@ Result<void> authorize(const TokenInfo& t, Role required, std::string_view ns) {
 Result<void> validate_scope(std::string_view scope) {
   if (scope == kAllNamespaces) return {};
   return validate_name(scope, "ns");
+}
+
+Result<void> validate_expires_in_ms(std::int64_t ms) { return check(field::kExpiresInMs, ms); }
+
+Result<void> validate_token_id(std::string_view id) {
+  if (id.empty() || id.size() > 64) {
+    return invalid_field("id",
+                         "The token id is 16 hexadecimal characters (see GET /v1/admin/tokens).");
+  }
+  return {};
 }
 
 Result<TokenInfo> make_token(std::string id, std::string_view secret, Role role, std::string scope,

@@ -43,6 +43,11 @@ Result<void> authorize(const TokenInfo& t, Role required, std::string_view ns);
 
 // Validates a scope for a new token: "*" or a valid namespace name (field "ns").
 Result<void> validate_scope(std::string_view scope);
+// A new token's lifetime in ms: 1 to 2^53 (field "expires_in_ms").
+Result<void> validate_expires_in_ms(std::int64_t ms);
+// A token id as the admin API takes it: 1 to 64 bytes (ids are 16 lowercase hex characters; any
+// other id is simply not found). Field "id".
+Result<void> validate_token_id(std::string_view id);
 
 // A new token's record for `secret` (which the caller generated and will show once): only the
 // SHA-256 of the secret is kept. Errors: invalid_request (scope, or expiry not in the future).

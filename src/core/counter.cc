@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "core/fields.h"
+
 namespace ichido::core {
 
 std::string_view to_string(Period p) {
@@ -202,11 +204,10 @@ std::string render(const std::vector<FormatPiece>& pieces, std::int64_t value, c
 }
 
 Result<void> validate_config(const CounterConfig& c) {
-  if (c.start < 0 || c.start > kMaxJsonInteger) {
-    return invalid_field("start", "The start must be a whole number from 0 to 2^53.");
-  }
-  if (c.max <= c.start || c.max > kMaxJsonInteger) {
-    return invalid_field("max", "The max must be greater than start and at most 2^53.");
+  ICHIDO_TRY(check(field::kStart, c.start));
+  ICHIDO_TRY(check(field::kMax, c.max));
+  if (c.max <= c.start) {
+    return invalid_field("max", "The max must be greater than start (and at most 2^53).");
   }
   ICHIDO_TRY(parse_format(c.format));
   ICHIDO_TRY(local_date(c.timezone, 0));

@@ -1,5 +1,6 @@
 #include "core/once.h"
 
+#include "core/fields.h"
 #include "core/names.h"
 
 namespace ichido::core {
@@ -126,12 +127,7 @@ Result<void> check_invariants(const OnceRecord& r) {
   return {};
 }
 
-Result<void> validate_max_attempts(std::int64_t v) {
-  if (v < 1 || v > kMaxMaxAttempts) {
-    return invalid_field("max_attempts", "The max_attempts must be a whole number from 1 to 1000.");
-  }
-  return {};
-}
+Result<void> validate_max_attempts(std::int64_t v) { return check(field::kMaxAttempts, v); }
 
 Result<void> validate_owner(std::string_view s) {
   return validate_text(s, kMaxOwnerBytes, "owner");
@@ -214,7 +210,12 @@ Result<Change> decide_complete(const std::optional<OnceRecord>& existing, std::i
     return Error(errc::once_not_found, "No once record for this key; call begin first.");
   const OnceRecord& r = *existing;
   if (r.token != token) return stale(r);
-  if (r.state == OnceState::completed) return Change{r, false};  // the holder's repeat
+  if (r.state == OnceState::completed) {
+    if (r.result == result_json) return Change{r, false};  // the holder's repeat
+    return Error(errc::result_mismatch,
+                 "This record is already completed with a different result, which never "
+                 "changes; read it with GET .../once?key=K.");
+  }
   if (r.state != OnceState::processing) return stale(r);
   OnceRecord next = r;
   next.state = OnceState::completed;
@@ -246,6 +247,20 @@ Result<Change> decide_fail(const std::optional<OnceRecord>& existing, std::int64
     next.state = OnceState::pending;
   }
   return Change{std::move(next), true};
+}
+
+Abandon decide_abandon(const std::optional<OnceRecord>& existing, std::int64_t token, TimeMs now) {
+  if (!existing || existing->token != token || existing->state != OnceState::processing) {
+    return Abandon{existing, false};
+  }
+  if (existing->attempt <= 1) return Abandon{std::nullopt, true};
+  OnceRecord r = *existing;
+  r.state = OnceState::pending;
+  r.attempt -= 1;
+  r.holder_done = true;  // O3: the attempt it returns to has concluded (failed or lapsed)
+  r.request_id.reset();
+  r.updated_at = now;
+  return Abandon{std::move(r), true};
 }
 
 Result<OnceRecord> decide_renew(const std::optional<OnceRecord>& existing, std::int64_t token,

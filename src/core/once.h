@@ -139,8 +139,10 @@ struct Change {
   bool write = false;  // false: an idempotent repeat of the holder's own conclusion
 };
 
-// The holder of `token` reports success. A repeat of the same holder's complete answers the
-// stored record unchanged. Errors: once_not_found, stale_token (details.state).
+// The holder of `token` reports success. A repeat of the same holder's complete with the same
+// result (byte for byte, as serialized) answers the stored record unchanged; with another result
+// it is result_mismatch (O4: a completed record never changes). Errors: once_not_found,
+// stale_token (details.state), result_mismatch.
 Result<Change> decide_complete(const std::optional<OnceRecord>& existing, std::int64_t token,
                                const std::string& result_json, TimeMs now);
 
@@ -154,6 +156,18 @@ Result<Change> decide_fail(const std::optional<OnceRecord>& existing, std::int64
 // nobody else touched the record). Errors: once_not_found, stale_token.
 Result<OnceRecord> decide_renew(const std::optional<OnceRecord>& existing, std::int64_t token,
                                 std::int64_t lease_ms, TimeMs now);
+
+// Undoes an acquisition whose answer could not be delivered (the caller went away while it
+// waited): only the holder of `token` that has not concluded, and only while nobody else touched
+// the record. Attempt 1 came from no record, so the record is removed (nullopt); a later attempt
+// k+1 came from attempt k (failed with retry, or lapsed), so the record goes back to pending at
+// attempt k — the undelivered attempt is not spent. `write` false: nothing to undo (another
+// token holds it, or it concluded). Errors: none.
+struct Abandon {
+  std::optional<OnceRecord> record;  // the record to save; nullopt with write: delete it
+  bool write = false;
+};
+Abandon decide_abandon(const std::optional<OnceRecord>& existing, std::int64_t token, TimeMs now);
 
 // The error for a key without a record.
 Error once_not_found(const std::string& key);

@@ -254,10 +254,13 @@ TEST(OnceFail, RepeatsOfTheHoldersOwnConclusionAreIdempotent) {
 
   s.Begin(Cmd(), kT0 + 3);
   s.Apply(decide_complete(s.rec, 102, "1", kT0 + 4));
-  auto c = decide_complete(s.rec, 102, "2", kT0 + 5);
+  auto c = decide_complete(s.rec, 102, "1", kT0 + 5);
   ASSERT_TRUE(c.ok());
   EXPECT_FALSE(c->write);
-  EXPECT_EQ(c->record.result, "1") << "a repeat never overwrites the stored result";
+  EXPECT_EQ(c->record.result, "1");
+  // Another result is refused: the stored result never changes, and the caller must know.
+  ExpectError(decide_complete(s.rec, 102, "2", kT0 + 5), errc::result_mismatch);
+  EXPECT_EQ(s.rec->result, "1");
   ExpectError(decide_fail(s.rec, 102, "e", true, kT0 + 5), errc::stale_token);
   ExpectError(decide_renew(s.rec, 102, 1000, kT0 + 5), errc::stale_token);
 }
@@ -274,6 +277,35 @@ TEST(OnceStale, AnOldTokenCannotCompleteFailOrRenewAfterATakeover) {
   ExpectError(decide_renew(s.rec, 101, 1000, kT0 + 1001), errc::stale_token);
   ExpectError(decide_complete(s.rec, 999, "1", kT0 + 1001), errc::stale_token);
   EXPECT_EQ(*s.rec, before);
+}
+
+// An acquisition whose answer could not be delivered is undone without spending the attempt.
+TEST(OnceAbandon, UndoesAnUndeliveredAcquisition) {
+  Sim s;
+  s.Begin(Cmd("A", 10000, std::nullopt, 2), kT0);
+  auto first = decide_abandon(s.rec, 101, kT0 + 1);
+  EXPECT_TRUE(first.write);
+  EXPECT_FALSE(first.record.has_value()) << "attempt 1 came from no record: remove it";
+
+  s.Apply(decide_fail(s.rec, 101, "boom", true, kT0 + 2));  // pending, attempt 1 of 2
+  s.Begin(WithRequestId("B", "rb"), kT0 + 3);               // attempt 2, token 102
+  auto undo = decide_abandon(s.rec, 102, kT0 + 4);
+  ASSERT_TRUE(undo.write);
+  ASSERT_TRUE(undo.record.has_value());
+  EXPECT_EQ(undo.record->state, OnceState::pending);
+  EXPECT_EQ(undo.record->attempt, 1) << "the undelivered attempt is not spent";
+  EXPECT_EQ(undo.record->token, 102);
+  EXPECT_FALSE(undo.record->request_id.has_value());
+  EXPECT_TRUE(check_invariants(*undo.record).ok());
+  s.rec = undo.record;
+  auto again = s.Begin(Cmd("C"), kT0 + 5);
+  EXPECT_EQ(again.outcome, BeginOutcome::acquired);
+  EXPECT_EQ(s.rec->attempt, 2) << "max_attempts 2: the item is not dead";
+
+  // Nothing to undo for another token or a concluded record.
+  EXPECT_FALSE(decide_abandon(s.rec, 102, kT0 + 6).write);
+  s.Apply(decide_complete(s.rec, 103, "1", kT0 + 6));
+  EXPECT_FALSE(decide_abandon(s.rec, 103, kT0 + 7).write);
 }
 
 TEST(OnceStale, MissingRecordIsNotFound) {

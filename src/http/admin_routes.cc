@@ -1,19 +1,14 @@
-// Admin API: tokens and the audit log (admin role, scope "*").
+// Admin API: tokens and the audit log (admin role, scope "*"), over service::AdminService.
 #include <boost/json.hpp>
 
-#include "base/secret.h"
-#include "core/names.h"
-#include "http/auth.h"
 #include "http/json_fields.h"
 #include "http/routes.h"
-#include "service/call_store.h"
 
 namespace ichido::http {
 namespace {
 
 namespace json = boost::json;
 using verb = beast_http::verb;
-using service::call_store;
 
 json::value opt_time(const std::optional<TimeMs>& t) {
   return t ? json::value(format_rfc3339(*t)) : json::value(nullptr);
@@ -45,98 +40,80 @@ json::object audit_json(const core::AuditEntry& e) {
   return o;
 }
 
-boost::asio::awaitable<Response> create_token(Store& store, Authenticator* auth, const Clock& clock,
-                                              const Request& req) {
+boost::asio::awaitable<Response> create_token(service::AdminService& admin, const Request& req) {
   auto body = parse_body(req.body);
   if (!body.ok()) co_return Response::error(body.error());
   Fields f(*body);
   auto ns = f.req_string("ns");
   if (!ns.ok()) co_return Response::error(ns.error());
-  auto role_s = f.req_string("role");
-  if (!role_s.ok()) co_return Response::error(role_s.error());
-  auto role = core::parse_role(*role_s);
+  auto role = f.req_string("role");
   if (!role.ok()) co_return Response::error(role.error());
   auto label = f.opt_string("label");
   if (!label.ok()) co_return Response::error(label.error());
-  auto expires_in = f.opt_int("expires_in_ms", 1);
+  auto expires_in = f.opt_int(core::field::kExpiresInMs);
   if (!expires_in.ok()) co_return Response::error(expires_in.error());
-  const TimeMs now = clock.now_ms();
-  std::optional<TimeMs> expires_at;
-  if (*expires_in) expires_at = now + **expires_in;
-  const std::string secret = new_token_secret();
-  auto info =
-      core::make_token(new_token_id(), secret, *role, *ns, label->value_or(""), now, expires_at);
-  if (!info.ok()) co_return Response::error(info.error());
-  auto stored = co_await call_store<core::TokenInfo>(
-      [&](auto cb) { store.create_token(std::move(*info), std::move(cb)); });
-  if (!stored.ok()) co_return Response::error(stored.error());
-  if (auth) auth->upsert(*stored);
-  json::object o = token_json(*stored);
-  o["token"] = secret;  // shown this once
-  co_return Response::json(201, o);
+  service::NewTokenRequest nt{std::move(*role), std::move(*ns), label->value_or(""), *expires_in};
+  AuditNote audit = req.audit;
+  if (audit) audit->status = 201;
+  auto made = co_await admin.create_token(std::move(nt), std::move(audit));
+  if (!made.ok()) co_return Response::error(made.error());
+  json::object o = token_json(made->info);
+  o["token"] = made->secret;  // shown this once
+  co_return audited(Response::json(201, o), req);
 }
 
-boost::asio::awaitable<Response> list_tokens(Store& store) {
-  auto r = co_await call_store<std::vector<core::TokenInfo>>(
-      [&](auto cb) { store.list_tokens(std::move(cb)); });
+boost::asio::awaitable<Response> list_tokens(service::AdminService& admin) {
+  auto r = co_await admin.list_tokens();
   if (!r.ok()) co_return Response::error(r.error());
   json::array items;
   for (const auto& t : *r) items.push_back(token_json(t));
   co_return Response::json(200, json::object{{"items", std::move(items)}});
 }
 
-boost::asio::awaitable<Response> revoke_token(Store& store, Authenticator* auth, const Params& p) {
+boost::asio::awaitable<Response> revoke_token(service::AdminService& admin, const Request& req,
+                                              const Params& p) {
   std::string id = p.at("id");
-  if (id.empty() || id.size() > 64) {
-    co_return Response::error(invalid_field("id", "The token id is 16 hexadecimal characters."));
-  }
-  auto r = co_await call_store<core::TokenInfo>(
-      [&](auto cb) { store.revoke_token(std::move(id), std::move(cb)); });
+  auto r = co_await admin.revoke_token(std::move(id), req.audit);
   if (!r.ok()) co_return Response::error(r.error());
-  if (auth) auth->upsert(*r);
-  co_return Response::json(200, token_json(*r));
+  co_return audited(Response::json(200, token_json(*r)), req);
 }
 
-boost::asio::awaitable<Response> list_audit(Store& store, const Request& req) {
+boost::asio::awaitable<Response> list_audit(service::AdminService& admin, const Request& req) {
   std::int64_t after = 0;
   int limit = 100;
   if (const auto* a = req.param("after")) {
-    auto v = parse_query_int(*a, "after", 0, core::kMaxJsonInteger);
+    auto v = parse_query_int(*a, core::field::kAfter);
     if (!v.ok()) co_return Response::error(v.error());
     after = *v;
   }
   if (const auto* l = req.param("limit")) {
-    auto v = parse_query_int(*l, "limit", 1, 1000);
+    auto v = parse_query_int(*l, core::field::kLimit);
     if (!v.ok()) co_return Response::error(v.error());
     limit = static_cast<int>(*v);
   }
-  auto r = co_await call_store<std::vector<core::AuditEntry>>(
-      [&](auto cb) { store.list_audit(after, limit + 1, std::move(cb)); });
+  auto r = co_await admin.list_audit(after, limit);
   if (!r.ok()) co_return Response::error(r.error());
   json::object o;
   json::array items;
-  const bool more = static_cast<int>(r->size()) > limit;
-  if (more) r->resize(limit);
-  for (const auto& e : *r) items.push_back(audit_json(e));
+  for (const auto& e : r->items) items.push_back(audit_json(e));
   o["items"] = std::move(items);
-  if (more) o["next_after"] = r->back().id;
+  if (r->next_after) o["next_after"] = *r->next_after;
   co_return Response::json(200, o);
 }
 
 }  // namespace
 
-void add_admin_routes(Router& router, Store& store, Authenticator* auth, const Clock& clock) {
-  router.add_admin(verb::post, "/v1/admin/tokens",
-                   [&store, auth, &clock](const Request& req, const Params&) {
-                     return create_token(store, auth, clock, req);
-                   });
+void add_admin_routes(Router& router, service::AdminService& admin) {
+  router.add_admin(verb::post, "/v1/admin/tokens", [&admin](const Request& req, const Params&) {
+    return create_token(admin, req);
+  });
   router.add_admin(verb::get, "/v1/admin/tokens",
-                   [&store](const Request&, const Params&) { return list_tokens(store); });
+                   [&admin](const Request&, const Params&) { return list_tokens(admin); });
   router.add_admin(
       verb::delete_, "/v1/admin/tokens/{id}",
-      [&store, auth](const Request&, const Params& p) { return revoke_token(store, auth, p); });
+      [&admin](const Request& req, const Params& p) { return revoke_token(admin, req, p); });
   router.add_admin(verb::get, "/v1/admin/audit",
-                   [&store](const Request& req, const Params&) { return list_audit(store, req); });
+                   [&admin](const Request& req, const Params&) { return list_audit(admin, req); });
 }
 
 }  // namespace ichido::http

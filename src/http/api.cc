@@ -4,23 +4,23 @@
 #include <exception>
 
 #include "http/routes.h"
-#include "service/call_store.h"
 
 namespace ichido::http {
 
 Api::Api(Store& store, Metrics& metrics, ApiOptions options)
     : opt_(options),
-      store_(store),
       metrics_(metrics),
+      admin_(store, *options.clock, options.auth),
+      ops_(store),
       counters_(store),
       locks_(store, options.locks),
       once_waits_(options.max_once_waiters_per_key, options.max_once_waiters),
       once_(store, once_waits_) {
-  add_ops_routes(router_, store, metrics_);
+  add_ops_routes(router_, ops_, metrics_);
   add_counter_routes(router_, counters_);
   add_once_routes(router_, once_);
   add_lock_routes(router_, locks_);
-  add_admin_routes(router_, store, opt_.auth, *opt_.clock);
+  add_admin_routes(router_, admin_);
   metrics_.add_gauge("ichido_once_waiters", "Once begins parked waiting (wait_ms) right now.",
                      [this] { return static_cast<std::int64_t>(once_waits_.total()); });
 }
@@ -74,7 +74,7 @@ void Api::audit_failure(const Request& req, const Error& e, const std::string& a
   entry.detail = req.method_string + " " + req.path;
   if (req.segments.size() >= 3 && req.segments[1] == "ns") entry.ns = req.segments[2];
   // Fire and forget: the client's answer does not wait for this record.
-  store_.append_audit(std::move(entry), [](Result<core::AuditEntry>) {});
+  admin_.append_audit_detached(std::move(entry), [this] { metrics_.count_dropped_audit(); });
 }
 
 boost::asio::awaitable<Response> Api::route(Request& req) {
@@ -82,9 +82,9 @@ boost::asio::awaitable<Response> Api::route(Request& req) {
   const bool metrics = req.segments.size() == 1 && req.segments[0] == "metrics";
   std::optional<core::TokenInfo> principal;
   if (opt_.auth && (v1 || (metrics && !opt_.metrics_open))) {
-    auto who = opt_.auth->authenticate(req.authorization);
+    auto who = co_await opt_.auth->authenticate(req.authorization);
     if (!who.ok()) {
-      audit_failure(req, who.error(), "-");
+      if (who.error().code == errc::unauthenticated) audit_failure(req, who.error(), "-");
       co_return Response::error(who.error());
     }
     principal = std::move(*who);
@@ -102,18 +102,29 @@ boost::asio::awaitable<Response> Api::route(Request& req) {
       co_return Response::error(allowed.error());
     }
   }
-  Response res = co_await m.route->handler(req, m.params);
   if (m.route->admin()) {
     core::AuditEntry entry;
     entry.actor = principal ? principal->id : "no-auth";
     entry.action = req.method_string + " " + m.route->pattern;
     entry.ns = ns;
-    entry.status = res.status;
+    entry.status = 200;  // the success status; the handler's command may refine it
     entry.remote = req.remote;
     entry.detail = req.path;
-    auto logged = co_await service::call_store<core::AuditEntry>(
-        [&](auto cb) { store_.append_audit(std::move(entry), std::move(cb)); });
-    if (!logged.ok()) metrics_.count_dropped_audit();
+    req.audit = std::move(entry);
+  }
+  Response res = co_await m.route->handler(req, m.params);
+  if (m.route->admin() && !res.audited) {
+    core::AuditEntry entry = *req.audit;
+    entry.status = res.status;
+    auto logged = co_await admin_.append_audit(std::move(entry));
+    if (!logged.ok()) {
+      metrics_.count_dropped_audit();
+      if (res.status < 300) {
+        co_return Response::error(Error(errc::store_unavailable,
+                                        "The call could not be written to the audit log, so it "
+                                        "is refused; nothing was changed, retry later."));
+      }
+    }
   }
   co_return res;
 }

@@ -6,19 +6,23 @@
 // before anything else), then the route (404/405), then role and namespace scope (403), then
 // the handler. Every admin call, and every authentication or authorization failure (at most
 // kMaxFailureAuditsPerSecond of them, so a flood cannot turn into a flood of disk writes), is
-// written to the audit log.
+// written to the audit log: an admin mutation's entry in the same transaction as its effect
+// (Request::audit), every other admin answer's entry before it is sent — when that write fails,
+// a success becomes 503 (nothing changed: the only such successes are reads).
+// The HTTP layer reaches the store only through the services it builds here.
 #pragma once
 
 #include <atomic>
 #include <boost/asio/awaitable.hpp>
 
-#include "http/auth.h"
 #include "http/message.h"
 #include "http/metrics.h"
 #include "http/router.h"
+#include "service/admin_service.h"
 #include "service/counter_service.h"
 #include "service/lock_service.h"
 #include "service/once_service.h"
+#include "service/token_auth.h"
 #include "service/wait_list.h"
 
 namespace ichido::http {
@@ -29,8 +33,8 @@ struct ApiOptions {
   // Parked once begins (wait_ms): beyond these, begin answers 429 too_many_waiters.
   std::size_t max_once_waiters_per_key = 1000;
   std::size_t max_once_waiters = 10000;
-  Authenticator* auth = nullptr;  // nullptr: --no-auth (every call allowed)
-  bool metrics_open = false;      // /metrics without a token even when auth is on
+  service::Authenticator* auth = nullptr;  // nullptr: --no-auth (every call allowed)
+  bool metrics_open = false;               // /metrics without a token even when auth is on
   const Clock* clock = &SystemClock::instance();
 };
 
@@ -49,6 +53,12 @@ class Api {
   // their connection while they wait, so a client that goes away leaves the line (see server.cc).
   static bool may_wait(const BeastRequest& req);
   const service::LockService& locks() const { return locks_; }
+  // Shutdown: answers every parked lock and once waiter with its "not now" answer at once, and
+  // keeps later requests from waiting. Call before draining connections.
+  void shutdown_waiters() {
+    locks_.shutdown();
+    once_waits_.shutdown();
+  }
   service::OnceService& once() { return once_; }
 
  private:
@@ -57,8 +67,9 @@ class Api {
   void audit_failure(const Request& req, const Error& e, const std::string& actor);
 
   ApiOptions opt_;
-  Store& store_;
   Metrics& metrics_;
+  service::AdminService admin_;
+  service::OpsService ops_;
   service::CounterService counters_;
   service::LockService locks_;
   service::WaitList once_waits_;

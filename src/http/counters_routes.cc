@@ -53,6 +53,10 @@ json::object next_json(const NextReply& n) {
   o["key"] = n.record.key ? json::value(*n.record.key) : json::value(nullptr);
   o["replayed"] = n.replayed;
   o["issued_at"] = format_rfc3339(n.record.issued_at);
+  if (n.record.voided_at) {  // a replay of a number voided since: say so
+    o["voided_at"] = format_rfc3339(*n.record.voided_at);
+    o["void_reason"] = n.record.void_reason;
+  }
   return o;
 }
 
@@ -68,10 +72,10 @@ CounterRef ref_of(const Params& p) {
 Result<core::CounterConfig> decode_config(const json::object& body) {
   Fields f(body);
   core::CounterConfig c;
-  auto start = f.opt_int("start");
+  auto start = f.opt_int(core::field::kStart);
   if (!start.ok()) return std::move(start).error();
   if (*start) c.start = **start;
-  auto max = f.opt_int("max", 1);
+  auto max = f.opt_int(core::field::kMax);
   if (!max.ok()) return std::move(max).error();
   if (*max) c.max = **max;
   auto format = f.opt_string("format");
@@ -104,10 +108,10 @@ boost::asio::awaitable<Response> put_counter(service::CounterService& svc, const
   TRY_BODY(config, decode_config(body));
   // Commands are named locals, never temporaries inside co_await: g++ 12 miscompiles
   // non-trivial temporaries in co_await expressions (bitwise copies of std::string).
-  CreateCounterCmd cmd{ref_of(p), config};
+  CreateCounterCmd cmd{ref_of(p), config, req.audit};
   auto r = co_await svc.create(std::move(cmd));
   if (!r.ok()) co_return Response::error(r.error());
-  co_return Response::json(r->created ? 201 : 200, counter_json(r->info));
+  co_return audited(Response::json(r->created ? 201 : 200, counter_json(r->info)), req);
 }
 
 boost::asio::awaitable<Response> post_next(service::CounterService& svc, const Request& req,
@@ -126,25 +130,25 @@ boost::asio::awaitable<Response> post_void(service::CounterService& svc, const R
                                            const Params& p) {
   TRY_BODY(body, parse_body(req.body));
   Fields f(body);
-  TRY_BODY(value, f.req_int("value"));
+  TRY_BODY(value, f.req_int(core::field::kValue));
   TRY_BODY(period, f.opt_string("period"));
   TRY_BODY(reason, f.opt_string("reason"));
-  VoidCmd cmd{ref_of(p), value, period, reason.value_or("")};
+  VoidCmd cmd{ref_of(p), value, period, reason.value_or(""), req.audit};
   auto r = co_await svc.void_number(std::move(cmd));
   if (!r.ok()) co_return Response::error(r.error());
-  co_return Response::json(200, issued_json(*r));
+  co_return audited(Response::json(200, issued_json(*r)), req);
 }
 
 boost::asio::awaitable<Response> post_set(service::CounterService& svc, const Request& req,
                                           const Params& p) {
   TRY_BODY(body, parse_body(req.body));
   Fields f(body);
-  TRY_BODY(expected, f.req_int("expected_last_value"));
-  TRY_BODY(last, f.req_int("last_value"));
-  SetCmd cmd{ref_of(p), expected, last};
+  TRY_BODY(expected, f.req_int(core::field::kExpectedLastValue));
+  TRY_BODY(last, f.req_int(core::field::kLastValue));
+  SetCmd cmd{ref_of(p), expected, last, req.audit};
   auto r = co_await svc.set_last_value(std::move(cmd));
   if (!r.ok()) co_return Response::error(r.error());
-  co_return Response::json(200, counter_json(*r));
+  co_return audited(Response::json(200, counter_json(*r)), req);
 }
 
 boost::asio::awaitable<Response> get_counter(service::CounterService& svc, const Request&,
@@ -172,11 +176,11 @@ boost::asio::awaitable<Response> get_issued(service::CounterService& svc, const 
   if (const auto* key = req.param("key")) q.key = *key;
   if (const auto* period = req.param("period")) q.period = *period;
   if (const auto* after = req.param("after")) {
-    TRY_BODY(v, parse_query_int(*after, "after", 0, core::kMaxJsonInteger));
+    TRY_BODY(v, parse_query_int(*after, core::field::kAfter));
     q.after = v;
   }
   if (const auto* limit = req.param("limit")) {
-    TRY_BODY(v, parse_query_int(*limit, "limit", 1, 1000));
+    TRY_BODY(v, parse_query_int(*limit, core::field::kLimit));
     q.limit = static_cast<int>(v);
   }
   auto r = co_await svc.issued(std::move(q));

@@ -53,6 +53,12 @@ unsigned http_status(errc code) {
       return 429;
     case errc::store_unavailable:
       return 503;
+    case errc::store_corrupt:
+      return 500;
+    case errc::result_mismatch:
+      return 409;
+    case errc::too_many_connections:
+      return 503;
     case errc::internal:
       return 500;
   }

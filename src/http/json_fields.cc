@@ -4,16 +4,6 @@
 #include <boost/json/parse_options.hpp>
 
 namespace ichido::http {
-namespace {
-
-Error range_error(std::string_view name, std::int64_t min, std::int64_t max) {
-  std::string f(name);
-  std::string hi = max == core::kMaxJsonInteger ? "2^53" : std::to_string(max);
-  return invalid_field(f, "The field '" + f + "' must be a whole number from " +
-                              std::to_string(min) + " to " + hi + ".");
-}
-
-}  // namespace
 
 Result<boost::json::object> parse_body(std::string_view body) {
   if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return boost::json::object();
@@ -31,29 +21,26 @@ Result<boost::json::object> parse_body(std::string_view body) {
   return std::move(v.as_object());
 }
 
-Result<std::optional<std::int64_t>> Fields::opt_int(std::string_view name, std::int64_t min,
-                                                    std::int64_t max) const {
-  const auto* v = o_.if_contains(name);
+Result<std::optional<std::int64_t>> Fields::opt_int(const core::IntRule& rule) const {
+  const auto* v = o_.if_contains(rule.field);
   if (!v || v->is_null()) return std::optional<std::int64_t>();
   std::int64_t n;
   if (v->is_int64()) {
     n = v->get_int64();
-  } else if (v->is_uint64()) {
-    if (v->get_uint64() > static_cast<std::uint64_t>(max)) return range_error(name, min, max);
+  } else if (v->is_uint64() && v->get_uint64() <= static_cast<std::uint64_t>(rule.max)) {
     n = static_cast<std::int64_t>(v->get_uint64());
   } else {
-    return range_error(name, min, max);
+    return core::out_of_range(rule);  // a string, a fraction, a huge number: not this field
   }
-  if (n < min || n > max) return range_error(name, min, max);
+  ICHIDO_TRY(core::check(rule, n));
   return std::optional<std::int64_t>(n);
 }
 
-Result<std::int64_t> Fields::req_int(std::string_view name, std::int64_t min,
-                                     std::int64_t max) const {
-  auto v = opt_int(name, min, max);
+Result<std::int64_t> Fields::req_int(const core::IntRule& rule) const {
+  auto v = opt_int(rule);
   if (!v.ok()) return std::move(v).error();
   if (!*v) {
-    std::string f(name);
+    std::string f(rule.field);
     return invalid_field(f, "The field '" + f + "' is required.");
   }
   return **v;
@@ -90,15 +77,14 @@ Result<std::optional<bool>> Fields::opt_bool(std::string_view name) const {
   return std::optional<bool>(v->get_bool());
 }
 
-Result<std::int64_t> parse_query_int(std::string_view text, std::string_view name, std::int64_t min,
-                                     std::int64_t max) {
-  if (text.empty() || text.size() > 16) return range_error(name, min, max);
+Result<std::int64_t> parse_query_int(std::string_view text, const core::IntRule& rule) {
+  if (text.empty() || text.size() > 16) return core::out_of_range(rule);
   std::int64_t n = 0;
   for (char c : text) {
-    if (c < '0' || c > '9') return range_error(name, min, max);
+    if (c < '0' || c > '9') return core::out_of_range(rule);
     n = n * 10 + (c - '0');
   }
-  if (n < min || n > max) return range_error(name, min, max);
+  ICHIDO_TRY(core::check(rule, n));
   return n;
 }
 

@@ -1,7 +1,8 @@
 // Decoding request bodies: JSON text -> object, and typed field access whose errors name the
 // field (400 invalid_request, details.field). Absent and null fields read as "not given".
-// Integers must be JSON integers (no fraction, no exponent) within the field's range; the API's
-// ceiling is 2^53 so JavaScript callers never lose precision.
+// Integers are read by their rule (core/fields.h, the one owner of each field's range and
+// message): anything but a JSON integer in the rule's range — a string, a fraction, a negative,
+// more than 2^53 — is the rule's one error, so the message always states the real range.
 #pragma once
 
 #include <boost/json/object.hpp>
@@ -10,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/fields.h"
 #include "core/names.h"
 #include "ichido/result.h"
 
@@ -25,10 +27,8 @@ class Fields {
  public:
   explicit Fields(const boost::json::object& o) : o_(o) {}
 
-  Result<std::optional<std::int64_t>> opt_int(std::string_view name, std::int64_t min = 0,
-                                              std::int64_t max = core::kMaxJsonInteger) const;
-  Result<std::int64_t> req_int(std::string_view name, std::int64_t min = 0,
-                               std::int64_t max = core::kMaxJsonInteger) const;
+  Result<std::optional<std::int64_t>> opt_int(const core::IntRule& rule) const;
+  Result<std::int64_t> req_int(const core::IntRule& rule) const;
   Result<std::optional<std::string>> opt_string(std::string_view name) const;
   Result<std::string> req_string(std::string_view name) const;
   Result<std::optional<bool>> opt_bool(std::string_view name) const;
@@ -39,8 +39,7 @@ class Fields {
   const boost::json::object& o_;
 };
 
-// Parses a non-negative decimal integer from a query parameter (no sign, no fraction).
-Result<std::int64_t> parse_query_int(std::string_view text, std::string_view name, std::int64_t min,
-                                     std::int64_t max);
+// Parses a query parameter by its rule: decimal digits only (no sign, no fraction), in range.
+Result<std::int64_t> parse_query_int(std::string_view text, const core::IntRule& rule);
 
 }  // namespace ichido::http

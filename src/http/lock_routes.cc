@@ -45,8 +45,8 @@ boost::asio::awaitable<Response> post_acquire(service::LockService& svc, const R
   TRY_BODY(body, parse_body(req.body));
   Fields f(body);
   TRY_BODY(owner, f.opt_string("owner"));
-  TRY_BODY(wait_ms, f.opt_int("wait_ms", 0, core::kMaxWaitMs));
-  TRY_BODY(lease_ms, f.opt_int("lease_ms", core::kMinLeaseMs, core::kMaxLeaseMs));
+  TRY_BODY(wait_ms, f.opt_int(core::field::kWaitMs));
+  TRY_BODY(lease_ms, f.opt_int(core::field::kLeaseMs));
   TRY_BODY(request_id, f.opt_string("request_id"));
   service::AcquireLockRequest cmd{ref_of(p), owner.value_or(""), wait_ms.value_or(0),
                                   lease_ms.value_or(core::kLockDefaultLeaseMs), request_id};
@@ -68,7 +68,7 @@ boost::asio::awaitable<Response> post_release(service::LockService& svc, const R
                                               const Params& p) {
   TRY_BODY(body, parse_body(req.body));
   Fields f(body);
-  TRY_BODY(token, f.req_int("token"));
+  TRY_BODY(token, f.req_int(core::field::kLockToken));
   ReleaseLockCmd cmd{ref_of(p), token};
   auto r = co_await svc.release(std::move(cmd));
   if (!r.ok()) co_return Response::error(r.error());
@@ -79,8 +79,8 @@ boost::asio::awaitable<Response> post_renew(service::LockService& svc, const Req
                                             const Params& p) {
   TRY_BODY(body, parse_body(req.body));
   Fields f(body);
-  TRY_BODY(token, f.req_int("token"));
-  TRY_BODY(lease_ms, f.opt_int("lease_ms", core::kMinLeaseMs, core::kMaxLeaseMs));
+  TRY_BODY(token, f.req_int(core::field::kLockToken));
+  TRY_BODY(lease_ms, f.opt_int(core::field::kLeaseMs));
   RenewLockCmd cmd{ref_of(p), token, lease_ms.value_or(core::kLockDefaultLeaseMs)};
   auto r = co_await svc.renew(std::move(cmd));
   if (!r.ok()) co_return Response::error(r.error());
@@ -92,19 +92,19 @@ boost::asio::awaitable<Response> post_force_release(service::LockService& svc, c
                                                     const Params& p) {
   TRY_BODY(body, parse_body(req.body));
   (void)body;
-  LockRef ref = ref_of(p);
-  auto r = co_await svc.force_release(std::move(ref));
+  ForceReleaseCmd cmd{ref_of(p), req.audit};
+  auto r = co_await svc.force_release(std::move(cmd));
   if (!r.ok()) co_return Response::error(r.error());
   json::object o{{"released", r->released}};
   if (r->previous) o["previous"] = holder_json(*r->previous);
-  co_return Response::json(200, o);
+  co_return audited(Response::json(200, o), req);
 }
 
 boost::asio::awaitable<Response> get_lock(service::LockService& svc, const Request& req,
                                           const Params& p) {
   std::optional<std::int64_t> token;
   if (const auto* t = req.param("token")) {
-    TRY_BODY(v, parse_query_int(*t, "token", 0, core::kMaxJsonInteger));
+    TRY_BODY(v, parse_query_int(*t, core::field::kLockToken));
     token = v;
   }
   LockRef ref = ref_of(p);

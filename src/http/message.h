@@ -7,9 +7,11 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/json/value.hpp>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/auth.h"
 #include "ichido/result.h"
 
 namespace ichido::http {
@@ -28,6 +30,10 @@ struct Request {
   std::string authorization;  // the Authorization header, if any
   std::string path;           // the raw path (no query), for logs and audit
   std::string remote;         // client address, for the audit log
+  // Admin routes only: the audit entry of this call (actor, action, ns, remote, detail; status
+  // set to the route's success status). Handlers pass it to their admin store command, which
+  // writes it in the same transaction as the effect, and then mark the response `audited`.
+  std::optional<core::AuditEntry> audit;
 
   // The first value of query parameter `name`, if present.
   const std::string* param(const std::string& name) const {
@@ -41,10 +47,20 @@ struct Response {
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
+  // The audit entry of this admin call was written atomically with its effect; Api writes one
+  // for every admin response that is not marked so (reads, refusals, failures).
+  bool audited = false;
 
   static Response json(unsigned status, const boost::json::value& v);
   static Response error(const Error& e);
   static Response text(unsigned status, std::string body, std::string content_type);
 };
+
+// The success answer of an admin mutation whose store command carried `req.audit`: its audit
+// entry was written in the same transaction, so Api does not write another.
+inline Response audited(Response r, const Request& req) {
+  r.audited = req.audit.has_value();
+  return r;
+}
 
 }  // namespace ichido::http

@@ -23,6 +23,17 @@ std::string Metrics::render(const StoreStats& s) const {
   out += "# TYPE ichido_http_connections_total counter\n";
   out += "ichido_http_connections_total " + std::to_string(connections_total_.load()) + "\n";
   out +=
+      "# HELP ichido_http_connections_refused_total Connections answered 503 "
+      "too_many_connections (over --max-connections).\n";
+  out += "# TYPE ichido_http_connections_refused_total counter\n";
+  out +=
+      "ichido_http_connections_refused_total " + std::to_string(refused_connections_.load()) + "\n";
+  out +=
+      "# HELP ichido_http_accept_errors_total Failed accepts (e.g. out of file descriptors: "
+      "accepting pauses 50 ms and resumes).\n";
+  out += "# TYPE ichido_http_accept_errors_total counter\n";
+  out += "ichido_http_accept_errors_total " + std::to_string(accept_errors_.load()) + "\n";
+  out +=
       "# HELP ichido_audit_dropped_total Audit records not written (failure-audit rate "
       "limit reached, or the store refused them).\n";
   out += "# TYPE ichido_audit_dropped_total counter\n";

@@ -23,6 +23,8 @@ class Metrics {
   }
   void connection_closed() { connections_.fetch_sub(1); }
   void count_dropped_audit() { dropped_audits_.fetch_add(1, std::memory_order_relaxed); }
+  void count_refused_connection() { refused_connections_.fetch_add(1, std::memory_order_relaxed); }
+  void count_accept_error() { accept_errors_.fetch_add(1, std::memory_order_relaxed); }
   std::int64_t active_connections() const { return connections_.load(); }
 
   std::string render(const StoreStats& store) const;
@@ -42,6 +44,8 @@ class Metrics {
   };
   std::vector<Gauge> gauges_;  // constant once serving
   std::atomic<std::uint64_t> dropped_audits_{0};
+  std::atomic<std::uint64_t> refused_connections_{0};
+  std::atomic<std::uint64_t> accept_errors_{0};
 };
 
 }  // namespace ichido::http

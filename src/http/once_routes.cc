@@ -95,10 +95,10 @@ boost::asio::awaitable<Response> post_begin(service::OnceService& svc, const Req
   Fields f(body);
   TRY_BODY(key, f.req_string("key"));
   TRY_BODY(owner, f.opt_string("owner"));
-  TRY_BODY(lease, f.opt_int("lease_ms"));
+  TRY_BODY(lease, f.opt_int(core::field::kLeaseMs));
   TRY_BODY(fingerprint, f.opt_string("fingerprint"));
-  TRY_BODY(wait, f.opt_int("wait_ms"));
-  TRY_BODY(max_attempts, f.opt_int("max_attempts"));
+  TRY_BODY(wait, f.opt_int(core::field::kWaitMs));
+  TRY_BODY(max_attempts, f.opt_int(core::field::kMaxAttempts));
   TRY_BODY(request_id, f.opt_string("request_id"));
   // Named locals, never temporaries inside co_await (g++ 12; see counters_routes.cc).
   BeginOnceCmd cmd{
@@ -116,7 +116,7 @@ boost::asio::awaitable<Response> post_complete(service::OnceService& svc, const 
   TRY_BODY(body, parse_body(req.body));
   Fields f(body);
   TRY_BODY(key, f.req_string("key"));
-  TRY_BODY(token, f.req_int("token", 1));
+  TRY_BODY(token, f.req_int(core::field::kOnceToken));
   const json::value* raw = f.raw("result");
   std::string result = raw ? json::serialize(*raw) : std::string("null");
   CompleteOnceCmd cmd{OnceRef{ns_of(p), key}, token, std::move(result)};
@@ -131,7 +131,7 @@ boost::asio::awaitable<Response> post_fail(service::OnceService& svc, const Requ
   TRY_BODY(body, parse_body(req.body));
   Fields f(body);
   TRY_BODY(key, f.req_string("key"));
-  TRY_BODY(token, f.req_int("token", 1));
+  TRY_BODY(token, f.req_int(core::field::kOnceToken));
   TRY_BODY(error, f.opt_string("error"));
   TRY_BODY(retry, f.opt_bool("retry"));
   FailOnceCmd cmd{OnceRef{ns_of(p), key}, token, error.value_or(""), retry.value_or(true)};
@@ -148,8 +148,8 @@ boost::asio::awaitable<Response> post_renew(service::OnceService& svc, const Req
   TRY_BODY(body, parse_body(req.body));
   Fields f(body);
   TRY_BODY(key, f.req_string("key"));
-  TRY_BODY(token, f.req_int("token", 1));
-  TRY_BODY(lease, f.opt_int("lease_ms"));
+  TRY_BODY(token, f.req_int(core::field::kOnceToken));
+  TRY_BODY(lease, f.opt_int(core::field::kLeaseMs));
   RenewOnceCmd cmd{OnceRef{ns_of(p), key}, token, lease.value_or(core::kDefaultLeaseMs)};
   auto r = co_await svc.renew(std::move(cmd));
   if (!r.ok()) co_return Response::error(r.error());
@@ -162,11 +162,11 @@ boost::asio::awaitable<Response> post_reset(service::OnceService& svc, const Req
   TRY_BODY(body, parse_body(req.body));
   Fields f(body);
   TRY_BODY(key, f.req_string("key"));
-  OnceRef ref{ns_of(p), key};
-  auto r = co_await svc.reset(std::move(ref));
+  ResetOnceCmd cmd{OnceRef{ns_of(p), key}, req.audit};
+  auto r = co_await svc.reset(std::move(cmd));
   if (!r.ok()) co_return Response::error(r.error());
   json::object o{{"reset", true}, {"key", r->key}, {"previous", record_json(*r)}};
-  co_return Response::json(200, o);
+  co_return audited(Response::json(200, o), req);
 }
 
 // GET ?key=K → one record; otherwise a list (?state=…&limit=N&after=K).
@@ -185,7 +185,7 @@ boost::asio::awaitable<Response> get_once(service::OnceService& svc, const Reque
     q.filter = filter;
   }
   if (const auto* limit = req.param("limit")) {
-    TRY_BODY(v, parse_query_int(*limit, "limit", 1, kMaxOnceLimit));
+    TRY_BODY(v, parse_query_int(*limit, core::field::kLimit));
     q.limit = static_cast<int>(v);
   }
   if (const auto* after = req.param("after")) q.after = *after;

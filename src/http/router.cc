@@ -69,12 +69,6 @@ Match Router::match(const Request& req) const {
   return m;
 }
 
-boost::asio::awaitable<Response> Router::dispatch(const Request& req) const {
-  Match m = match(req);
-  if (!m.route) co_return std::move(*m.error);
-  co_return co_await m.route->handler(req, m.params);
-}
-
 Result<void> parse_target(std::string_view target, Request& out) {
   auto u = boost::urls::parse_origin_form(target);
   if (!u) {

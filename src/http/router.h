@@ -44,8 +44,6 @@ class Router {
   // Registers a route needing an admin token.
   void add_admin(beast_http::verb method, std::string pattern, Handler handler);
   Match match(const Request& req) const;
-  // match() then the handler, without any authorization (tests and tools).
-  boost::asio::awaitable<Response> dispatch(const Request& req) const;
   const std::vector<Route>& routes() const { return routes_; }
 
  private:

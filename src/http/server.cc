@@ -3,6 +3,7 @@
 #include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
@@ -149,20 +150,27 @@ asio::awaitable<void> HttpServer::accept_loop() {
     auto [ec, socket] = co_await acceptor_.async_accept(asio::make_strand(ioc_), use_tuple);
     if (ec) {
       if (ec == asio::error::operation_aborted || draining_.load()) co_return;
-      // EMFILE and friends: back off briefly instead of spinning.
+      // EMFILE and friends: the connection waits in the kernel's backlog. Back off briefly
+      // instead of spinning, and keep accepting once descriptors are free again.
+      metrics_.count_accept_error();
       asio::steady_timer t(ioc_, std::chrono::milliseconds(50));
       co_await t.async_wait(use_tuple);
       continue;
     }
     if (metrics_.active_connections() >= static_cast<std::int64_t>(limits_.max_connections)) {
-      boost::system::error_code ignore;
-      socket.close(ignore);
+      metrics_.count_refused_connection();
+      if (tls_) {  // no channel to answer on without a handshake
+        boost::system::error_code ignore;
+        socket.close(ignore);
+      } else {
+        asio::co_spawn(socket.get_executor(), refuse(std::move(socket)), asio::detached);
+      }
       continue;
     }
     socket.set_option(tcp::no_delay(true), ec);
     auto conn = std::make_shared<Conn>(std::move(socket));
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       conn->id = next_id_++;
       conns_[conn->id] = conn;
     }
@@ -170,7 +178,7 @@ asio::awaitable<void> HttpServer::accept_loop() {
     auto ex = conn->stream.get_executor();
     asio::co_spawn(ex, session(conn), [this, id = conn->id](std::exception_ptr) {
       metrics_.connection_closed();
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       conns_.erase(id);
     });
   }
@@ -198,6 +206,23 @@ asio::awaitable<void> linger(Stream& stream) {
 }
 
 }  // namespace
+
+// A connection over --max-connections: answer 503 too_many_connections (whatever it asked; it
+// is not read), then close without resetting the answer away (linger).
+asio::awaitable<void> HttpServer::refuse(tcp::socket socket) {
+  beast::tcp_stream stream(std::move(socket));
+  auto res = api_.error_response(
+      Error(errc::too_many_connections,
+            "The server has as many connections as it serves at once (--max-connections); "
+            "retry in a moment, or reuse a keep-alive connection."),
+      11, false);
+  stream.expires_after(std::chrono::seconds(1));
+  auto [ec, n] = co_await beast_http::async_write(stream, res, use_tuple);
+  (void)n;
+  if (!ec) co_await linger(stream);
+  boost::system::error_code ignore;
+  stream.socket().close(ignore);
+}
 
 template <class Stream>
 asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stream,
@@ -331,7 +356,7 @@ void HttpServer::begin_drain() {
     boost::system::error_code ignore;
     acceptor_.close(ignore);
   });
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   for (auto& [id, weak] : conns_) {
     if (auto conn = weak.lock()) {
       asio::post(conn->stream.get_executor(), [conn] {
@@ -345,7 +370,7 @@ void HttpServer::begin_drain() {
 }
 
 std::size_t HttpServer::active() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   return conns_.size();
 }
 

@@ -7,7 +7,9 @@
 //
 // Limits, all explicit: body size (413 before the body is read when Content-Length exceeds it),
 // header size (431), idle keep-alive timeout, whole-request read timeout (a slow sender is cut
-// off), connection count (connections beyond it are closed at once).
+// off), connection count (connections beyond it are answered 503 too_many_connections and
+// closed; over TLS simply closed). Running out of file descriptors (EMFILE) pauses accepting
+// briefly and never stops it.
 //
 // Lifecycle: listen() → start() → ... → begin_drain(): stop accepting, close idle connections,
 // let busy ones finish their request and close after the response. active() reaches 0.
@@ -24,6 +26,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "base/mutex.h"
 #include "http/api.h"
 #include "http/metrics.h"
 
@@ -56,6 +59,7 @@ class HttpServer {
  private:
   boost::asio::awaitable<void> accept_loop();
   boost::asio::awaitable<void> session(std::shared_ptr<Conn> conn);
+  boost::asio::awaitable<void> refuse(boost::asio::ip::tcp::socket socket);
   template <class Stream>
   boost::asio::awaitable<void> serve(std::shared_ptr<Conn> conn, Stream& stream,
                                      const std::string& remote);
@@ -68,9 +72,9 @@ class HttpServer {
   std::unique_ptr<boost::asio::ssl::context> tls_;  // set by enable_tls(); null: plain HTTP
   std::atomic<bool> draining_{false};
 
-  mutable std::mutex mu_;
-  std::unordered_map<std::uint64_t, std::weak_ptr<Conn>> conns_;  // guarded by mu_
-  std::uint64_t next_id_ = 0;                                     // guarded by mu_
+  mutable Mutex mu_;
+  std::unordered_map<std::uint64_t, std::weak_ptr<Conn>> conns_ GUARDED_BY(mu_);
+  std::uint64_t next_id_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ichido::http

@@ -2,6 +2,7 @@
 #include "http/server.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,11 +24,12 @@
 
 #include "base/secret.h"
 #include "http/api.h"
-#include "http/auth.h"
 #include "server/config.h"
 #include "server/listen_address.h"
+#include "service/token_auth.h"
 #include "store/postgres/pg_store.h"
 #include "store/sqlite/sqlite_store.h"
+#include "store/sqlite/token_admin.h"
 
 namespace ichido::server {
 namespace {
@@ -76,9 +78,16 @@ Result<std::string> create_first_admin_token(store::TableStore& store, const std
       core::make_token(new_token_id(), secret, core::Role::admin, std::string(core::kAllNamespaces),
                        "first admin token", SystemClock::instance().now_ms(), std::nullopt);
   if (!info.ok()) return std::move(info).error();
+  core::AuditEntry audit;
+  audit.actor = "ichido";
+  audit.action = "first admin token";
+  audit.status = 201;
+  audit.remote = "local";
+  audit.detail = "id " + info->id + ", written to " + dir + "/admin.token";
   std::promise<Result<bool>> p;
   auto f = p.get_future();
-  store.create_first_token(std::move(*info), [&p](Result<bool> r) { p.set_value(std::move(r)); });
+  store.create_first_token(std::move(*info), std::move(audit),
+                           [&p](Result<bool> r) { p.set_value(std::move(r)); });
   auto stored = f.get();
   if (!stored.ok()) return std::move(stored).error();
   if (!*stored) return std::string();
@@ -120,6 +129,31 @@ Result<std::unique_ptr<store::TableStore>> open_store(const ServeConfig& cfg) {
   return std::unique_ptr<store::TableStore>(std::move(*s));
 }
 
+// Raises the soft limit on open files to the hard limit: the common default soft limit (1024)
+// would stop a server at about a thousand sockets. Logs what connection capacity results.
+void raise_fd_limit(std::size_t max_connections) {
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  const rlim_t before = rl.rlim_cur;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) rl.rlim_cur = before;
+  }
+  // Descriptors not available for clients: the store's files, the listener, stdio, a margin.
+  constexpr rlim_t kReserved = 64;
+  const rlim_t usable = rl.rlim_cur > kReserved ? rl.rlim_cur - kReserved : 0;
+  std::string msg = "open-file limit " + std::to_string(rl.rlim_cur) +
+                    (before != rl.rlim_cur ? " (raised from " + std::to_string(before) + ")" : "");
+  if (usable < max_connections) {
+    log(msg + ": only about " + std::to_string(usable) + " of the " +
+        std::to_string(max_connections) +
+        " connections --max-connections allows can be open at once; more wait in the kernel's "
+        "backlog. Raise the hard limit (ulimit -Hn, LimitNOFILE=) or lower --max-connections.");
+  } else {
+    log(msg + ": up to " + std::to_string(max_connections) + " connections (--max-connections)");
+  }
+}
+
 }  // namespace
 
 int run_server(const ServeConfig& cfg) {
@@ -138,12 +172,21 @@ int run_server(const ServeConfig& cfg) {
     log("cannot open the store: " + store.error().message);
     return 1;
   }
+  raise_fd_limit(cfg.max_connections);
 
   const int threads =
       cfg.threads > 0 ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
   boost::asio::io_context ioc(threads);
   http::Metrics metrics;
-  http::Authenticator auth(**store, SystemClock::instance());
+  service::AuthOptions auth_opt;
+  if (cfg.store_url.empty()) {
+    // `ichido token` on the data directory (A3). On PostgreSQL, other processes' changes arrive
+    // with the periodic refresh (and unknown tokens are looked up at once, A1).
+    auth_opt.external_revision = [dir = cfg.data_dir] {
+      return store::sqlite::tokens_revision(dir);
+    };
+  }
+  service::Authenticator auth(**store, SystemClock::instance(), std::move(auth_opt));
   if (cfg.no_auth) {
     log("WARNING: --no-auth: every caller on this machine can use every call, admin ones too");
   } else {
@@ -234,6 +277,7 @@ int run_server(const ServeConfig& cfg) {
     log(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
         ": draining connections");
     deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(drain_deadline_ms);
+    api.shutdown_waiters();  // parked requests get their "not now" answer before the drain
     server.begin_drain();
     watch();
     signals.async_wait([&](boost::system::error_code ec, int s) {

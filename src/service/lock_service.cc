@@ -112,7 +112,7 @@ asio::awaitable<void> LockService::release_for_gone_client(LockRef ref, std::int
   auto r = co_await call_store<Unit>(
       [&](auto cb) { store_.release_lock(std::move(cmd), std::move(cb)); });
   if (r.ok()) {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     notify_locked(key);
   }
 }
@@ -149,7 +149,7 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire(AcquireLockRequ
   if (req.request_id) {
     bool line_busy = false;
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       auto it = lines_.find(key);
       line_busy = it != lines_.end() && (!it->second.queue.empty() || it->second.turn_out);
     }
@@ -164,13 +164,13 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire(AcquireLockRequ
   bool turn = false;
   std::uint64_t gen = 0;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     Line& line = lines_[key];
     if (line.queue.empty() && !line.turn_out) {  // W1
       line.turn_out = true;
       turn = true;
       gen = line.gen;
-    } else if (req.wait_ms > 0) {
+    } else if (req.wait_ms > 0 && !closing_) {
       if (line.queue.size() >= limits_.max_waiters_per_lock ||
           total_ >= limits_.max_waiters_total) {
         co_return too_many_waiters(limits_.max_waiters_per_lock);
@@ -188,7 +188,7 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire(AcquireLockRequ
       auto r = co_await call_store<AcquireLockReply>(
           [&](auto cb) { store_.acquire_lock(std::move(cmd), std::move(cb)); });
       const TimePoint now = Clock::now();
-      std::unique_lock lk(mu_);
+      MutexLock lk(mu_);
       Line& line = lines_[key];  // present: a line with its turn out is never erased
       if (!r.ok()) {
         return_turn_locked(key, line, std::nullopt);
@@ -209,7 +209,7 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire(AcquireLockRequ
         gen = line.gen;
         continue;
       }
-      if (cancelled(cs) || now >= deadline) {
+      if (cancelled(cs) || now >= deadline || closing_) {
         return_turn_locked(key, line, lease_end);
         if (cancelled(cs)) co_return cancelled_error();
         co_return AcquireLockOutcome{false, false, std::move(r->record)};
@@ -231,13 +231,13 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire(AcquireLockRequ
 
     TimePoint expiry;
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       expiry = std::min(me->deadline, me->lease_end);
     }
     me->timer.expires_at(expiry);
     auto [ec] = co_await me->timer.async_wait(asio::as_tuple(asio::use_awaitable));
     (void)ec;  // the reason is read from the flags below, under the mutex
-    std::unique_lock lk(mu_);
+    MutexLock lk(mu_);
     Line& line = lines_[key];  // present: `me` is in it or holds its turn
     if (me->has_turn) {
       me->has_turn = false;
@@ -248,6 +248,11 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire(AcquireLockRequ
     if (cancelled(cs)) {
       leave_locked(key, line, me);
       co_return cancelled_error();
+    }
+    if (me->stop) {
+      leave_locked(key, line, me);
+      lk.unlock();
+      co_return co_await not_acquired(req.ref);
     }
     if (me->poked) {
       me->poked = false;
@@ -278,7 +283,7 @@ asio::awaitable<Result<Unit>> LockService::release(ReleaseLockCmd cmd) {
   auto r = co_await call_store<Unit>(
       [&](auto cb) { store_.release_lock(std::move(cmd), std::move(cb)); });
   if (r.ok()) {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     notify_locked(key);
   }
   co_return r;
@@ -293,7 +298,7 @@ asio::awaitable<Result<core::LockRecord>> LockService::renew(RenewLockCmd cmd) {
       [&](auto cb) { store_.renew_lock(std::move(cmd), std::move(cb)); });
   if (r.ok()) {
     // A renewal may shorten the lease: the front waiter must not sleep past the new end.
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     if (auto it = lines_.find(key); it != lines_.end()) {
       poke_front_locked(it->second, Clock::now() + milliseconds(lease_ms));
     }
@@ -301,15 +306,15 @@ asio::awaitable<Result<core::LockRecord>> LockService::renew(RenewLockCmd cmd) {
   co_return r;
 }
 
-asio::awaitable<Result<ForceReleaseReply>> LockService::force_release(LockRef ref) {
-  if (auto r = validate_lock_ref(ref); !r.ok()) co_return std::move(r).error();
-  const std::string key = key_of(ref);
+asio::awaitable<Result<ForceReleaseReply>> LockService::force_release(ForceReleaseCmd cmd) {
+  if (auto r = validate_lock_ref(cmd.ref); !r.ok()) co_return std::move(r).error();
+  const std::string key = key_of(cmd.ref);
   auto r = co_await call_store<ForceReleaseReply>(
-      [&](auto cb) { store_.force_release_lock(std::move(ref), std::move(cb)); });
+      [&](auto cb) { store_.force_release_lock(std::move(cmd), std::move(cb)); });
   if (r.ok()) {
     // Also when nothing was held: an operator's force-release is a cue for the head waiter to
     // look again (harmless when the lock is in fact held: it parks again at the front).
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     notify_locked(key);
   }
   co_return r;
@@ -331,14 +336,25 @@ asio::awaitable<Result<std::vector<core::LockRecord>>> LockService::list(std::st
 }
 
 std::size_t LockService::waiters(const LockRef& ref) const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   auto it = lines_.find(key_of(ref));
   if (it == lines_.end()) return 0;
   return it->second.queue.size() + (it->second.turn_out ? 1 : 0);
 }
 
+void LockService::shutdown() {
+  MutexLock lk(mu_);
+  closing_ = true;
+  for (auto& [key, line] : lines_) {
+    for (auto& w : line.queue) {
+      w->stop = true;
+      wake(w);
+    }
+  }
+}
+
 std::size_t LockService::total_waiters() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   return total_;
 }
 

@@ -23,6 +23,10 @@
 //       whose first answer was lost gets that grant at once, without waiting for itself. The
 //       check never grants, so it never overtakes the line.
 //
+// Shutdown: shutdown() wakes every parked waiter, which answers acquired=false with the holder
+// (its normal "not now" answer) at once; afterwards nobody parks (a request that would wait
+// answers the same at once). So a stopping server answers its waiters instead of cutting them.
+//
 // Waiters are coroutines parked on their own steady_timer (no thread per waiter). Timers are
 // touched only on the waiter's executor, which must be a strand (each HTTP connection runs on
 // one): wake-ups are posted there, so a wake-up posted between parking and the timer wait runs
@@ -44,6 +48,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/mutex.h"
 #include "ichido/store.h"
 
 namespace ichido::service {
@@ -84,12 +89,15 @@ class LockService {
   boost::asio::awaitable<Result<AcquireLockOutcome>> acquire(AcquireLockRequest req);
   boost::asio::awaitable<Result<Unit>> release(ReleaseLockCmd cmd);
   boost::asio::awaitable<Result<core::LockRecord>> renew(RenewLockCmd cmd);
-  boost::asio::awaitable<Result<ForceReleaseReply>> force_release(LockRef ref);
+  // Admin: ends any holder's lease now (cmd.audit written atomically with it).
+  boost::asio::awaitable<Result<ForceReleaseReply>> force_release(ForceReleaseCmd cmd);
   boost::asio::awaitable<Result<LockStatus>> get(LockRef ref);
   boost::asio::awaitable<Result<std::vector<core::LockRecord>>> list(std::string ns);
 
   std::size_t waiters(const LockRef& ref) const;
   std::size_t total_waiters() const;
+  // Answers every parked waiter "not acquired" now; later requests do not wait. Idempotent.
+  void shutdown();
 
   using TimePoint = std::chrono::steady_clock::time_point;
 
@@ -101,6 +109,7 @@ class LockService {
     const TimePoint deadline;
     bool has_turn = false;                   // popped from the line and handed the turn (W3)
     bool poked = false;                      // lease_end moved earlier: re-arm the timer (W4)
+    bool stop = false;                       // shutdown(): answer "not acquired" now
     TimePoint lease_end = TimePoint::max();  // the holder's lease end, when this waiter is front
   };
   // The waiting line of one lock; exists while someone waits or holds the turn.
@@ -113,14 +122,14 @@ class LockService {
  private:
   static std::string key_of(const LockRef& ref);
 
-  // All *_locked helpers require mu_.
-  void notify_locked(const std::string& key);
-  void give_turn_locked(Line& line);
+  void notify_locked(const std::string& key) REQUIRES(mu_);
+  void give_turn_locked(Line& line) REQUIRES(mu_);
   void return_turn_locked(const std::string& key, Line& line,
-                          std::optional<TimePoint> holder_lease_end);
-  void leave_locked(const std::string& key, Line& line, const std::shared_ptr<Waiter>& w);
-  void poke_front_locked(Line& line, TimePoint lease_end);
-  void erase_if_idle_locked(const std::string& key);
+                          std::optional<TimePoint> holder_lease_end) REQUIRES(mu_);
+  void leave_locked(const std::string& key, Line& line, const std::shared_ptr<Waiter>& w)
+      REQUIRES(mu_);
+  void poke_front_locked(Line& line, TimePoint lease_end) REQUIRES(mu_);
+  void erase_if_idle_locked(const std::string& key) REQUIRES(mu_);
 
   boost::asio::awaitable<void> release_for_gone_client(LockRef ref, std::int64_t token);
   boost::asio::awaitable<Result<AcquireLockOutcome>> not_acquired(LockRef ref);
@@ -130,9 +139,12 @@ class LockService {
 
   Store& store_;
   const LockLimits limits_;
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, Line> lines_;  // guarded by mu_
-  std::size_t total_ = 0;                        // parked waiters; guarded by mu_
+  // mu_ also guards every Line and the flags and lease_end of every Waiter (nested structs
+  // cannot name it in an annotation).
+  mutable Mutex mu_;
+  std::unordered_map<std::string, Line> lines_ GUARDED_BY(mu_);
+  std::size_t total_ GUARDED_BY(mu_) = 0;  // parked waiters
+  bool closing_ GUARDED_BY(mu_) = false;   // shutdown() was called
 };
 
 }  // namespace ichido::service

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "store/memory/memory_store.h"
+#include "store/testing/forwarding_store.h"
 
 namespace ichido::service {
 namespace {
@@ -128,6 +129,31 @@ TEST_F(LockServiceTest, ARetryWithTheHoldersRequestIdIsReplayedWithoutJoiningThe
   EXPECT_EQ(Granted(w).owner, "W");
 }
 
+// Shutdown: parked waiters answer "not acquired" with the holder at once, and a request that
+// comes later does not park.
+TEST_F(LockServiceTest, ShutdownAnswersParkedWaitersNotAcquiredAtOnce) {
+  auto h = Acquire("H", 0);
+  ASSERT_TRUE(RunUntil([&] { return h->has_value(); }));
+  auto held = Granted(h);
+  auto w1 = Acquire("W1", 300000);
+  auto w2 = Acquire("W2", 300000);
+  ASSERT_TRUE(RunUntil([&] { return Waiters() == 2u; }));
+  svc_.shutdown();
+  ASSERT_TRUE(RunUntil([&] { return w1->has_value() && w2->has_value(); }));
+  for (auto* w : {&w1, &w2}) {
+    ASSERT_TRUE((**w)->ok());
+    EXPECT_FALSE((***w)->acquired);
+    ASSERT_TRUE((***w)->record.has_value());
+    EXPECT_EQ(*(***w)->record, held);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto late = Acquire("L", 300000);
+  ASSERT_TRUE(RunUntil([&] { return late->has_value(); }));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_FALSE((**late)->acquired);
+  EXPECT_EQ(Waiters(), 0u);
+}
+
 TEST_F(LockServiceTest, WaitersAreGrantedInArrivalOrder) {
   auto h = Acquire("H", 0);
   ASSERT_TRUE(RunUntil([&] { return h->has_value(); }));
@@ -164,7 +190,9 @@ TEST_F(LockServiceTest, NewcomerDoesNotOvertakeAQueuedWaiterEvenWhenTheLockLooks
   EXPECT_FALSE((**n)->acquired) << "a newcomer took the lock ahead of a queued waiter";
   EXPECT_FALSE(w->has_value());
   // An admin force-release is an event: the queued waiter gets its turn and the lock.
-  auto f = Run<ForceReleaseReply>([&] { return svc_.force_release(LockRef{"ns", "l"}); });
+  auto f = Run<ForceReleaseReply>([&] {
+    return svc_.force_release(ForceReleaseCmd{LockRef{"ns", "l"}});
+  });
   ASSERT_TRUE(f.ok());
   ASSERT_TRUE(RunUntil([&] { return w->has_value(); }));
   EXPECT_EQ(Granted(w).owner, "W");
@@ -289,9 +317,9 @@ TEST_F(LockServiceTest, BadInputIsRejectedBeforeAnythingHappens) {
 // A store whose acquire answers can be held back: the decision is taken at call time (like a
 // real store that has committed), but the answer reaches the service only when the test lets it.
 // Everything else is forwarded unchanged.
-class GatedStore final : public Store {
+class GatedStore final : public store_testing::ForwardingStore {
  public:
-  explicit GatedStore(Store& inner) : in_(inner) {}
+  explicit GatedStore(Store& inner) : ForwardingStore(inner) {}
   bool hold_acquires = false;
   std::vector<std::function<void()>> held;
   void deliver() {
@@ -306,86 +334,6 @@ class GatedStore final : public Store {
       held.push_back([done, r]() { done(r); });
     });
   }
-  void create_counter(CreateCounterCmd c, Callback<CreateCounterReply> d) override {
-    in_.create_counter(std::move(c), std::move(d));
-  }
-  void next(NextCmd c, Callback<NextReply> d) override { in_.next(std::move(c), std::move(d)); }
-  void void_number(VoidCmd c, Callback<core::IssuedNumber> d) override {
-    in_.void_number(std::move(c), std::move(d));
-  }
-  void set_last_value(SetCmd c, Callback<core::CounterInfo> d) override {
-    in_.set_last_value(std::move(c), std::move(d));
-  }
-  void get_counter(CounterRef r, Callback<core::CounterInfo> d) override {
-    in_.get_counter(std::move(r), std::move(d));
-  }
-  void list_counters(std::string ns, Callback<std::vector<core::CounterInfo>> d) override {
-    in_.list_counters(std::move(ns), std::move(d));
-  }
-  void list_issued(IssuedQuery q, Callback<IssuedPage> d) override {
-    in_.list_issued(std::move(q), std::move(d));
-  }
-  void create_token(core::TokenInfo t, Callback<core::TokenInfo> d) override {
-    in_.create_token(std::move(t), std::move(d));
-  }
-  void revoke_token(std::string id, Callback<core::TokenInfo> d) override {
-    in_.revoke_token(std::move(id), std::move(d));
-  }
-  void list_tokens(Callback<std::vector<core::TokenInfo>> d) override {
-    in_.list_tokens(std::move(d));
-  }
-  void append_audit(core::AuditEntry e, Callback<core::AuditEntry> d) override {
-    in_.append_audit(std::move(e), std::move(d));
-  }
-  void list_audit(std::int64_t after, int limit,
-                  Callback<std::vector<core::AuditEntry>> d) override {
-    in_.list_audit(after, limit, std::move(d));
-  }
-  void begin_once(BeginOnceCmd c, Callback<BeginOnceReply> d) override {
-    in_.begin_once(std::move(c), std::move(d));
-  }
-  void complete_once(CompleteOnceCmd c, Callback<core::OnceRecord> d) override {
-    in_.complete_once(std::move(c), std::move(d));
-  }
-  void fail_once(FailOnceCmd c, Callback<core::OnceRecord> d) override {
-    in_.fail_once(std::move(c), std::move(d));
-  }
-  void renew_once(RenewOnceCmd c, Callback<core::OnceRecord> d) override {
-    in_.renew_once(std::move(c), std::move(d));
-  }
-  void get_once(OnceRef r, Callback<core::OnceRecord> d) override {
-    in_.get_once(std::move(r), std::move(d));
-  }
-  void list_once(OnceQuery q, Callback<OncePage> d) override {
-    in_.list_once(std::move(q), std::move(d));
-  }
-  void reset_once(OnceRef r, Callback<core::OnceRecord> d) override {
-    in_.reset_once(std::move(r), std::move(d));
-  }
-  void purge_once(PurgeOnceCmd c, Callback<std::int64_t> d) override {
-    in_.purge_once(std::move(c), std::move(d));
-  }
-  void release_lock(ReleaseLockCmd c, Callback<Unit> d) override {
-    in_.release_lock(std::move(c), std::move(d));
-  }
-  void renew_lock(RenewLockCmd c, Callback<core::LockRecord> d) override {
-    in_.renew_lock(std::move(c), std::move(d));
-  }
-  void force_release_lock(LockRef r, Callback<ForceReleaseReply> d) override {
-    in_.force_release_lock(std::move(r), std::move(d));
-  }
-  void get_lock(LockRef r, Callback<LockState> d) override {
-    in_.get_lock(std::move(r), std::move(d));
-  }
-  void list_locks(std::string ns, Callback<std::vector<core::LockRecord>> d) override {
-    in_.list_locks(std::move(ns), std::move(d));
-  }
-  Result<void> check_ready() override { return in_.check_ready(); }
-  StoreStats stats() const override { return in_.stats(); }
-  void close() override { in_.close(); }
-
- private:
-  Store& in_;
 };
 
 // W3: a release that lands while the only requester is at the store (it has the turn and will

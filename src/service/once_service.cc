@@ -1,8 +1,11 @@
 #include "service/once_service.h"
 
 #include <algorithm>
+#include <boost/asio/cancellation_state.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <chrono>
 
+#include "core/fields.h"
 #include "core/names.h"
 #include "service/call_store.h"
 
@@ -10,10 +13,7 @@ namespace ichido::service {
 namespace {
 
 Result<void> validate_token(std::int64_t token) {
-  if (token < 1 || token > core::kMaxJsonInteger) {
-    return invalid_field("token", "The token must be the whole number begin answered.");
-  }
-  return {};
+  return core::check(core::field::kOnceToken, token);
 }
 
 }  // namespace
@@ -51,24 +51,49 @@ boost::asio::awaitable<Result<BeginOnceReply>> OnceService::begin(BeginOnceCmd c
     }
   }
 
+  // Cancellation (the client went away) is checked, never thrown: a throw between a wake-up and
+  // its hand-over would strand the other waiters.
+  co_await boost::asio::this_coro::throw_if_cancelled(false);
+  boost::asio::cancellation_state cs = co_await boost::asio::this_coro::cancellation_state;
+  auto gone = [&] { return cs.cancelled() != boost::asio::cancellation_type::none; };
+
   const std::string key = wait_key(cmd.ref);
   const auto deadline = steady::now() + std::chrono::milliseconds(wait_ms);
+  bool woken = false;  // this round follows a notification addressed to us (H1)
   for (;;) {
     const std::uint64_t seen = waits_.generation(key);
     BeginOnceCmd attempt = cmd;
     auto r = co_await call_store<BeginOnceReply>(
         [&](auto cb) { store_.begin_once(std::move(attempt), std::move(cb)); });
-    if (!r.ok()) co_return r;
+    if (!r.ok()) {
+      if (woken) waits_.notify_one(key);  // H1: pass the wake-up on
+      co_return r;
+    }
     if (r->outcome == core::BeginOutcome::dead) waits_.notify_all(key);  // may have just died
+    if (r->outcome == core::BeginOutcome::acquired && !r->replayed && gone()) {
+      // H2: granted to a client that is gone. Undo it (the attempt is not spent) and hand the
+      // item on to the next waiter, as the lock service releases a grant nobody will use.
+      AbandonOnceCmd undo{cmd.ref, r->record.token};
+      auto undone = co_await call_store<bool>(
+          [&](auto cb) { store_.abandon_once(std::move(undo), std::move(cb)); });
+      if (undone.ok() && *undone) waits_.notify_one(key);
+      co_return Error(errc::internal, "The request was cancelled because its client went away.");
+    }
     if (r->outcome != core::BeginOutcome::in_progress) co_return r;
+    if (woken && gone()) waits_.notify_one(key);  // H1
     const auto now = steady::now();
-    if (now >= deadline) co_return r;
+    if (now >= deadline || gone()) co_return r;
     // Wake up when the holder's lease lapses, at the latest (+1 ms: the lease is live up to and
     // including lease_expires_at - 1).
     const auto lease_end = now + std::chrono::milliseconds(r->retry_after_ms + 1);
     auto woke = co_await waits_.wait(key, std::min(deadline, lease_end), seen);
     if (!woke.ok()) co_return std::move(woke).error();
-    if (*woke == WakeReason::cancelled) co_return r;
+    if (*woke == WakeReason::shutdown) co_return r;  // the server stops: answer "not now"
+    woken = *woke == WakeReason::notified;
+    if (*woke == WakeReason::cancelled || gone()) {
+      if (woken) waits_.notify_one(key);  // H1: a wake-up meant for us goes to the next one
+      co_return r;
+    }
     // notified or timed out: ask again.
   }
 }
@@ -127,11 +152,11 @@ boost::asio::awaitable<Result<OncePage>> OnceService::list(OnceQuery q) {
       [&](auto cb) { store_.list_once(std::move(q), std::move(cb)); });
 }
 
-boost::asio::awaitable<Result<core::OnceRecord>> OnceService::reset(OnceRef ref) {
-  if (auto r = validate_once_ref(ref); !r.ok()) co_return std::move(r).error();
-  const std::string key = wait_key(ref);
+boost::asio::awaitable<Result<core::OnceRecord>> OnceService::reset(ResetOnceCmd cmd) {
+  if (auto r = validate_once_ref(cmd.ref); !r.ok()) co_return std::move(r).error();
+  const std::string key = wait_key(cmd.ref);
   auto r = co_await call_store<core::OnceRecord>(
-      [&](auto cb) { store_.reset_once(std::move(ref), std::move(cb)); });
+      [&](auto cb) { store_.reset_once(std::move(cmd), std::move(cb)); });
   if (r.ok()) waits_.notify_all(key);
   co_return r;
 }

@@ -12,6 +12,12 @@
 // notification that races with parking wake the waiter instead of being lost.
 // Notifications: complete, dead and reset wake every waiter of the key (they all get the same
 // answer); fail → pending wakes one (only one can acquire; the others keep their places).
+// Hand-over, so that a wake-up is never lost on a waiter that cannot use it:
+//   H1. A waiter woken by a notification that then cannot act on it — its client went away, or
+//       its begin failed at the store — passes the wake-up on (notify_one).
+//   H2. An acquisition made for a client that has gone is undone (Store::abandon_once: the
+//       attempt is not spent) and handed on to the next waiter.
+// Shutdown (WaitList::shutdown): parked begins answer their last in_progress at once.
 //
 // Lifecycle: built once at start-up; references the store and the wait list, which outlive it.
 // Thread-safety: every method may be called concurrently from any executor.
@@ -37,7 +43,8 @@ class OnceService {
   boost::asio::awaitable<Result<core::OnceRecord>> renew(RenewOnceCmd cmd);
   boost::asio::awaitable<Result<core::OnceRecord>> get(OnceRef ref);
   boost::asio::awaitable<Result<OncePage>> list(OnceQuery q);
-  boost::asio::awaitable<Result<core::OnceRecord>> reset(OnceRef ref);
+  // Admin: forgets the record (cmd.audit written atomically with it).
+  boost::asio::awaitable<Result<core::OnceRecord>> reset(ResetOnceCmd cmd);
   // One retention batch (used by the server's background purge).
   boost::asio::awaitable<Result<std::int64_t>> purge(PurgeOnceCmd cmd);
 

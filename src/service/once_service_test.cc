@@ -5,12 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <optional>
 
 #include "store/memory/memory_store.h"
+#include "store/testing/forwarding_store.h"
 
 namespace ichido::service {
 namespace {
@@ -26,17 +29,22 @@ class OnceServiceTest : public ::testing::Test {
 
   // Starts a begin as its own coroutine; its answer lands in `out`.
   void SpawnBegin(std::optional<Result<BeginOnceReply>>& out, std::string owner,
-                  std::int64_t wait_ms, std::int64_t lease_ms = 60000) {
-    asio::co_spawn(
-        ioc_,
-        [this, &out, owner, wait_ms, lease_ms]() -> asio::awaitable<void> {
-          BeginOnceCmd cmd{Ref(), core::BeginCommand{owner, lease_ms, std::nullopt, 5}};
-          auto r = co_await svc_.begin(std::move(cmd), wait_ms);
-          out.emplace(std::move(r));
-        },
-        [](std::exception_ptr e) {
-          if (e) std::rethrow_exception(e);
-        });
+                  std::int64_t wait_ms, std::int64_t lease_ms = 60000,
+                  asio::cancellation_signal* cancel = nullptr, OnceService* svc = nullptr) {
+    OnceService& s = svc ? *svc : svc_;
+    auto body = [this, &s, &out, owner, wait_ms, lease_ms]() -> asio::awaitable<void> {
+      BeginOnceCmd cmd{Ref(), core::BeginCommand{owner, lease_ms, std::nullopt, 5}};
+      auto r = co_await s.begin(std::move(cmd), wait_ms);
+      out.emplace(std::move(r));
+    };
+    auto rethrow = [](std::exception_ptr e) {
+      if (e) std::rethrow_exception(e);
+    };
+    if (cancel) {
+      asio::co_spawn(ioc_, body, asio::bind_cancellation_slot(cancel->slot(), rethrow));
+    } else {
+      asio::co_spawn(ioc_, body, rethrow);
+    }
   }
   template <class T, class F>
   Result<T> Run(F f) {
@@ -157,12 +165,105 @@ TEST_F(OnceServiceTest, ResetWakesWaitersAndTheFirstAcquiresAttemptOne) {
   std::optional<Result<BeginOnceReply>> b;
   SpawnBegin(b, "B", 300000);
   Poll();
-  auto reset = Run<core::OnceRecord>([&] { return svc_.reset(Ref()); });
+  auto reset = Run<core::OnceRecord>([&] { return svc_.reset(ResetOnceCmd{Ref()}); });
   ASSERT_TRUE(reset.ok());
   Poll();
   ASSERT_TRUE(b.has_value() && b->ok());
   EXPECT_EQ((*b)->outcome, BeginOutcome::acquired);
   EXPECT_EQ((*b)->record.attempt, 1);
+}
+
+// H1: the waiter a fail wakes has lost its client; the wake-up goes on to the next waiter, which
+// acquires at once (before: it slept until the old holder's lease end, 60 s here).
+TEST_F(OnceServiceTest, AWakeUpForADepartedWaiterIsPassedOn) {
+  const auto token = Acquire("A");
+  std::optional<Result<BeginOnceReply>> b, c;
+  asio::cancellation_signal b_gone;
+  SpawnBegin(b, "B", 300000, 60000, &b_gone);
+  Poll();
+  SpawnBegin(c, "C", 300000);
+  Poll();
+  ASSERT_EQ(waits_.waiting(OnceService::wait_key(Ref())), 2u);
+  asio::co_spawn(
+      ioc_,
+      [&]() -> asio::awaitable<void> {
+        FailOnceCmd cmd{Ref(), token, "boom", true};
+        auto r = co_await svc_.fail(std::move(cmd));
+        EXPECT_TRUE(r.ok());
+        b_gone.emit(asio::cancellation_type::terminal);  // B's client hangs up as it is woken
+      },
+      asio::detached);
+  Poll();
+  ASSERT_TRUE(c.has_value()) << "the wake-up was lost with B";
+  ASSERT_TRUE(c->ok());
+  EXPECT_EQ((*c)->outcome, BeginOutcome::acquired);
+  EXPECT_EQ((*c)->record.owner, "C");
+  EXPECT_EQ((*c)->record.attempt, 2);
+}
+
+// H2: the store granted the item to a waiter whose client left during the store call: the grant
+// is undone (the attempt is not spent, so max_attempts 1 does not kill it) and handed on.
+class HeldBegins final : public store_testing::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  bool hold = false;
+  std::vector<std::function<void()>> held;
+  void begin_once(BeginOnceCmd c, Callback<BeginOnceReply> d) override {
+    if (!hold) return in_.begin_once(std::move(c), std::move(d));
+    in_.begin_once(std::move(c),
+                   [this, d](Result<BeginOnceReply> r) { held.push_back([d, r] { d(r); }); });
+  }
+};
+
+TEST_F(OnceServiceTest, AGrantToADepartedClientIsUndoneAndHandedOn) {
+  HeldBegins gated(store_);
+  OnceService svc(gated, waits_);
+  std::optional<Result<BeginOnceReply>> a, b, c;
+  SpawnBegin(a, "A", 0, 60000, nullptr, &svc);
+  Poll();
+  ASSERT_TRUE(a && a->ok() && (*a)->outcome == BeginOutcome::acquired);
+  asio::cancellation_signal b_gone;
+  SpawnBegin(b, "B", 300000, 60000, &b_gone, &svc);
+  Poll();
+  SpawnBegin(c, "C", 300000, 60000, nullptr, &svc);
+  Poll();
+  gated.hold = true;
+  auto failed = Run<core::OnceRecord>([&] {
+    FailOnceCmd cmd{Ref(), (*a)->record.token, "boom", true};
+    return svc.fail(std::move(cmd));
+  });
+  ASSERT_TRUE(failed.ok());
+  Poll();
+  ASSERT_EQ(gated.held.size(), 1u) << "B woke and asked the store";
+  gated.hold = false;
+  b_gone.emit(asio::cancellation_type::terminal);  // B leaves while the store grants it
+  for (auto& f : gated.held) f();
+  gated.held.clear();
+  Poll();
+  ASSERT_TRUE(c.has_value()) << "the item stayed with B, who is gone";
+  ASSERT_TRUE(c->ok());
+  EXPECT_EQ((*c)->outcome, BeginOutcome::acquired);
+  EXPECT_EQ((*c)->record.owner, "C");
+  EXPECT_EQ((*c)->record.attempt, 2) << "B's undelivered attempt was not spent";
+}
+
+// Shutdown: parked begins answer their in_progress at once; later ones do not park.
+TEST_F(OnceServiceTest, ShutdownAnswersParkedWaitersInProgressAtOnce) {
+  Acquire("A");
+  std::optional<Result<BeginOnceReply>> b, c;
+  SpawnBegin(b, "B", 300000);
+  Poll();
+  ASSERT_FALSE(b.has_value());
+  waits_.shutdown();
+  Poll();
+  ASSERT_TRUE(b.has_value() && b->ok());
+  EXPECT_EQ((*b)->outcome, BeginOutcome::in_progress);
+  EXPECT_EQ((*b)->record.owner, "A");
+  SpawnBegin(c, "C", 300000);
+  Poll();
+  ASSERT_TRUE(c.has_value() && c->ok()) << "a begin during shutdown must not park";
+  EXPECT_EQ((*c)->outcome, BeginOutcome::in_progress);
+  EXPECT_EQ(waits_.total(), 0u);
 }
 
 TEST_F(OnceServiceTest, TooManyWaitersIs429AndNothingParks) {

@@ -16,6 +16,7 @@ struct WaitList::Waiter {
   explicit Waiter(asio::any_io_executor ex) : timer(std::move(ex)) {}
   asio::steady_timer timer;  // touched only on its executor
   bool notified = false;     // guarded by WaitList::mu_
+  bool shutdown = false;     // guarded by WaitList::mu_
 };
 
 void WaitList::wake(const std::shared_ptr<Waiter>& w) {
@@ -28,30 +29,20 @@ std::uint64_t& WaitList::stripe(const std::string& key) const {
 }
 
 std::uint64_t WaitList::generation(const std::string& key) const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   return stripe(key);
-}
-
-asio::awaitable<Result<WakeReason>> WaitList::wait(const std::string& key,
-                                                   std::chrono::steady_clock::time_point deadline) {
-  return park(key, deadline, std::nullopt);
 }
 
 asio::awaitable<Result<WakeReason>> WaitList::wait(const std::string& key,
                                                    std::chrono::steady_clock::time_point deadline,
                                                    std::uint64_t seen_generation) {
-  return park(key, deadline, seen_generation);
-}
-
-asio::awaitable<Result<WakeReason>> WaitList::park(const std::string& key,
-                                                   std::chrono::steady_clock::time_point deadline,
-                                                   std::optional<std::uint64_t> seen_generation) {
   auto ex = co_await asio::this_coro::executor;
   auto w = std::make_shared<Waiter>(ex);
   w->timer.expires_at(deadline);
   {
-    std::lock_guard lk(mu_);
-    if (seen_generation && *seen_generation != stripe(key)) co_return WakeReason::notified;
+    MutexLock lk(mu_);
+    if (closing_) co_return WakeReason::shutdown;
+    if (seen_generation != stripe(key)) co_return WakeReason::notified;
     auto& q = by_key_[key];
     if (q.size() >= max_per_key_ || total_ >= max_total_) {
       if (q.empty()) by_key_.erase(key);
@@ -62,7 +53,8 @@ asio::awaitable<Result<WakeReason>> WaitList::park(const std::string& key,
     ++total_;
   }
   auto [ec] = co_await w->timer.async_wait(asio::as_tuple(asio::use_awaitable));
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
+  if (w->shutdown) co_return WakeReason::shutdown;  // shutdown() already removed it
   if (w->notified) co_return WakeReason::notified;  // notify_* already removed it
   auto it = by_key_.find(key);
   if (it != by_key_.end()) {
@@ -75,7 +67,7 @@ asio::awaitable<Result<WakeReason>> WaitList::park(const std::string& key,
 }
 
 bool WaitList::notify_one(const std::string& key) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   ++stripe(key);
   auto it = by_key_.find(key);
   if (it == by_key_.end()) return false;
@@ -88,7 +80,7 @@ bool WaitList::notify_one(const std::string& key) {
 }
 
 std::size_t WaitList::notify_all(const std::string& key) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   ++stripe(key);
   auto it = by_key_.find(key);
   if (it == by_key_.end()) return 0;
@@ -99,14 +91,27 @@ std::size_t WaitList::notify_all(const std::string& key) {
   return n;
 }
 
+void WaitList::shutdown() {
+  MutexLock lk(mu_);
+  closing_ = true;
+  for (auto& [key, q] : by_key_) {
+    for (auto& w : q) {
+      w->shutdown = true;
+      wake(w);
+    }
+  }
+  by_key_.clear();
+  total_ = 0;
+}
+
 std::size_t WaitList::waiting(const std::string& key) const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   auto it = by_key_.find(key);
   return it == by_key_.end() ? 0 : it->second.size();
 }
 
 std::size_t WaitList::total() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   return total_;
 }
 

@@ -18,6 +18,9 @@
 //
 // Limits: at most max_per_key waiters on one key and max_total overall; beyond them wait()
 // answers too_many_waiters at once.
+// Shutdown: shutdown() wakes every waiter with `shutdown`, and every later wait() answers
+// `shutdown` at once without parking, so a stopping server answers its waiters instead of
+// cutting them off.
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
@@ -33,11 +36,12 @@
 #include <string>
 #include <unordered_map>
 
+#include "base/mutex.h"
 #include "ichido/result.h"
 
 namespace ichido::service {
 
-enum class WakeReason { notified, timed_out, cancelled };
+enum class WakeReason { notified, timed_out, cancelled, shutdown };
 
 class WaitList {
  public:
@@ -45,11 +49,9 @@ class WaitList {
       : max_per_key_(max_per_key), max_total_(max_total) {}
 
   // Parks the calling coroutine until notified, until `deadline`, or until the coroutine's
-  // cancellation slot fires. Errors: too_many_waiters (then nothing was parked).
-  boost::asio::awaitable<Result<WakeReason>> wait(const std::string& key,
-                                                  std::chrono::steady_clock::time_point deadline);
-  // The same, but answers `notified` without parking when generation(key) is no longer
-  // `seen_generation` (a notification came after the caller read it).
+  // cancellation slot fires — or answers `notified` at once, without parking, when
+  // generation(key) is no longer `seen_generation` (a notification came after the caller read
+  // it). Errors: too_many_waiters (then nothing was parked).
   boost::asio::awaitable<Result<WakeReason>> wait(const std::string& key,
                                                   std::chrono::steady_clock::time_point deadline,
                                                   std::uint64_t seen_generation);
@@ -61,6 +63,8 @@ class WaitList {
   bool notify_one(const std::string& key);
   // Wakes every waiter of `key`; returns how many.
   std::size_t notify_all(const std::string& key);
+  // Wakes every waiter with `shutdown`; later waits do not park. Idempotent.
+  void shutdown();
 
   std::size_t waiting(const std::string& key) const;
   std::size_t total() const;
@@ -68,20 +72,18 @@ class WaitList {
   struct Waiter;
 
  private:
-  void wake(const std::shared_ptr<Waiter>& w);  // requires mu_ held
-  boost::asio::awaitable<Result<WakeReason>> park(const std::string& key,
-                                                  std::chrono::steady_clock::time_point deadline,
-                                                  std::optional<std::uint64_t> seen_generation);
-  std::uint64_t& stripe(const std::string& key) const;  // requires mu_ held
+  void wake(const std::shared_ptr<Waiter>& w) REQUIRES(mu_);
+  std::uint64_t& stripe(const std::string& key) const REQUIRES(mu_);
 
   static constexpr std::size_t kStripes = 1024;
 
   const std::size_t max_per_key_;
   const std::size_t max_total_;
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, std::deque<std::shared_ptr<Waiter>>> by_key_;  // guarded by mu_
-  std::size_t total_ = 0;                                                        // guarded by mu_
-  mutable std::array<std::uint64_t, kStripes> generations_{};                    // guarded by mu_
+  mutable Mutex mu_;
+  std::unordered_map<std::string, std::deque<std::shared_ptr<Waiter>>> by_key_ GUARDED_BY(mu_);
+  std::size_t total_ GUARDED_BY(mu_) = 0;
+  bool closing_ GUARDED_BY(mu_) = false;
+  mutable std::array<std::uint64_t, kStripes> generations_ GUARDED_BY(mu_){};
 };
 
 }  // namespace ichido::service

@@ -22,7 +22,7 @@ TEST(WaitList, NotifyOneServesWaitersInArrivalOrder) {
     asio::co_spawn(
         ioc,
         [&, i]() -> asio::awaitable<void> {
-          auto r = co_await list.wait("lock-a", far);
+          auto r = co_await list.wait("lock-a", far, list.generation("lock-a"));
           if (r.ok() && *r == WakeReason::notified) woken.push_back(i);
         },
         asio::detached);
@@ -46,7 +46,8 @@ TEST(WaitList, DeadlineInThePastTimesOutAndLeavesTheQueue) {
   asio::co_spawn(
       ioc,
       [&]() -> asio::awaitable<void> {
-        auto r = co_await list.wait("k", clock::now() - std::chrono::milliseconds(1));
+        auto r = co_await list.wait("k", clock::now() - std::chrono::milliseconds(1),
+                                    list.generation("k"));
         if (r.ok()) reason = *r;
       },
       asio::detached);
@@ -67,7 +68,7 @@ TEST(WaitList, NotifyAllWakesEveryoneAndLimitsAreEnforced) {
     asio::co_spawn(
         ioc,
         [&, key]() -> asio::awaitable<void> {
-          auto r = co_await list.wait(key, far);
+          auto r = co_await list.wait(key, far, list.generation(key));
           if (!r.ok())
             refused.push_back(r.error().code);
           else if (*r == WakeReason::notified)

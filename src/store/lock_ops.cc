@@ -71,18 +71,18 @@ void TableStore::renew_lock(RenewLockCmd cmd, Callback<core::LockRecord> done) {
       std::move(done), std::move(keys), std::move(prefetch));
 }
 
-void TableStore::force_release_lock(LockRef ref, Callback<ForceReleaseReply> done) {
-  auto keys = lock_keys(ref);
-  auto prefetch = [r = ref](Tables& t) { t.prefetch_lock(r.ns, r.name); };
-  write<ForceReleaseReply>(
-      [ref = std::move(ref)](Tables& t, TimeMs) -> Result<ForceReleaseReply> {
+void TableStore::force_release_lock(ForceReleaseCmd cmd, Callback<ForceReleaseReply> done) {
+  auto keys = lock_keys(cmd.ref);
+  auto prefetch = [r = cmd.ref](Tables& t) { t.prefetch_lock(r.ns, r.name); };
+  write_audited<ForceReleaseReply>(
+      [ref = std::move(cmd.ref)](Tables& t, TimeMs) -> Result<ForceReleaseReply> {
         auto current = t.find_lock(ref.ns, ref.name);
         if (!current.ok()) return std::move(current).error();
         if (!*current) return ForceReleaseReply{false, std::nullopt};
         ICHIDO_TRY(t.delete_lock(ref.ns, ref.name));
         return ForceReleaseReply{true, std::move(*current)};
       },
-      std::move(done), std::move(keys), std::move(prefetch));
+      std::move(cmd.audit), std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::get_lock(LockRef ref, Callback<LockState> done) {

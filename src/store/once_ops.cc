@@ -124,11 +124,31 @@ void TableStore::list_once(OnceQuery q, Callback<OncePage> done) {
       std::move(done));
 }
 
-void TableStore::reset_once(OnceRef ref, Callback<OnceRecord> done) {
-  auto keys = once_keys(ref);
-  auto prefetch = [r = ref](Tables& t) { t.prefetch_once(r.ns, r.key); };
-  write<OnceRecord>(
-      [ref = std::move(ref)](Tables& t, TimeMs) -> Result<OnceRecord> {
+void TableStore::abandon_once(AbandonOnceCmd cmd, Callback<bool> done) {
+  auto keys = once_keys(cmd.ref);
+  auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_once(ref.ns, ref.key); };
+  write<bool>(
+      [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<bool> {
+        auto existing = load(t, cmd.ref);
+        if (!existing.ok()) return std::move(existing).error();
+        auto a = core::decide_abandon(*existing, cmd.token, now);
+        if (!a.write) return false;
+        if (a.record) {
+          ICHIDO_TRY(save_checked(t, cmd.ref.ns, *a.record));
+        } else {
+          auto deleted = t.delete_once(cmd.ref.ns, cmd.ref.key);
+          if (!deleted.ok()) return std::move(deleted).error();
+        }
+        return true;
+      },
+      std::move(done), std::move(keys), std::move(prefetch));
+}
+
+void TableStore::reset_once(ResetOnceCmd cmd, Callback<OnceRecord> done) {
+  auto keys = once_keys(cmd.ref);
+  auto prefetch = [r = cmd.ref](Tables& t) { t.prefetch_once(r.ns, r.key); };
+  write_audited<OnceRecord>(
+      [ref = std::move(cmd.ref)](Tables& t, TimeMs) -> Result<OnceRecord> {
         auto existing = load(t, ref);
         if (!existing.ok()) return std::move(existing).error();
         if (!*existing) return core::once_not_found(ref.key);
@@ -136,7 +156,7 @@ void TableStore::reset_once(OnceRef ref, Callback<OnceRecord> done) {
         if (!deleted.ok()) return std::move(deleted).error();
         return std::move(**existing);
       },
-      std::move(done), std::move(keys), std::move(prefetch));
+      std::move(cmd.audit), std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::purge_once(PurgeOnceCmd cmd, Callback<std::int64_t> done) {

@@ -71,7 +71,8 @@ Result<std::string> resolve_period(const core::CounterConfig& c, const core::Tod
 void TableStore::create_counter(CreateCounterCmd cmd, Callback<CreateCounterReply> done) {
   auto keys = counter_keys(cmd.ref);
   auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_counter(ref.ns, ref.name); };
-  write<CreateCounterReply>(
+  AuditNote audit = std::move(cmd.audit);
+  write_audited<CreateCounterReply>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<CreateCounterReply> {
         auto existing = t.find_counter(cmd.ref.ns, cmd.ref.name);
         if (!existing.ok()) return std::move(existing).error();
@@ -92,7 +93,8 @@ void TableStore::create_counter(CreateCounterCmd cmd, Callback<CreateCounterRepl
         if (!info.ok()) return std::move(info).error();
         return CreateCounterReply{*outcome == core::CreateOutcome::created, std::move(*info)};
       },
-      std::move(done), std::move(keys), std::move(prefetch));
+      std::move(audit), std::move(done), std::move(keys), std::move(prefetch),
+      +[](const CreateCounterReply& r) { return r.created ? 201 : 200; });
 }
 
 void TableStore::next(NextCmd cmd, Callback<NextReply> done) {
@@ -132,7 +134,8 @@ void TableStore::next(NextCmd cmd, Callback<NextReply> done) {
 void TableStore::void_number(VoidCmd cmd, Callback<core::IssuedNumber> done) {
   auto keys = counter_keys(cmd.ref);
   auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_counter(ref.ns, ref.name); };
-  write<core::IssuedNumber>(
+  AuditNote audit = std::move(cmd.audit);
+  write_audited<core::IssuedNumber>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<core::IssuedNumber> {
         auto row = load_counter(t, cmd.ref);
         if (!row.ok()) return std::move(row).error();
@@ -158,13 +161,14 @@ void TableStore::void_number(VoidCmd cmd, Callback<core::IssuedNumber> done) {
         }
         return std::move(*rec);
       },
-      std::move(done), std::move(keys), std::move(prefetch));
+      std::move(audit), std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::set_last_value(SetCmd cmd, Callback<core::CounterInfo> done) {
   auto keys = counter_keys(cmd.ref);
   auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_counter(ref.ns, ref.name); };
-  write<core::CounterInfo>(
+  AuditNote audit = std::move(cmd.audit);
+  write_audited<core::CounterInfo>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<core::CounterInfo> {
         auto row = load_counter(t, cmd.ref);
         if (!row.ok()) return std::move(row).error();
@@ -182,7 +186,7 @@ void TableStore::set_last_value(SetCmd cmd, Callback<core::CounterInfo> done) {
         ICHIDO_TRY(t.save_period(row->id, today->period, p));
         return info_of(t, *row, now);
       },
-      std::move(done), std::move(keys), std::move(prefetch));
+      std::move(audit), std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::get_counter(CounterRef ref, Callback<core::CounterInfo> done) {

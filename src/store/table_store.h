@@ -72,13 +72,15 @@ class TableStore : public Store {
   void renew_once(RenewOnceCmd cmd, Callback<core::OnceRecord> done) override;
   void get_once(OnceRef ref, Callback<core::OnceRecord> done) override;
   void list_once(OnceQuery q, Callback<OncePage> done) override;
-  void reset_once(OnceRef ref, Callback<core::OnceRecord> done) override;
+  void abandon_once(AbandonOnceCmd cmd, Callback<bool> done) override;
+  void reset_once(ResetOnceCmd cmd, Callback<core::OnceRecord> done) override;
   void purge_once(PurgeOnceCmd cmd, Callback<std::int64_t> done) override;
 
   // admin_ops.cc
-  void create_token(core::TokenInfo token, Callback<core::TokenInfo> done) override;
-  void revoke_token(std::string id, Callback<core::TokenInfo> done) override;
+  void create_token(CreateTokenCmd cmd, Callback<core::TokenInfo> done) override;
+  void revoke_token(RevokeTokenCmd cmd, Callback<core::TokenInfo> done) override;
   void list_tokens(Callback<std::vector<core::TokenInfo>> done) override;
+  void find_token_by_hash(std::string hash, Callback<std::optional<core::TokenInfo>> done) override;
   void append_audit(core::AuditEntry entry, Callback<core::AuditEntry> done) override;
   void list_audit(std::int64_t after, int limit,
                   Callback<std::vector<core::AuditEntry>> done) override;
@@ -86,12 +88,13 @@ class TableStore : public Store {
   // holds no token at all — the first start's admin token — and answers whether it did. Atomic
   // across processes sharing the store: of several nodes starting together on an empty
   // PostgreSQL database, exactly one gets true. (admin_ops.cc)
-  void create_first_token(core::TokenInfo token, Callback<bool> done);
+  // `audit` is appended in the same transaction when the token is stored.
+  void create_first_token(core::TokenInfo token, AuditNote audit, Callback<bool> done);
   // Locks: defined in lock_ops.cc.
   void acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> done) override;
   void release_lock(ReleaseLockCmd cmd, Callback<Unit> done) override;
   void renew_lock(RenewLockCmd cmd, Callback<core::LockRecord> done) override;
-  void force_release_lock(LockRef ref, Callback<ForceReleaseReply> done) override;
+  void force_release_lock(ForceReleaseCmd cmd, Callback<ForceReleaseReply> done) override;
   void get_lock(LockRef ref, Callback<LockState> done) override;
   void list_locks(std::string ns, Callback<std::vector<core::LockRecord>> done) override;
 
@@ -113,6 +116,35 @@ class TableStore : public Store {
   template <class T>
   void read(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done) {
     submit_read(make_job<T>(std::move(fn), std::move(done)));
+  }
+
+  // Runs `fn` as a write job; when it succeeds and `audit` is set, appends the audit entry in
+  // the same transaction (the Store contract for admin mutations). `status_of` may adjust the
+  // entry's status from the result (create_counter: 201 or 200). `keys` and `prefetch`: as for
+  // write(); an audited job also takes the audit log's key (audit ids in commit order).
+  template <class T>
+  void write_audited(std::function<Result<T>(Tables&, TimeMs)> fn, AuditNote audit,
+                     Callback<T> done, std::vector<std::int64_t> keys,
+                     std::function<void(Tables&)> prefetch = {},
+                     int (*status_of)(const T&) = nullptr) {
+    if (!audit) {
+      write<T>(std::move(fn), std::move(done), std::move(keys), std::move(prefetch));
+      return;
+    }
+    keys.push_back(job_key("audit", "", ""));
+    write<T>(
+        [fn = std::move(fn), entry = std::move(*audit), status_of](Tables& t,
+                                                                   TimeMs now) -> Result<T> {
+          auto r = fn(t, now);
+          if (!r.ok()) return r;
+          core::AuditEntry e = entry;
+          if (e.at == 0) e.at = now;
+          if (status_of) e.status = static_cast<unsigned>(status_of(*r));
+          auto id = t.insert_audit(e);
+          if (!id.ok()) return std::move(id).error();
+          return r;
+        },
+        std::move(done), std::move(keys), std::move(prefetch));
   }
 
   template <class T>

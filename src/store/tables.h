@@ -100,6 +100,7 @@ class Tables {
   // --- tokens and audit ---
   virtual Result<void> insert_token(const core::TokenInfo& t) = 0;
   virtual Result<std::optional<core::TokenInfo>> find_token(const std::string& id) = 0;
+  virtual Result<std::optional<core::TokenInfo>> find_token_by_hash(const std::string& hash) = 0;
   // Replaces the stored token with the same id.
   virtual Result<void> save_token(const core::TokenInfo& t) = 0;
   virtual Result<std::vector<core::TokenInfo>> list_tokens() = 0;

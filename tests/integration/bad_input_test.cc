@@ -214,6 +214,36 @@ TEST_F(BadInputTest, MalformedRequestsGetTheDocumentedErrorAndChangeNothing) {
   EXPECT_EQ(ApiClient(server_.url()).send("GET", "/healthz").status, 200);
 }
 
+// Every message about an integer field states that field's real range, whatever was wrong with
+// the value (a negative, a string, a fraction), on every route that takes it.
+TEST_F(BadInputTest, IntegerErrorsStateTheFieldsRealRange) {
+  struct RangeCase {
+    std::string target, body, field, range;
+  };
+  const std::vector<RangeCase> cases = {
+      {"/v1/ns/t/locks/x/acquire", R"({"wait_ms":-1})", "wait_ms", "from 0 to 300000"},
+      {"/v1/ns/t/locks/x/acquire", R"({"wait_ms":"5"})", "wait_ms", "from 0 to 300000"},
+      {"/v1/ns/t/locks/x/acquire", R"({"lease_ms":"60000"})", "lease_ms", "from 1000 to 3600000"},
+      {"/v1/ns/t/once/begin", R"({"key":"k","wait_ms":-1})", "wait_ms", "from 0 to 300000"},
+      {"/v1/ns/t/once/begin", R"({"key":"k","lease_ms":"60000"})", "lease_ms",
+       "from 1000 to 3600000"},
+      {"/v1/ns/t/once/begin", R"({"key":"k","lease_ms":1.5})", "lease_ms", "from 1000 to 3600000"},
+      {"/v1/ns/t/once/begin", R"({"key":"k","max_attempts":0})", "max_attempts", "from 1 to 1000"},
+      {"/v1/ns/t/once/renew", R"({"key":"held","token":1,"lease_ms":-5})", "lease_ms",
+       "from 1000 to 3600000"},
+      {"/v1/ns/t/once/complete", R"({"key":"held","token":0})", "token", "from 1 to 2^53"},
+  };
+  for (const auto& tc : cases) {
+    ApiClient api(server_.url());
+    auto r = api.send("POST", tc.target, tc.body);
+    EXPECT_EQ(r.status, 400) << tc.body;
+    EXPECT_EQ(r.error_field(), tc.field) << tc.body;
+    const std::string message =
+        r.json.is_object() ? std::string(r.json.at("error").at("message").as_string()) : "";
+    EXPECT_NE(message.find(tc.range), std::string::npos) << tc.body << " -> " << message;
+  }
+}
+
 TEST_F(BadInputTest, HostileConnectionsAreAnsweredOrDroppedAndTheServerKeepsServing) {
   const std::string before = snapshot();
   const auto port = server_.port();

@@ -236,5 +236,24 @@ TEST_F(CountersTest, HealthReadinessAndMetrics) {
   EXPECT_NE(m.body.find("ichido_http_responses_total{code=\"201\"} 1"), std::string::npos);
 }
 
+// A replayed key whose number was voided since says so, instead of handing out a number the
+// operator withdrew as if it were good.
+TEST_F(CountersTest, AReplayOfAVoidedNumberSaysItWasVoided) {
+  ApiClient api(server_.url());
+  ASSERT_EQ(api.create("inv", R"({"format":"I-{seq:3}"})").status, 201);
+  auto first = api.next("inv", "order-7");
+  ASSERT_EQ(first.status, 200);
+  EXPECT_FALSE(first.json.as_object().contains("voided_at"));
+  auto v = api.send("POST", api.counter_path("inv") + "/void",
+                    R"({"value":1,"reason":"order cancelled"})");
+  ASSERT_EQ(v.status, 200) << v.body;
+  auto replay = api.next("inv", "order-7");
+  ASSERT_EQ(replay.status, 200);
+  EXPECT_TRUE(replay.at("replayed").as_bool());
+  EXPECT_EQ(replay.str("formatted"), "I-001");
+  EXPECT_EQ(replay.str("voided_at"), v.str("voided_at"));
+  EXPECT_EQ(replay.str("void_reason"), "order cancelled");
+}
+
 }  // namespace
 }  // namespace ichido::testing

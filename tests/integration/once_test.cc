@@ -205,6 +205,11 @@ TEST_F(OnceTest, LapsedLeaseIsTakenOverAndTheOldHolderIsStale) {
   EXPECT_EQ(a.get("job-1").body, before) << "a stale token changed the record";
 
   ASSERT_EQ(b.complete("job-1", second.num("token"), "B's result").status, 200);
+  // The holder's repeat: the same result is answered again, another one is refused.
+  EXPECT_EQ(b.complete("job-1", second.num("token"), "B's result").status, 200);
+  auto other = b.complete("job-1", second.num("token"), "B's second thoughts");
+  EXPECT_EQ(other.status, 409);
+  EXPECT_EQ(other.error_code(), "result_mismatch");
   auto done = a.get("job-1");
   EXPECT_EQ(done.str("state"), "completed");
   EXPECT_EQ(done.at("result").as_string(), "B's result");

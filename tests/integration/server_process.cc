@@ -222,6 +222,14 @@ int ServerProcess::stop() {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+int ServerProcess::wait_exit() {
+  if (pid_ <= 0) return -1;
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 void ServerProcess::kill9() {
   if (pid_ <= 0) return;
   ::kill(pid_, SIGKILL);

@@ -64,6 +64,9 @@ class ServerProcess {
   bool start(std::string* error);
   // SIGTERM and wait; returns the exit status (-1 when it did not exit normally).
   int stop();
+  // Waits for the server to exit by itself (after a signal the test sent); returns the exit
+  // status (-1 when it did not exit normally).
+  int wait_exit();
   // SIGKILL and reap: a crash at an arbitrary point.
   void kill9();
   bool running() const { return pid_ > 0; }

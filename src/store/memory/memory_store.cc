@@ -7,7 +7,7 @@ namespace {
 
 class MemoryTables final : public Tables {
  public:
-  explicit MemoryTables(MemoryStore::State& s) : s_(s) {}
+  MemoryTables(MemoryStore::State& s, bool fail_audit) : s_(s), fail_audit_(fail_audit) {}
 
   Result<std::int64_t> next_token() override { return ++s_.last_token; }
 
@@ -136,6 +136,12 @@ class MemoryTables final : public Tables {
     if (it == s_.tokens.end()) return std::optional<core::TokenInfo>();
     return std::optional<core::TokenInfo>(it->second);
   }
+  Result<std::optional<core::TokenInfo>> find_token_by_hash(const std::string& hash) override {
+    for (const auto& [id, t] : s_.tokens) {
+      if (t.hash == hash) return std::optional<core::TokenInfo>(t);
+    }
+    return std::optional<core::TokenInfo>();
+  }
   Result<void> save_token(const core::TokenInfo& t) override {
     s_.tokens[t.id] = t;
     return {};
@@ -149,6 +155,7 @@ class MemoryTables final : public Tables {
     return out;
   }
   Result<std::int64_t> insert_audit(const core::AuditEntry& e) override {
+    if (fail_audit_) return Error(errc::store_unavailable, "Injected fault: audit insert fails.");
     core::AuditEntry copy = e;
     copy.id = static_cast<std::int64_t>(s_.audit.size()) + 1;
     s_.audit.push_back(copy);
@@ -189,6 +196,7 @@ class MemoryTables final : public Tables {
 
  private:
   MemoryStore::State& s_;
+  const bool fail_audit_;
 };
 
 const Error& closed_error() {
@@ -200,14 +208,14 @@ const Error& closed_error() {
 }  // namespace
 
 void MemoryStore::submit_write(Job job) {
-  std::unique_lock lk(mu_);
+  MutexLock lk(mu_);
   if (closed_) {
     lk.unlock();
     job.finish(&closed_error());
     return;
   }
   State copy = state_;
-  MemoryTables tables(copy);
+  MemoryTables tables(copy, fail_audit_);
   if (job.apply(tables, clock_->now_ms())) state_ = std::move(copy);
   stats_.commits += 1;
   stats_.committed_commands += 1;
@@ -216,32 +224,32 @@ void MemoryStore::submit_write(Job job) {
 }
 
 void MemoryStore::submit_read(Job job) {
-  std::unique_lock lk(mu_);
+  MutexLock lk(mu_);
   if (closed_) {
     lk.unlock();
     job.finish(&closed_error());
     return;
   }
   State& s = state_;
-  MemoryTables tables(s);
+  MemoryTables tables(s, fail_audit_);
   (void)job.apply(tables, clock_->now_ms());
   lk.unlock();
   job.finish(nullptr);
 }
 
 Result<void> MemoryStore::check_ready() {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   if (closed_) return closed_error();
   return {};
 }
 
 StoreStats MemoryStore::stats() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   return stats_;
 }
 
 void MemoryStore::close() {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   closed_ = true;
 }
 

@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "base/mutex.h"
 #include "ichido/clock.h"
 #include "store/table_store.h"
 
@@ -25,6 +26,13 @@ class MemoryStore final : public TableStore {
   Result<void> check_ready() override;
   StoreStats stats() const override;
   void close() override;
+
+  // Fault injection for tests: while set, appending to the audit log fails with
+  // store_unavailable (inside whatever transaction does it).
+  void fail_audit_inserts(bool on) {
+    MutexLock lk(mu_);
+    fail_audit_ = on;
+  }
 
   struct State {
     std::int64_t next_counter_id = 1;
@@ -47,10 +55,11 @@ class MemoryStore final : public TableStore {
 
  private:
   Clock* clock_;
-  mutable std::mutex mu_;
-  State state_;          // guarded by mu_
-  bool closed_ = false;  // guarded by mu_
-  StoreStats stats_;     // guarded by mu_
+  mutable Mutex mu_;
+  State state_ GUARDED_BY(mu_);
+  bool closed_ GUARDED_BY(mu_) = false;
+  bool fail_audit_ GUARDED_BY(mu_) = false;
+  StoreStats stats_ GUARDED_BY(mu_);
 };
 
 }  // namespace ichido::store::memory

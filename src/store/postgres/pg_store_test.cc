@@ -168,7 +168,8 @@ TEST_F(PgStoreTest, AFailingJobIsUndoneAloneInItsBatch) {
   ASSERT_TRUE(sync.create_counter({Ref("d"), Config()}).ok());
   {
     std::promise<Result<core::TokenInfo>> p;
-    store.create_token(tok, [&](Result<core::TokenInfo> r) { p.set_value(std::move(r)); });
+    store.create_token(CreateTokenCmd{tok, std::nullopt},
+                       [&](Result<core::TokenInfo> r) { p.set_value(std::move(r)); });
     ASSERT_TRUE(p.get_future().get().ok());
   }
   const StoreStats before = store.stats();
@@ -212,7 +213,7 @@ TEST_F(PgStoreTest, AFailingJobIsUndoneAloneInItsBatch) {
   {
     // A statement the server rejects (duplicate primary key): the transaction is aborted, so the
     // batch runs again, and only this command fails.
-    store.create_token(tok, [&](Result<core::TokenInfo> r) {
+    store.create_token(CreateTokenCmd{tok, std::nullopt}, [&](Result<core::TokenInfo> r) {
       record(3, r.ok() ? "stored" : std::string(to_string(r.error().code)));
     });
   }

@@ -263,6 +263,7 @@ Sql::Sql(const std::string& schema) {
   insert_token =
       S("INSERT INTO {s}.tokens (" TOKEN_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)");
   find_token = S("SELECT " TOKEN_COLUMNS " FROM {s}.tokens WHERE id = $1");
+  find_token_by_hash = S("SELECT " TOKEN_COLUMNS " FROM {s}.tokens WHERE hash = $1");
   save_token =
       S("UPDATE {s}.tokens SET role = $1, scope = $2, label = $3, expires_at = $4, "
         "revoked_at = $5 WHERE id = $6");
@@ -680,6 +681,11 @@ Result<void> PgTables::insert_token(const core::TokenInfo& t) {
 
 Result<std::optional<core::TokenInfo>> PgTables::find_token(const std::string& id) {
   return first<core::TokenInfo>(conn_.query(sql_.find_token, Params().text(id)), token_from);
+}
+
+Result<std::optional<core::TokenInfo>> PgTables::find_token_by_hash(const std::string& hash) {
+  return first<core::TokenInfo>(conn_.query(sql_.find_token_by_hash, Params().text(hash)),
+                                token_from);
 }
 
 Result<void> PgTables::save_token(const core::TokenInfo& t) {

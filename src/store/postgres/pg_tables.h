@@ -51,7 +51,8 @@ struct Sql {
       purge_candidates, purge_delete;
   std::vector<Stmt> list_once_state;  // pending, completed, dead
   // Tokens, audit.
-  Stmt insert_token, find_token, save_token, list_tokens, count_tokens, insert_audit, list_audit;
+  Stmt insert_token, find_token, find_token_by_hash, save_token, list_tokens, count_tokens,
+      insert_audit, list_audit;
   // Locks.
   Stmt find_lock, save_lock, delete_lock, list_live_locks;
   // Health.
@@ -115,6 +116,7 @@ class PgTables final : public Tables {
 
   Result<void> insert_token(const core::TokenInfo& t) override;
   Result<std::optional<core::TokenInfo>> find_token(const std::string& id) override;
+  Result<std::optional<core::TokenInfo>> find_token_by_hash(const std::string& hash) override;
   Result<void> save_token(const core::TokenInfo& t) override;
   Result<std::vector<core::TokenInfo>> list_tokens() override;
   Result<std::int64_t> insert_audit(const core::AuditEntry& e) override;

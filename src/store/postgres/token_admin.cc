@@ -1,5 +1,7 @@
 #include "store/postgres/token_admin.h"
 
+#include <algorithm>
+
 #include "base/secret.h"
 #include "store/admin_ops.h"
 #include "store/postgres/pg_store.h"
@@ -33,6 +35,19 @@ Result<T> in_transaction(const StoreAddress& at, std::vector<std::int64_t> keys,
   return r;
 }
 
+// What the audit log says about a change made with the CLI (like the data-directory CLI).
+core::AuditEntry cli_audit(std::string action, std::string ns, std::string detail, TimeMs now) {
+  core::AuditEntry e;
+  e.at = now;
+  e.actor = "cli";
+  e.action = std::move(action);
+  e.ns = std::move(ns);
+  e.status = 200;
+  e.remote = "local";
+  e.detail = std::move(detail);
+  return e;
+}
+
 }  // namespace
 
 Result<NewToken> create_token_in_store(const StoreAddress& at, core::Role role,
@@ -41,13 +56,19 @@ Result<NewToken> create_token_in_store(const StoreAddress& at, core::Role role,
   NewToken out;
   out.secret = new_token_secret();
   const std::string id = new_token_id();
+  std::vector<std::int64_t> keys{job_key("token", id, ""), job_key("audit", "", "")};
+  std::sort(keys.begin(), keys.end());
   auto stored = in_transaction<core::TokenInfo>(
-      at, {job_key("token", id, "")}, [&](PgTables& t, TimeMs now) -> Result<core::TokenInfo> {
+      at, std::move(keys), [&](PgTables& t, TimeMs now) -> Result<core::TokenInfo> {
         std::optional<TimeMs> expires_at;
         if (expires_in_ms) expires_at = now + *expires_in_ms;
         auto info = core::make_token(id, out.secret, role, scope, label, now, expires_at);
         if (!info.ok()) return std::move(info).error();
         ICHIDO_TRY(t.insert_token(*info));
+        auto a = t.insert_audit(
+            cli_audit("token create", info->scope,
+                      "id " + info->id + ", role " + std::string(core::to_string(role)), now));
+        if (!a.ok()) return std::move(a).error();
         return std::move(*info);
       });
   if (!stored.ok()) return std::move(stored).error();
@@ -61,9 +82,16 @@ Result<std::vector<core::TokenInfo>> list_tokens_in_store(const StoreAddress& at
 }
 
 Result<core::TokenInfo> revoke_token_in_store(const StoreAddress& at, const std::string& id) {
+  std::vector<std::int64_t> keys{job_key("token", id, ""), job_key("audit", "", "")};
+  std::sort(keys.begin(), keys.end());
   return in_transaction<core::TokenInfo>(
-      at, {job_key("token", id, "")},
-      [&](PgTables& t, TimeMs now) { return revoke_token_rows(t, id, now); });
+      at, std::move(keys), [&](PgTables& t, TimeMs now) -> Result<core::TokenInfo> {
+        auto tok = revoke_token_rows(t, id, now);
+        if (!tok.ok()) return tok;
+        auto a = t.insert_audit(cli_audit("token revoke", tok->scope, "id " + id, now));
+        if (!a.ok()) return std::move(a).error();
+        return tok;
+      });
 }
 
 }  // namespace ichido::store::postgres

@@ -1,8 +1,9 @@
 // Token administration directly on a PostgreSQL store: what `ichido token create|list|revoke
-// --store URL` use. One connection of its own, one transaction per command, the same row rules as
-// the server (store/admin_ops.h), the database's clock for created_at, expires_at and revoked_at.
-// A running node sees the change at its next token refresh (within a second) — or at once for a
-// new token, when it looks an unknown token up before answering 401.
+// --store URL` use. One connection of its own, one transaction per command (with its audit log
+// entry, actor "cli"), the same row rules as the server (store/admin_ops.h), the database's clock
+// for created_at, expires_at and revoked_at. A new token works on every node at once (a node looks
+// an unknown token up before answering 401); a revocation reaches the nodes with their next token
+// refresh, within a second.
 #pragma once
 
 #include <cstdint>

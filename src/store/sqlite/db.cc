@@ -85,14 +85,15 @@ Result<void> Db::open(const std::string& path, bool create) {
       "configure the database");
 }
 
-Result<Query> Db::query(const char* sql) {
+Result<Query> Db::query(std::string_view sql) {
   auto it = cache_.find(sql);
   if (it == cache_.end()) {
     sqlite3_stmt* stmt = nullptr;
-    if (sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) != SQLITE_OK) {
+    if (sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT,
+                           &stmt, nullptr) != SQLITE_OK) {
       return error("prepare a statement");
     }
-    it = cache_.emplace(sql, stmt).first;
+    it = cache_.emplace(std::string(sql), stmt).first;
   }
   return Query(*this, it->second);
 }

@@ -63,8 +63,8 @@ class Db {
   Result<void> open(const std::string& path, bool create);
   void close();
 
-  // A cached statement for `sql` (which must outlive the Db: pass string literals).
-  Result<Query> query(const char* sql);
+  // A cached statement for `sql`, prepared on first use (the cache is keyed by the SQL text).
+  Result<Query> query(std::string_view sql);
   // Runs one or more statements without results.
   Result<void> exec(const char* sql, const char* what);
 
@@ -75,7 +75,11 @@ class Db {
 
  private:
   sqlite3* db_ = nullptr;
-  std::unordered_map<const char*, sqlite3_stmt*> cache_;
+  struct TextHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, sqlite3_stmt*, TextHash, std::equal_to<>> cache_;
 };
 
 }  // namespace ichido::store::sqlite

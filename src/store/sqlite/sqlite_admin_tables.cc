@@ -53,6 +53,12 @@ Result<std::optional<core::TokenInfo>> SqliteTables::find_token(const std::strin
   return one<core::TokenInfo>(db_, std::move(q), token_from, "read a token");
 }
 
+Result<std::optional<core::TokenInfo>> SqliteTables::find_token_by_hash(const std::string& hash) {
+  auto q = db_.query("SELECT " TOKEN_COLUMNS " FROM tokens WHERE hash = ?");
+  if (q.ok()) q->bind(1, hash);
+  return one<core::TokenInfo>(db_, std::move(q), token_from, "look up a token");
+}
+
 Result<void> SqliteTables::save_token(const core::TokenInfo& t) {
   auto q = db_.query(
       "UPDATE tokens SET role = ?, scope = ?, label = ?, expires_at = ?, revoked_at = ? "

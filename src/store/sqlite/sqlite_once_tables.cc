@@ -1,4 +1,4 @@
-// SqliteTables: the once-record rows (table once_records, schema migration 3).
+// SqliteTables: the once-record rows (table once_records, schema migrations 4 and 6).
 #include "store/sqlite/sqlite_tables.h"
 
 namespace ichido::store::sqlite {
@@ -109,7 +109,7 @@ Result<bool> SqliteTables::delete_once(const std::string& ns, const std::string&
 Result<std::vector<core::OnceRecord>> SqliteTables::list_once(const std::string& ns,
                                                               core::OnceFilter filter, TimeMs now,
                                                               const std::string& after, int limit) {
-  // One literal statement per filter: the statement cache is keyed by the SQL text's address.
+  // One statement per filter (each is prepared once and cached by its text).
   using F = core::OnceFilter;
   const auto n = std::int64_t{limit};
   switch (filter) {

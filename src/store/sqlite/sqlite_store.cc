@@ -71,7 +71,7 @@ SqliteStore::~SqliteStore() { close(); }
 void SqliteStore::close() {
   std::call_once(close_once_, [this] {
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       closing_ = true;
     }
     write_cv_.notify_all();
@@ -98,7 +98,7 @@ void SqliteStore::submit_write(Job job) {
       "an earlier write failed with an I/O error; restart "
       "the server after checking the disk");
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     if (closing_)
       refuse = &closed;
     else if (failed_.load())
@@ -120,7 +120,7 @@ void SqliteStore::submit_read(Job job) {
   static const Error full = unavailable("too many queued reads");
   const Error* refuse = nullptr;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     if (closing_)
       refuse = &closed;
     else if (read_queue_.size() >= opt_.max_queue)
@@ -141,8 +141,8 @@ void SqliteStore::writer_loop() {
   auto last_commit = std::chrono::steady_clock::duration::zero();
   for (;;) {
     {
-      std::unique_lock lk(mu_);
-      write_cv_.wait(lk, [&] { return closing_ || !write_queue_.empty(); });
+      MutexLock lk(mu_);
+      while (!closing_ && write_queue_.empty()) write_cv_.wait(mu_);
       if (write_queue_.empty()) return;  // closing and drained
       // Cohort merging (after PostgreSQL's commit_delay/commit_siblings): the clients the last
       // commit just answered are sending their next requests right now. If fewer than half of
@@ -152,8 +152,9 @@ void SqliteStore::writer_loop() {
       if (last_batch > 1 && write_queue_.size() < last_batch / 2 && !closing_) {
         const auto delay = std::min<std::chrono::steady_clock::duration>(
             last_commit / 4, std::chrono::milliseconds(1));
-        write_cv_.wait_for(lk, delay,
-                           [&] { return closing_ || write_queue_.size() >= last_batch; });
+        const auto until = std::chrono::steady_clock::now() + delay;
+        while (!closing_ && write_queue_.size() < last_batch && write_cv_.wait_until(mu_, until)) {
+        }
       }
       while (!write_queue_.empty() && batch.size() < opt_.max_batch) {
         batch.push_back(std::move(write_queue_.front()));
@@ -264,8 +265,8 @@ void SqliteStore::reader_loop(int index) {
   for (;;) {
     Job job;
     {
-      std::unique_lock lk(mu_);
-      read_cv_.wait(lk, [&] { return closing_ || !read_queue_.empty(); });
+      MutexLock lk(mu_);
+      while (!closing_ && read_queue_.empty()) read_cv_.wait(mu_);
       if (read_queue_.empty()) return;
       job = std::move(read_queue_.front());
       read_queue_.pop_front();
@@ -282,7 +283,7 @@ void SqliteStore::reader_loop(int index) {
 
 Result<void> SqliteStore::check_ready() {
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     if (closing_) return unavailable("the server is shutting down");
   }
   if (failed_.load()) return unavailable("a write failed with an I/O error");

@@ -1,11 +1,13 @@
 // SqliteStore: the embedded store (the default). One file, DIR/ichido.db, in WAL mode.
 //
 // Writes: one writer thread owns the only write connection and does group commit (after
-// LevelDB's DBImpl::Write): it takes every job queued so far (up to max_batch), opens one
-// transaction, runs each job inside its own SAVEPOINT (a job that fails is rolled back alone),
-// commits once — one fsync of the WAL for the whole batch (synchronous=FULL) — and only then
-// calls every job's `finish`. So an answer is never sent before its change is on disk, and the
-// fsync cost is shared by everyone who queued while the previous batch was being synced.
+// LevelDB's DBImpl::Write): it takes every job queued so far (up to max_batch), runs them one
+// after another in one transaction, commits once — one fsync of the WAL for the whole batch
+// (synchronous=FULL) — and only then calls every job's `finish`. So an answer is never sent
+// before its change is on disk, and the fsync cost is shared by everyone who queued while the
+// previous batch was being synced. A job that fails has normally written nothing (the rules
+// decide before they write); when one did write, the batch is rolled back and run again with a
+// SAVEPOINT around each job, so the failed job's writes are undone alone (commit_batch).
 //
 // If a commit fails with an I/O error, the store stops accepting writes for good (every later
 // write gets store_unavailable, /readyz fails): after a failed fsync the state of the file is not
@@ -29,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "ichido/clock.h"
 #include "store/sqlite/db.h"
 #include "store/sqlite/sqlite_tables.h"
@@ -75,12 +78,12 @@ class SqliteStore final : public TableStore {
   std::string db_path_;
   int lock_fd_ = -1;
 
-  std::mutex mu_;
-  std::condition_variable write_cv_;  // writer waits here; guarded by mu_
-  std::condition_variable read_cv_;   // readers wait here; guarded by mu_
-  std::deque<Job> write_queue_;       // guarded by mu_
-  std::deque<Job> read_queue_;        // guarded by mu_
-  bool closing_ = false;              // guarded by mu_
+  Mutex mu_;
+  CondVar write_cv_;  // the writer waits here (with mu_)
+  CondVar read_cv_;   // readers wait here (with mu_)
+  std::deque<Job> write_queue_ GUARDED_BY(mu_);
+  std::deque<Job> read_queue_ GUARDED_BY(mu_);
+  bool closing_ GUARDED_BY(mu_) = false;
 
   std::atomic<bool> failed_{false};  // a commit failed with an I/O error: no more writes
   std::atomic<std::uint64_t> commits_{0};

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <future>
 #include <mutex>
 #include <set>
@@ -401,6 +402,31 @@ TEST_F(SqliteStoreTest, RefusesADatabaseFromANewerVersion) {
             SQLITE_OK);
   sqlite3_close_v2(db);
   EXPECT_TRUE(MustOpen());
+}
+
+}  // namespace
+}  // namespace ichido::store::sqlite
+
+namespace ichido::store::sqlite {
+namespace {
+
+// The statement cache is keyed by the SQL text, not by where the text happens to live: two
+// different statements built in the same buffer one after the other are two statements.
+TEST(DbStatementCache, DifferentTextAtTheSameAddressIsADifferentStatement) {
+  store_testing::TempDir dir;
+  Db db;
+  ASSERT_TRUE(db.open(dir.path() + "/t.db", /*create=*/true).ok());
+  char sql[32];
+  auto value_of = [&](const char* text) -> std::int64_t {
+    std::snprintf(sql, sizeof sql, "%s", text);
+    auto q = db.query(sql);
+    EXPECT_TRUE(q.ok());
+    if (!q.ok() || q->step() != SQLITE_ROW) return -1;
+    return q->int64(0);
+  };
+  EXPECT_EQ(value_of("SELECT 1"), 1);
+  EXPECT_EQ(value_of("SELECT 2"), 2);
+  EXPECT_EQ(value_of("SELECT 1"), 1);
 }
 
 }  // namespace

@@ -71,6 +71,7 @@ class SqliteTables final : public Tables {
   // sqlite_admin_tables.cc
   Result<void> insert_token(const core::TokenInfo& t) override;
   Result<std::optional<core::TokenInfo>> find_token(const std::string& id) override;
+  Result<std::optional<core::TokenInfo>> find_token_by_hash(const std::string& hash) override;
   Result<void> save_token(const core::TokenInfo& t) override;
   Result<std::vector<core::TokenInfo>> list_tokens() override;
   Result<std::int64_t> insert_audit(const core::AuditEntry& e) override;

@@ -1,6 +1,8 @@
 #include "store/sqlite/token_admin.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -44,7 +46,43 @@ Result<T> in_transaction(const std::string& dir, bool create, Fn fn) {
   return r;
 }
 
+std::string rev_path(const std::string& dir) { return dir + "/tokens.rev"; }
+
+// Tells a running server that the tokens changed (see tokens_revision). Errors: internal, when
+// the file cannot be written — the change is committed, but the server learns of it only at
+// its next periodic refresh (within a second).
+Result<void> bump_revision(const std::string& dir) {
+  const std::string path = rev_path(dir);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  const bool ok = fd >= 0 && ::write(fd, "+", 1) == 1;
+  if (fd >= 0) ::close(fd);
+  if (!ok) {
+    return Error(errc::internal, "The change is saved, but " + path +
+                                     " could not be written: a running server applies it "
+                                     "within a second.");
+  }
+  return {};
+}
+
+core::AuditEntry cli_audit(std::string action, std::string ns, std::string detail, TimeMs now) {
+  core::AuditEntry e;
+  e.at = now;
+  e.actor = "cli";
+  e.action = std::move(action);
+  e.ns = std::move(ns);
+  e.status = 200;
+  e.remote = "local";
+  e.detail = std::move(detail);
+  return e;
+}
+
 }  // namespace
+
+std::uint64_t tokens_revision(const std::string& dir) {
+  struct stat st {};
+  if (::stat(rev_path(dir).c_str(), &st) != 0) return 0;
+  return static_cast<std::uint64_t>(st.st_size);
+}
 
 Result<NewToken> create_token_in_dir(const std::string& dir, core::Role role,
                                      const std::string& scope, const std::string& label,
@@ -57,9 +95,14 @@ Result<NewToken> create_token_in_dir(const std::string& dir, core::Role role,
   auto stored =
       in_transaction<core::TokenInfo>(dir, true, [&](SqliteTables& t) -> Result<core::TokenInfo> {
         ICHIDO_TRY(t.insert_token(out.info));
+        auto id = t.insert_audit(
+            cli_audit("token create", out.info.scope,
+                      "id " + out.info.id + ", role " + std::string(core::to_string(role)), now));
+        if (!id.ok()) return std::move(id).error();
         return out.info;
       });
   if (!stored.ok()) return std::move(stored).error();
+  // No revision bump: a running server looks up a token it does not know (token_auth.h, A1).
   return out;
 }
 
@@ -70,8 +113,17 @@ Result<std::vector<core::TokenInfo>> list_tokens_in_dir(const std::string& dir) 
 
 Result<core::TokenInfo> revoke_token_in_dir(const std::string& dir, const std::string& id,
                                             TimeMs now) {
-  return in_transaction<core::TokenInfo>(
-      dir, false, [&](SqliteTables& t) { return revoke_token_rows(t, id, now); });
+  auto r =
+      in_transaction<core::TokenInfo>(dir, false, [&](SqliteTables& t) -> Result<core::TokenInfo> {
+        auto tok = revoke_token_rows(t, id, now);
+        if (!tok.ok()) return tok;
+        auto a = t.insert_audit(cli_audit("token revoke", tok->scope, "id " + id, now));
+        if (!a.ok()) return std::move(a).error();
+        return tok;
+      });
+  if (!r.ok()) return r;
+  ICHIDO_TRY(bump_revision(dir));
+  return r;
 }
 
 }  // namespace ichido::store::sqlite

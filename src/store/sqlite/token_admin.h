@@ -1,10 +1,15 @@
 // Token administration directly on a data directory: what `ichido token create|list|revoke
 // --data DIR` use. It works whether or not a server runs on that directory: it opens the
 // database with its own connection (WAL; SQLite serializes the two writers with its file lock
-// and a busy timeout) and never takes the server's LOCK file. A running server re-reads its
-// tokens every second, so a change takes effect within about a second.
+// and a busy timeout) and never takes the server's LOCK file. A new token works at once (a
+// running server looks up tokens it does not know: service/token_auth.h, A1). After a revoke
+// it appends one byte to DIR/tokens.rev; a running server checks that file's size before every
+// authentication (A3) and re-reads its tokens when it grew, so a revoke takes effect when the
+// command returns. Each change is also written to the audit log (actor
+// "cli"), in the same transaction.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,5 +32,9 @@ Result<std::vector<core::TokenInfo>> list_tokens_in_dir(const std::string& dir);
 // Errors: token_not_found.
 Result<core::TokenInfo> revoke_token_in_dir(const std::string& dir, const std::string& id,
                                             TimeMs now);
+
+// The revision of the tokens as changed outside the server: the size of DIR/tokens.rev (0 when
+// it does not exist). Cheap: one stat(2).
+std::uint64_t tokens_revision(const std::string& dir);
 
 }  // namespace ichido::store::sqlite

@@ -234,9 +234,13 @@ TYPED_TEST(OnceConformance, CompleteRepeatIsIdempotentAndNeverOverwritesTheResul
   auto c1 = this->Complete("k", t, R"({"v":1})");
   ASSERT_TRUE(c1.ok());
   this->clock_.advance(10);
-  auto c2 = this->Complete("k", t, R"({"v":2})");
+  auto c2 = this->Complete("k", t, R"({"v":1})");
   ASSERT_TRUE(c2.ok());
   EXPECT_EQ(*c2, *c1);
+  ExpectError(this->Complete("k", t, R"({"v":2})"), errc::result_mismatch);
+  auto stored = this->Get("k");
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(*stored, *c1);
   ExpectError(this->Complete("missing", t, "1"), errc::once_not_found);
 }
 
@@ -357,6 +361,36 @@ TYPED_TEST(OnceConformance, RequestIdReplaysTheAcquisitionUntilSomeoneElseTakesO
   EXPECT_EQ(b.record.attempt, 2);
   EXPECT_EQ(b.record.request_id, "r2");
   EXPECT_EQ(begin("A", "r1").outcome, BeginOutcome::in_progress);
+}
+
+TYPED_TEST(OnceConformance, AbandonUndoesAnUndeliveredAcquisitionWithoutSpendingIt) {
+  auto begin = [&](const std::string& owner) {
+    auto r = this->S().begin_once({this->Key("k"), core::BeginCommand{owner, 5000, "fp", 2}});
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : BeginOnceReply{};
+  };
+  auto a = begin("A");
+  auto undone = this->S().abandon_once({this->Key("k"), a.record.token});
+  ASSERT_TRUE(undone.ok());
+  EXPECT_TRUE(*undone);
+  ExpectError(this->Get("k"), errc::once_not_found);  // as if never begun
+  auto b = begin("B");
+  ASSERT_EQ(b.record.attempt, 1);
+  ASSERT_TRUE(this->Fail("k", b.record.token, "boom").ok());
+  auto c = begin("C");
+  ASSERT_EQ(c.record.attempt, 2);
+  ASSERT_TRUE(*this->S().abandon_once({this->Key("k"), c.record.token}));
+  auto back = this->Get("k");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->state, OnceState::pending);
+  EXPECT_EQ(back->attempt, 1);
+  auto d = begin("D");
+  EXPECT_EQ(d.outcome, BeginOutcome::acquired) << "max_attempts 2: not dead";
+  EXPECT_EQ(d.record.attempt, 2);
+  EXPECT_GT(d.record.token, c.record.token);
+  auto stale = this->S().abandon_once({this->Key("k"), c.record.token});
+  ASSERT_TRUE(stale.ok());
+  EXPECT_FALSE(*stale) << "another token holds it now: nothing undone";
 }
 
 // What only a durable store promises: records and the token sequence survive a reopen.

@@ -98,9 +98,13 @@ class SyncStore {
   Result<OncePage> list_once(OnceQuery q) {
     return CallAndWait<OncePage>([&](auto cb) { s_.list_once(std::move(q), std::move(cb)); });
   }
-  Result<core::OnceRecord> reset_once(OnceRef ref) {
-    return CallAndWait<core::OnceRecord>(
-        [&](auto cb) { s_.reset_once(std::move(ref), std::move(cb)); });
+  Result<bool> abandon_once(AbandonOnceCmd cmd) {
+    return CallAndWait<bool>([&](auto cb) { s_.abandon_once(std::move(cmd), std::move(cb)); });
+  }
+  Result<core::OnceRecord> reset_once(OnceRef ref, AuditNote audit = std::nullopt) {
+    return CallAndWait<core::OnceRecord>([&](auto cb) {
+      s_.reset_once(ResetOnceCmd{std::move(ref), std::move(audit)}, std::move(cb));
+    });
   }
   Result<std::int64_t> purge_once(PurgeOnceCmd cmd) {
     return CallAndWait<std::int64_t>(
@@ -117,9 +121,28 @@ class SyncStore {
     return CallAndWait<core::LockRecord>(
         [&](auto cb) { s_.renew_lock(std::move(cmd), std::move(cb)); });
   }
-  Result<ForceReleaseReply> force_release_lock(LockRef ref) {
-    return CallAndWait<ForceReleaseReply>(
-        [&](auto cb) { s_.force_release_lock(std::move(ref), std::move(cb)); });
+  Result<ForceReleaseReply> force_release_lock(LockRef ref, AuditNote audit = std::nullopt) {
+    return CallAndWait<ForceReleaseReply>([&](auto cb) {
+      s_.force_release_lock(ForceReleaseCmd{std::move(ref), std::move(audit)}, std::move(cb));
+    });
+  }
+  Result<core::TokenInfo> create_token(core::TokenInfo t, AuditNote audit = std::nullopt) {
+    return CallAndWait<core::TokenInfo>([&](auto cb) {
+      s_.create_token(CreateTokenCmd{std::move(t), std::move(audit)}, std::move(cb));
+    });
+  }
+  Result<core::TokenInfo> revoke_token(std::string id, AuditNote audit = std::nullopt) {
+    return CallAndWait<core::TokenInfo>([&](auto cb) {
+      s_.revoke_token(RevokeTokenCmd{std::move(id), std::move(audit)}, std::move(cb));
+    });
+  }
+  Result<std::optional<core::TokenInfo>> find_token_by_hash(std::string hash) {
+    return CallAndWait<std::optional<core::TokenInfo>>(
+        [&](auto cb) { s_.find_token_by_hash(std::move(hash), std::move(cb)); });
+  }
+  Result<std::vector<core::AuditEntry>> list_audit(std::int64_t after = 0, int limit = 1000) {
+    return CallAndWait<std::vector<core::AuditEntry>>(
+        [&](auto cb) { s_.list_audit(after, limit, std::move(cb)); });
   }
   Result<LockState> get_lock(LockRef ref) {
     return CallAndWait<LockState>([&](auto cb) { s_.get_lock(std::move(ref), std::move(cb)); });

@@ -35,9 +35,9 @@ Error unknown_outcome(const Error& cause) {
 }  // namespace
 
 struct PgStore::Lane {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<Job> queue;  // guarded by mu
+  Mutex mu;
+  CondVar cv;
+  std::deque<Job> queue GUARDED_BY(mu);
   std::thread thread;
   // The lane thread's own.
   std::unique_ptr<PgConn> conn;
@@ -114,7 +114,7 @@ Result<void> PgStore::start() {
   }
   describe_ = (*first)->server() + "/" + opt_.schema;
   {
-    std::lock_guard lk(health_mu_);
+    MutexLock lk(health_mu_);
     healthy_ = true;
   }
   for (int i = 0; i < opt_.lanes; ++i) lanes_.push_back(std::make_unique<Lane>());
@@ -132,12 +132,12 @@ void PgStore::close() {
   std::call_once(close_once_, [this] {
     closing_.store(true);
     for (auto& l : lanes_) {
-      { std::lock_guard lk(l->mu); }  // a lane between its check and its wait sees closing_
+      { MutexLock lk(l->mu); }  // a lane between its check and its wait sees closing_
       l->cv.notify_all();
     }
-    { std::lock_guard lk(read_mu_); }
+    { MutexLock lk(read_mu_); }
     read_cv_.notify_all();
-    { std::lock_guard lk(health_mu_); }
+    { MutexLock lk(health_mu_); }
     health_cv_.notify_all();
     for (auto& l : lanes_) {
       if (l->thread.joinable()) l->thread.join();
@@ -159,7 +159,7 @@ void PgStore::submit_write(Job job) {
     // One key's jobs always go to the same lane, so they commit in the order they came.
     const std::uint64_t h = job.keys.empty() ? 0 : static_cast<std::uint64_t>(job.keys.front());
     Lane& lane = *lanes_[h % lanes_.size()];
-    std::unique_lock lk(lane.mu);
+    MutexLock lk(lane.mu);
     if (!closing_.load()) {
       if (lane.queue.size() >= opt_.max_queue) {
         lk.unlock();
@@ -180,7 +180,7 @@ void PgStore::submit_read(Job job) {
                           "The store is unavailable (too many queued reads); nothing was "
                           "changed, retry later.");
   {
-    std::lock_guard lk(read_mu_);
+    MutexLock lk(read_mu_);
     if (!closing_.load() && !readers_.empty() && read_queue_.size() < opt_.max_queue) {
       read_queue_.push_back(std::move(job));
       read_cv_.notify_one();
@@ -220,7 +220,7 @@ PgConn* PgStore::ensure(std::unique_ptr<PgConn>& slot, Steady::time_point& retry
 
 void PgStore::mark_unhealthy(const std::string& why) {
   {
-    std::lock_guard lk(health_mu_);
+    MutexLock lk(health_mu_);
     healthy_ = false;
     health_reason_ = why;
     recheck_ = true;
@@ -234,8 +234,8 @@ void PgStore::lane_loop(Lane& lane) {
   std::vector<Job> batch;
   for (;;) {
     {
-      std::unique_lock lk(lane.mu);
-      lane.cv.wait(lk, [&] { return closing_.load() || !lane.queue.empty(); });
+      MutexLock lk(lane.mu);
+      while (!closing_.load() && lane.queue.empty()) lane.cv.wait(lane.mu);
       if (lane.queue.empty()) return;  // closing and drained
       while (!lane.queue.empty() && batch.size() < opt_.max_batch) {
         batch.push_back(std::move(lane.queue.front()));
@@ -396,8 +396,8 @@ void PgStore::reader_loop(Reader& rd) {
   for (;;) {
     Job job;
     {
-      std::unique_lock lk(read_mu_);
-      read_cv_.wait(lk, [&] { return closing_.load() || !read_queue_.empty(); });
+      MutexLock lk(read_mu_);
+      while (!closing_.load() && read_queue_.empty()) read_cv_.wait(read_mu_);
       if (read_queue_.empty()) return;
       job = std::move(read_queue_.front());
       read_queue_.pop_front();
@@ -467,19 +467,21 @@ void PgStore::monitor_loop() {
         why = c.error().message;
       }
     }
-    std::unique_lock lk(health_mu_);
+    MutexLock lk(health_mu_);
     healthy_ = ok;
     health_reason_ = why;
     recheck_ = false;
-    health_cv_.wait_for(lk, ok ? kProbeHealthy : kProbeUnhealthy,
-                        [&] { return closing_.load() || recheck_; });
+    const auto until = Steady::now() + (ok ? kProbeHealthy : kProbeUnhealthy);
+    while (!closing_.load() && !recheck_) {
+      if (!health_cv_.wait_until(health_mu_, until)) break;
+    }
     if (closing_.load()) return;
   }
 }
 
 Result<void> PgStore::check_ready() {
   if (closing_.load()) return closed_error();
-  std::lock_guard lk(health_mu_);
+  MutexLock lk(health_mu_);
   if (!healthy_) {
     return Error(errc::store_unavailable, "The store is unavailable (" + health_reason_ + ").");
   }

@@ -43,7 +43,6 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -51,6 +50,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "ichido/clock.h"
 #include "store/postgres/pg_conn.h"
 #include "store/postgres/pg_tables.h"
@@ -129,15 +129,15 @@ class PgStore final : public TableStore {
 
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::vector<std::unique_ptr<Reader>> readers_;
-  std::mutex read_mu_;
-  std::condition_variable read_cv_;  // readers wait here
-  std::deque<Job> read_queue_;       // guarded by read_mu_
+  Mutex read_mu_;
+  CondVar read_cv_;  // readers wait here
+  std::deque<Job> read_queue_ GUARDED_BY(read_mu_);
 
-  std::mutex health_mu_;
-  std::condition_variable health_cv_;  // the monitor waits here
-  bool healthy_ = false;               // guarded by health_mu_
-  std::string health_reason_;          // guarded by health_mu_
-  bool recheck_ = false;               // guarded by health_mu_: a lane saw a failure
+  Mutex health_mu_;
+  CondVar health_cv_;  // the monitor waits here
+  bool healthy_ GUARDED_BY(health_mu_) = false;
+  std::string health_reason_ GUARDED_BY(health_mu_);
+  bool recheck_ GUARDED_BY(health_mu_) = false;  // a lane saw a failure: probe now
   std::thread monitor_;
 
   std::atomic<bool> closing_{false};

@@ -220,8 +220,14 @@ TEST(Nodes, LockIsExclusiveAcrossNodesAndTokensIncreaseInGrantOrder) {
 // --- one clock -------------------------------------------------------------------------------
 
 TEST(Nodes, ANodeWhoseClockIsTenMinutesAheadDecidesLikeTheOthers) {
-  const std::string libfaketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
-  ASSERT_TRUE(std::filesystem::exists(libfaketime)) << "scripts/install-deps postgres installs it";
+  // Debian's faketime package: /usr/lib/<multiarch triplet>/faketime/libfaketimeMT.so.1.
+  std::string libfaketime;
+  std::error_code ec;
+  for (const auto& dir : std::filesystem::directory_iterator("/usr/lib", ec)) {
+    const auto candidate = dir.path() / "faketime" / "libfaketimeMT.so.1";
+    if (std::filesystem::exists(candidate, ec)) libfaketime = candidate.string();
+  }
+  ASSERT_FALSE(libfaketime.empty()) << "no libfaketime: scripts/install-deps postgres installs it";
   Deployment d(2);
   d.node(1).set_env(
       {{"LD_PRELOAD", libfaketime}, {"FAKETIME", "+10m"}, {"FAKETIME_DONT_FAKE_MONOTONIC", "1"}});

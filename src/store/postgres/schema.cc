@@ -74,13 +74,14 @@ const std::vector<const char*>& migrations() {
         request_id text,
         PRIMARY KEY (ns, key)
       ) WITH (fillfactor = 80);
-      -- Listing by state, in key order: one partial index per state. (One index on
+      -- Listing by state, in key order: a partial index for each of the states that are few
+      -- (processing, pending, dead); completed, the bulk, is listed along the primary key (most
+      -- rows match), so completing a record writes one index entry less. (One index on
       -- (ns, state, key) would also match a lookup by (ns, key), and a generic plan made while
       -- the table is empty may pick it over the primary key: a scan of the whole namespace per
       -- lookup, measured at 0.4 ms with 8,000 records.)
       CREATE INDEX once_processing ON {s}.once_records (ns, key) WHERE state = 'processing';
       CREATE INDEX once_pending ON {s}.once_records (ns, key) WHERE state = 'pending';
-      CREATE INDEX once_completed ON {s}.once_records (ns, key) WHERE state = 'completed';
       CREATE INDEX once_dead ON {s}.once_records (ns, key) WHERE state = 'dead';
       CREATE INDEX once_finished ON {s}.once_records (finished_at) WHERE finished_at IS NOT NULL;
       -- One row per lock with a holder, held or lapsed (core/lock.h).

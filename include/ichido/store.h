@@ -155,8 +155,9 @@ struct OncePage {
   std::optional<std::string> next_after;  // set when more items may follow
 };
 
-// Purge of finished records: completed or dead with finished_at < older_than, at most `limit`
-// of them (any namespace), oldest first.
+// Purge of finished records: completed or dead records older than their namespace's retention
+// (NamespaceSettings::once_retention_ms when the namespace has one, else finished_at <
+// older_than), at most `limit` of them in all, oldest first within a namespace.
 struct PurgeOnceCmd {
   TimeMs older_than = 0;
   int limit = 100;
@@ -227,6 +228,50 @@ struct RevokeTokenCmd {
   AuditNote audit;
 };
 
+// Per-namespace settings (PUT /v1/ns/{ns}/settings). An unset field means the server's default.
+struct NamespaceSettings {
+  std::optional<std::int64_t> once_retention_ms;  // completed/dead once records kept this long
+  friend bool operator==(const NamespaceSettings&, const NamespaceSettings&) = default;
+};
+struct PutNsSettingsCmd {
+  std::string ns;
+  NamespaceSettings settings;
+  AuditNote audit;
+};
+
+// --- audit, namespaces -----------------------------------------------------------------------
+
+// A page of the audit log. Filters combine (AND); an empty filter matches everything.
+struct AuditQuery {
+  std::int64_t after = 0;              // ids greater than this
+  std::optional<std::int64_t> before;  // ids less than this
+  bool newest_first = false;           // false: increasing id order
+  std::string actor;                   // exact token id ("" = any)
+  std::string action;                  // substring of the action ("" = any), case-sensitive
+  std::optional<std::string> ns;       // exact namespace
+  int limit = 100;                     // 1..kMaxAuditLimit
+};
+inline constexpr int kMaxAuditLimit = 1000;
+
+// Once records of one namespace by state, at the store's clock. Each count stops at the cap the
+// caller gave (counting a 10M-row state exactly on every look would be a full index scan);
+// `capped` says which reached it.
+struct OnceCounts {
+  std::int64_t processing = 0;  // live leases only
+  std::int64_t expired = 0;     // processing with a lapsed lease (the holder probably crashed)
+  std::int64_t pending = 0;
+  std::int64_t completed = 0;
+  std::int64_t dead = 0;
+  bool capped = false;                         // some count reached the cap
+  std::optional<TimeMs> oldest_expired_lease;  // the earliest lapsed lease end, if any
+};
+struct NamespaceSummary {
+  std::string ns;
+  std::int64_t counters = 0;
+  std::int64_t locks_held = 0;  // live leases
+  OnceCounts once;
+};
+
 // Counters of the store's own work, for /metrics and the benchmarks.
 struct StoreStats {
   std::uint64_t commits = 0;             // write transactions committed
@@ -235,6 +280,11 @@ struct StoreStats {
   // Batches re-run with a savepoint per job because a failing command had already written
   // (normally 0: the rules decide before they write).
   std::uint64_t isolated_batches = 0;
+  // Time spent in COMMIT (the fsync) over all commits, in microseconds.
+  std::uint64_t commit_us_total = 0;
+  // The fatal write latch: a commit failed with an I/O error and every later write is refused
+  // until the process restarts (LevelDB's rule: never carry on after a failed fsync).
+  bool write_failed = false;
 };
 
 class Store {
@@ -277,7 +327,7 @@ class Store {
   virtual void abandon_once(AbandonOnceCmd cmd, Callback<bool> done) = 0;
   // Forgets the record; answers it as it was. Errors: once_not_found.
   virtual void reset_once(ResetOnceCmd cmd, Callback<core::OnceRecord> done) = 0;
-  // Deletes up to cmd.limit finished records; answers how many were deleted.
+  // Deletes up to cmd.limit finished records past their namespace's retention; answers how many.
   virtual void purge_once(PurgeOnceCmd cmd, Callback<std::int64_t> done) = 0;
   // --- tokens and the audit log ---
   // Stores a new token (its hash, never the secret). Errors: invalid_request.
@@ -291,9 +341,17 @@ class Store {
                                   Callback<std::optional<core::TokenInfo>> done) = 0;
   // Appends one audit record; the store assigns its id (increasing).
   virtual void append_audit(core::AuditEntry entry, Callback<core::AuditEntry> done) = 0;
-  // Up to `limit` records with id > after, oldest first.
-  virtual void list_audit(std::int64_t after, int limit,
-                          Callback<std::vector<core::AuditEntry>> done) = 0;
+  // Up to q.limit (1..kMaxAuditLimit + 1) records matching q, in q's order. Errors:
+  // invalid_request (field limit).
+  virtual void list_audit(AuditQuery q, Callback<std::vector<core::AuditEntry>> done) = 0;
+  // The settings of a namespace (all unset when it has none; never an error for a valid name).
+  virtual void get_ns_settings(std::string ns, Callback<NamespaceSettings> done) = 0;
+  // Replaces the settings of a namespace (durable when answered); answers them.
+  virtual void put_ns_settings(PutNsSettingsCmd cmd, Callback<NamespaceSettings> done) = 0;
+  // One summary per namespace (every namespace with a counter, a once record or a lock row, in
+  // byte order; only `only_ns` when set, even if empty), once counts capped at `cap` each.
+  virtual void summarize_namespaces(std::optional<std::string> only_ns, std::int64_t cap,
+                                    Callback<std::vector<NamespaceSummary>> done) = 0;
   // --- locks (rules: core/lock.h) ---
   // Replays the current grant when cmd carries its owner and request_id (core/lock.h L8); else
   // grants the lock when it is free or lapsed (with a fresh token from the store's sequence), or
@@ -312,6 +370,9 @@ class Store {
 
   // Synchronous and cheap: can the store read and write right now? (/readyz)
   virtual Result<void> check_ready() = 0;
+  // Synchronous and cheap: is the process still fit to serve (/healthz)? Fails for latched
+  // conditions a restart or an operator must clear (a failed fsync, damage in the data).
+  virtual Result<void> check_health() { return {}; }
   virtual StoreStats stats() const = 0;
   // Stops accepting commands, finishes those already queued (their callbacks run), releases
   // files and connections. Later calls fail with store_unavailable. Idempotent; blocks.

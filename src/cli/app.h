@@ -5,6 +5,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -16,6 +18,8 @@ namespace ichido::cli {
 // What the command line needs from outside the CLI library.
 struct CliDeps {
   ServeFunction serve;  // server::run_server in the real binary
+  // Waits between retries of a call (retry.h); null: really sleep. Tests record the delays.
+  std::function<void(std::chrono::milliseconds)> sleep;
 };
 
 class Cli {
@@ -41,6 +45,7 @@ class Cli {
   ConnectionOptions connection_;
   Plan plan_;
   CommandTree tree_;
+  std::function<void(std::chrono::milliseconds)> sleep_;
 };
 
 // The whole program: parse argv, run, return the exit code. main() is a call to this.

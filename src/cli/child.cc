@@ -1,10 +1,13 @@
 #include "cli/child.h"
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <ostream>
 
 #include "cli/output.h"
 
@@ -22,6 +25,51 @@ std::optional<BaseUrl> run_target(const ConnectionOptions& conn,
     return std::nullopt;
   }
   return std::move(url.url);
+}
+
+namespace {
+
+// 0: `path` is a file this process may execute; else 127 (absent) or 126 (there, not runnable).
+int probe(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return kExitNotFound;
+  if (!S_ISREG(st.st_mode) || ::access(path.c_str(), X_OK) != 0) return kExitCannotExecute;
+  return 0;
+}
+
+}  // namespace
+
+int check_command(const std::vector<std::string>& command, Output& o) {
+  const std::string& name = command.at(0);
+  int result = kExitNotFound;
+  if (name.empty()) {
+    result = kExitNotFound;
+  } else if (name.find('/') != std::string::npos) {
+    result = probe(name);
+  } else {
+    const char* env = std::getenv("PATH");
+    // glibc's execvp uses this search path when PATH is unset.
+    const std::string path = env != nullptr ? env : "/bin:/usr/bin";
+    std::size_t start = 0;
+    for (;;) {
+      const std::size_t end = path.find(':', start);
+      std::string dir = path.substr(start, end == std::string::npos ? end : end - start);
+      if (dir.empty()) dir = ".";
+      const int r = probe(dir + "/" + name);
+      if (r == 0) return 0;
+      if (r == kExitCannotExecute) result = kExitCannotExecute;
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+  }
+  if (result == 0) return 0;
+  o.err << "ichido: cannot run " << name << ": "
+        << (result == kExitNotFound
+                ? (name.find('/') != std::string::npos ? "no such file"
+                                                       : "command not found (searched $PATH)")
+                : "not an executable file (permission denied or a directory)")
+        << "; nothing was claimed\n";
+  return result;
 }
 
 std::string default_owner() {

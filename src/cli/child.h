@@ -16,6 +16,13 @@ namespace ichido::cli {
 std::optional<BaseUrl> run_target(const ConnectionOptions& conn,
                                   const std::vector<std::string>& command, Output& o);
 
+// Finds the program `command[0]` the way execvp(3) will (a name with a '/' as it is, otherwise
+// in each directory of $PATH) before anything is claimed, so that a typo does not spend an
+// attempt or hold a lock. Returns 0 when it can be executed; otherwise prints
+// "ichido: cannot run NAME: REASON; nothing was claimed" and returns 127 (not found) or 126
+// (found but not executable: a directory, no execute permission), like a shell.
+int check_command(const std::vector<std::string>& command, Output& o);
+
 // "HOST:PID" of this process: the owner a lock or once record gets when --owner is not given.
 std::string default_owner();
 

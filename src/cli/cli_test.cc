@@ -57,12 +57,28 @@ TEST(ParseBaseUrl, Ipv6Literal) {
 
 TEST(ParseBaseUrl, RejectsWhatItCannotUse) {
   for (const char* bad :
-       {"", "https://h:1", "ftp://h", "http://u:p@h:1", "http://h:0", "http://h:99999",
+       {"", "ftp://h", "https://u:p@h:1", "http://u:p@h:1", "http://h:0", "http://h:99999",
         "http://h:12x", "http://h/?q=1", "http://h/#f", "http://:80", "http://"}) {
     BaseUrlResult r = parse_base_url(bad);
     EXPECT_FALSE(r.ok()) << bad;
     EXPECT_FALSE(r.error.empty()) << bad;
   }
+}
+
+TEST(ParseBaseUrl, HttpsWithDefaultPort443) {
+  BaseUrlResult r = parse_base_url("https://ichido.example.com/ichido");
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_TRUE(r.url->tls);
+  EXPECT_EQ(r.url->port, 443);
+  EXPECT_EQ(r.url->prefix, "/ichido");
+  EXPECT_EQ(r.url->to_string(), "https://ichido.example.com:443/ichido");
+  r = parse_base_url("https://127.0.0.1:8443");
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_TRUE(r.url->tls);
+  EXPECT_EQ(r.url->port, 8443);
+  r = parse_base_url("127.0.0.1:8443");
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_FALSE(r.url->tls) << "no scheme means http";
 }
 
 TEST(PercentEncode, EncodesAllButUnreserved) {
@@ -103,10 +119,13 @@ class CliTest : public ::testing::Test {
   static json::value body_of(const Request& r) { return json::parse(r.body); }
 
   server::ServeConfig served_;
-  Cli cli_{{.serve = [this](const server::ServeConfig& c) {
-    served_ = c;
-    return 7;
-  }}};
+  std::vector<std::chrono::milliseconds> slept_;
+  Cli cli_{{.serve =
+                [this](const server::ServeConfig& c) {
+                  served_ = c;
+                  return 7;
+                },
+            .sleep = [this](std::chrono::milliseconds d) { slept_.push_back(d); }}};
   std::ostringstream sout_, serr_;
   Output out_{sout_, serr_};
   std::ostringstream& err_ = serr_;
@@ -237,15 +256,66 @@ TEST_F(CliTest, UsageErrors) {
   EXPECT_EQ(parse({"counter", "next"}), kExitUsage);
 }
 
+TEST_F(CliTest, AnUnknownSubcommandNamesItselfAndItsGroup) {
+  EXPECT_EQ(parse({"lock", "aquire", "x"}), kExitUsage);
+  EXPECT_EQ(err_.str(),
+            "error: usage: 'aquire' is not a command of 'ichido lock' (acquire, release, renew, "
+            "get, list, force-release, run); see ichido lock --help\n");
+}
+
+TEST_F(CliTest, AnUnknownTopLevelCommandNamesItself) {
+  EXPECT_EQ(parse({"--ns", "x", "locks", "acquire"}), kExitUsage);
+  EXPECT_NE(err_.str().find("'locks' is not a command of 'ichido' (serve, counter, once, lock, "
+                            "token"),
+            std::string::npos)
+      << err_.str();
+}
+
+TEST_F(CliTest, AGroupWithoutItsCommandSaysWhichItNeeds) {
+  EXPECT_EQ(parse({"once"}), kExitUsage);
+  EXPECT_NE(err_.str().find("'ichido once' needs a command (begin, complete"), std::string::npos)
+      << err_.str();
+}
+
 TEST_F(CliTest, BadUrlIsAUsageError) {
-  EXPECT_EQ(parse({"counter", "list", "--url", "https://x"}), kExitUsage);
-  EXPECT_NE(err_.str().find("https"), std::string::npos) << err_.str();
+  EXPECT_EQ(parse({"counter", "list", "--url", "ftp://x"}), kExitUsage);
+  EXPECT_NE(err_.str().find("use http:// or https://"), std::string::npos) << err_.str();
+}
+
+TEST_F(CliTest, CacertMustBeAnExistingFile) {
+  EXPECT_EQ(parse({"counter", "list", "--url", "https://x", "--cacert", "/nonexistent.pem"}),
+            kExitUsage);
+  EXPECT_NE(err_.str().find("--cacert"), std::string::npos) << err_.str();
 }
 
 TEST_F(CliTest, HelpListsExitCodesAndExamples) {
   EXPECT_EQ(parse({"--help"}), kExitOk);
-  EXPECT_NE(sout_.str().find("Exit codes"), std::string::npos) << sout_.str();
-  EXPECT_NE(sout_.str().find("ichido counter next receipts --key form-123"), std::string::npos);
+  const std::string help = sout_.str();
+  EXPECT_NE(help.find("Exit codes"), std::string::npos) << help;
+  EXPECT_NE(help.find("ichido counter next receipts --key form-123"), std::string::npos);
+  for (const char* line :
+       {"\n  10   once begin: already completed", "\n  65   once begin, once run: dead",
+        "\n  75   lock acquire, lock run: not acquired", "\n  76   lock run: the lease was lost",
+        "\n  126  ", "\n  127  ", "ICHIDO_CACERT"}) {
+    EXPECT_NE(help.find(line), std::string::npos) << line << " in\n" << help;
+  }
+}
+
+TEST_F(CliTest, DurationsOutsideTheServersBoundsAreUsageErrorsInOptionTerms) {
+  EXPECT_EQ(parse({"lock", "acquire", "l", "--lease", "500ms"}), kExitUsage);
+  EXPECT_NE(err_.str().find("--lease: '500ms' is out of range: from 1s to 1h"), std::string::npos)
+      << err_.str();
+  EXPECT_EQ(parse({"once", "begin", "k", "--wait", "301s"}), kExitUsage);
+  EXPECT_EQ(parse({"once", "run", "k", "--lease", "2h", "--", "true"}), kExitUsage);
+}
+
+TEST(ShellQuote, QuotesOnlyWhatAShellWouldSplitOrExpand) {
+  EXPECT_EQ(shell_quote("nightly-2026-04-01"), "nightly-2026-04-01");
+  EXPECT_EQ(shell_quote("a b"), "'a b'");
+  EXPECT_EQ(shell_quote("<m@x>"), "'<m@x>'");
+  EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
+  EXPECT_EQ(shell_quote(""), "''");
+  EXPECT_EQ(ns_hint("shop"), " --ns shop");
 }
 
 TEST_F(CliTest, SubcommandHelpHasAnExample) {
@@ -326,13 +396,31 @@ TEST(LockDuration, ParsesUnitsBareSecondsAndZero) {
   }
 }
 
-TEST_F(CliTest, LockAcquireSendsOwnerWaitAndLease) {
+TEST_F(CliTest, LockAcquireSendsOwnerWaitLeaseAndAFreshRequestId) {
   Request r = request_of(
       {"lock", "acquire", "invoices", "--owner", "script-A", "--wait", "10s", "--lease", "45s"});
   EXPECT_EQ(r.method, "POST");
   EXPECT_EQ(r.target, "/v1/ns/default/locks/invoices/acquire");
-  EXPECT_EQ(body_of(r), json::parse(R"({"owner":"script-A","wait_ms":10000,"lease_ms":45000})"));
+  json::object body = body_of(r).as_object();
+  ASSERT_TRUE(body.contains("request_id"));
+  const std::string id(body.at("request_id").as_string());
+  EXPECT_EQ(id.size(), 32u);
+  EXPECT_EQ(id.find_first_not_of("0123456789abcdef"), std::string::npos) << id;
+  body.erase("request_id");
+  EXPECT_EQ(body, json::parse(R"({"owner":"script-A","wait_ms":10000,"lease_ms":45000})"));
   EXPECT_GE(r.read_timeout, std::chrono::milliseconds(10000)) << "must outlast the wait";
+
+  Cli other({});
+  std::ostringstream o, e;
+  Output out{o, e};
+  ASSERT_FALSE(other.parse({"ichido", "lock", "acquire", "invoices"}, out).has_value());
+  EXPECT_NE(body_of(other.plan().http->request).at("request_id"), json::value(id))
+      << "every invocation has its own request_id";
+}
+
+TEST_F(CliTest, LockAcquireTakesAGivenRequestId) {
+  Request r = request_of({"lock", "acquire", "l", "--request-id", "run-42"});
+  EXPECT_EQ(body_of(r).at("request_id"), "run-42");
 }
 
 TEST_F(CliTest, LockReleaseRenewGetListForceRelease) {
@@ -416,28 +504,167 @@ TEST_F(CliTest, ServerErrorIsExitOneWithCodeAndMessage) {
 }
 
 TEST_F(CliTest, ServerErrorWithJsonAlsoPrintsTheBody) {
-  ASSERT_FALSE(parse({"counter", "get", "r", "--json"}).has_value());
+  ASSERT_FALSE(parse({"counter", "void", "r", "3", "--json"}).has_value());
   const std::string body =
-      R"({"error":{"code":"counter_not_found","message":"Create it first.","details":{}}})";
-  EXPECT_EQ(cli_.run(out_, answer(404, body)), kExitServerError);
+      R"({"error":{"code":"forbidden","message":"Ask an admin.","details":{}}})";
+  EXPECT_EQ(cli_.run(out_, answer(403, body)), kExitServerError);
   EXPECT_EQ(sout_.str(), body + "\n");
-  EXPECT_EQ(serr_.str(), "error: counter_not_found: Create it first.\n");
+  EXPECT_EQ(serr_.str(), "error: forbidden: Ask an admin.\n");
 }
 
-TEST_F(CliTest, NonApiErrorBody) {
-  ASSERT_FALSE(parse({"counter", "list"}).has_value());
-  EXPECT_EQ(cli_.run(out_, answer(502, "<html>Bad Gateway</html>\n")), kExitServerError);
-  EXPECT_EQ(serr_.str(), "error: http_502: <html>Bad Gateway</html>\n");
+TEST_F(CliTest, ErrorsAboutJsonFieldsAreSaidInCommandLineTerms) {
+  ASSERT_FALSE(parse({"counter", "next", "receipts", "--ns", "shop"}).has_value());
+  EXPECT_EQ(cli_.run(out_, answer(400, R"({"error":{"code":"key_required","message":
+      "This counter requires an idempotency key: send \"key\".","details":{"field":"key"}}})")),
+            kExitServerError);
+  EXPECT_NE(serr_.str().find("error: key_required: counter receipts requires --key"),
+            std::string::npos)
+      << serr_.str();
+  EXPECT_EQ(serr_.str().find("send \"key\""), std::string::npos) << serr_.str();
 }
 
-TEST_F(CliTest, UnreachableIsExitThree) {
+TEST_F(CliTest, AMissingCounterHintNamesTheNamespace) {
+  ASSERT_FALSE(parse({"counter", "get", "receipts", "--ns", "shop"}).has_value());
+  EXPECT_EQ(cli_.run(out_, answer(404, R"({"error":{"code":"counter_not_found","message":"x"}})")),
+            kExitServerError);
+  EXPECT_NE(serr_.str().find("ichido counter create receipts --ns shop"), std::string::npos)
+      << serr_.str();
+}
+
+TEST_F(CliTest, NonApiErrorBodyFromAProxyIsRetriedThenShown) {
   ASSERT_FALSE(parse({"counter", "list"}).has_value());
+  int calls = 0;
   EXPECT_EQ(cli_.run(out_,
-                     [](const Request&) {
+                     [&](const Request&) {
+                       ++calls;
+                       return HttpResult{HttpResponse{502, "<html>Bad Gateway</html>\n", {}}, {}};
+                     }),
+            kExitServerError);
+  EXPECT_EQ(calls, 4);
+  EXPECT_NE(serr_.str().find("error: http_502: <html>Bad Gateway</html>\n"), std::string::npos)
+      << serr_.str();
+}
+
+TEST_F(CliTest, UnreachableIsRetriedWithBackoffThenExitThree) {
+  ASSERT_FALSE(parse({"counter", "list"}).has_value());
+  int calls = 0;
+  EXPECT_EQ(cli_.run(out_,
+                     [&](const Request&) {
+                       ++calls;
                        return HttpResult{std::nullopt, "refused"};
                      }),
             kExitUnreachable);
-  EXPECT_EQ(serr_.str(), "error: unreachable: refused\n");
+  EXPECT_EQ(calls, 4);
+  ASSERT_EQ(slept_.size(), 3u);
+  // 0.5 s x (1 + n^2), jittered down to half at most.
+  const std::int64_t base[] = {500, 1000, 2500};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_GE(slept_[i].count(), base[i] / 2) << i;
+    EXPECT_LE(slept_[i].count(), base[i]) << i;
+  }
+  EXPECT_NE(serr_.str().find("ichido: refused; retrying in "), std::string::npos) << serr_.str();
+  EXPECT_NE(serr_.str().find("error: unreachable: refused\n"), std::string::npos);
+}
+
+TEST_F(CliTest, ARefusedCertificateIsNotRetried) {
+  ASSERT_FALSE(parse({"counter", "list"}).has_value());
+  int calls = 0;
+  EXPECT_EQ(cli_.run(out_,
+                     [&](const Request&) {
+                       ++calls;
+                       return HttpResult{std::nullopt, "certificate verify failed", true};
+                     }),
+            kExitUnreachable);
+  EXPECT_EQ(calls, 1);
+}
+
+TEST_F(CliTest, FourHundredsAreNeverRetriedButFourTwentyNineIs) {
+  ASSERT_FALSE(parse({"counter", "get", "r"}).has_value());
+  int calls = 0;
+  EXPECT_EQ(cli_.run(out_,
+                     [&](const Request&) {
+                       ++calls;
+                       return HttpResult{HttpResponse{409, R"({"error":{"code":"x"}})", {}}, {}};
+                     }),
+            kExitServerError);
+  EXPECT_EQ(calls, 1);
+  calls = 0;
+  ASSERT_FALSE(parse({"lock", "acquire", "l"}).has_value());
+  EXPECT_EQ(
+      cli_.run(out_,
+               [&](const Request&) {
+                 ++calls;
+                 if (calls < 3) {
+                   return HttpResult{
+                       HttpResponse{429, R"({"error":{"code":"too_many_waiters"}})", {}}, {}};
+                 }
+                 return HttpResult{HttpResponse{200, R"({"acquired":true,"token":5})", {}}, {}};
+               }),
+      kExitOk);
+  EXPECT_EQ(calls, 3);
+}
+
+TEST_F(CliTest, AnUnkeyedNextAndAFailAreNotRetried) {
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"counter", "next", "r"},
+        std::vector<std::string>{"once", "fail", "k", "--token", "3"},
+        std::vector<std::string>{"lock", "release", "l", "--token", "3"}}) {
+    Cli cli({.sleep = [](std::chrono::milliseconds) {}});
+    std::ostringstream o, e;
+    Output out{o, e};
+    args.insert(args.begin(), "ichido");
+    ASSERT_FALSE(cli.parse(args, out).has_value()) << e.str();
+    int calls = 0;
+    EXPECT_EQ(cli.run(out,
+                      [&](const Request&) {
+                        ++calls;
+                        return HttpResult{std::nullopt, "connection reset"};
+                      }),
+              kExitUnreachable);
+    EXPECT_EQ(calls, 1) << args[1] << " " << args[2];
+  }
+}
+
+TEST_F(CliTest, AcquireRetriesResendTheSameRequestIdAndShortenTheWait) {
+  ASSERT_FALSE(parse({"lock", "acquire", "l", "--wait", "20s"}).has_value());
+  std::vector<Request> sent;
+  EXPECT_EQ(cli_.run(out_,
+                     [&](const Request& r) {
+                       sent.push_back(r);
+                       if (sent.size() == 1) return HttpResult{std::nullopt, "timed out"};
+                       return HttpResult{
+                           HttpResponse{200, R"({"acquired":true,"token":8,"replayed":true})", {}},
+                           {}};
+                     }),
+            kExitOk);
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(body_of(sent[0]).at("request_id"), body_of(sent[1]).at("request_id"));
+  EXPECT_LE(body_of(sent[1]).at("wait_ms").as_int64(), 20000);
+  EXPECT_EQ(sout_.str(), "8\n");
+  EXPECT_NE(serr_.str().find("(replayed)"), std::string::npos) << serr_.str();
+}
+
+TEST_F(CliTest, LockAcquireNotAcquiredExits75WithNothingOnStdout) {
+  ASSERT_FALSE(parse({"lock", "acquire", "l"}).has_value());
+  EXPECT_EQ(cli_.run(out_, answer(200, R"({"acquired":false,"holder":{"owner":"B",
+      "lease_expires_at":"2026-04-01T09:00:00.000Z"}})")),
+            kExitTempFail);
+  EXPECT_EQ(sout_.str(), "");
+  EXPECT_EQ(serr_.str(), "not acquired: held by B until 2026-04-01T09:00:00.000Z\n");
+}
+
+TEST_F(CliTest, LockAcquireAcquiredPrintsOnlyTheToken) {
+  ASSERT_FALSE(parse({"lock", "acquire", "l"}).has_value());
+  EXPECT_EQ(cli_.run(out_, answer(200, R"({"acquired":true,"token":17,
+      "lease_expires_at":"2026-04-01T09:00:00.000Z"})")),
+            kExitOk);
+  EXPECT_EQ(sout_.str(), "17\n");
+}
+
+TEST_F(CliTest, LockAcquireExitCodeHoldsWithJsonToo) {
+  ASSERT_FALSE(parse({"lock", "acquire", "l", "--json"}).has_value());
+  EXPECT_EQ(cli_.run(out_, answer(200, R"({"acquired":false})")), kExitTempFail);
+  EXPECT_EQ(sout_.str(), "{\"acquired\":false}\n");
 }
 
 TEST_F(CliTest, GetPrintsAlignedFields) {

@@ -5,12 +5,16 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/url/encode.hpp>
 #include <boost/url/parse.hpp>
 #include <boost/url/rfc/unreserved_chars.hpp>
@@ -19,6 +23,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <exception>
+#include <optional>
 #include <utility>
 
 namespace ichido::cli {
@@ -27,6 +32,7 @@ namespace {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace ssl = asio::ssl;
 namespace urls = boost::urls;
 using tcp = asio::ip::tcp;
 
@@ -45,7 +51,8 @@ BaseUrlResult url_error(std::string message) { return {std::nullopt, std::move(m
 bool is_closed_connection(const beast::error_code& ec) {
   return ec == http::error::end_of_stream || ec == asio::error::eof ||
          ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
-         ec == asio::error::connection_aborted || ec == asio::error::not_connected;
+         ec == asio::error::connection_aborted || ec == asio::error::not_connected ||
+         ec == ssl::error::stream_truncated;
 }
 
 // True unless the kept-alive connection is idle and still open: a non-blocking peek that would
@@ -71,26 +78,47 @@ bool is_idempotent(http::verb v) {
 std::string describe(const beast::error_code& ec, std::chrono::milliseconds timeout) {
   if (ec == beast::error::timeout)
     return "timed out after " + std::to_string(timeout.count()) + " ms";
+  if (ec == ssl::error::stream_truncated) return "the TLS connection was cut short";
   return ec.message();
+}
+
+// OpenSSL's words for a failed handshake, plus what to do about the common case (a server whose
+// certificate is not signed by a trusted CA).
+std::string describe_handshake(const beast::error_code& ec, const std::string& host,
+                               const std::optional<std::string>& cacert) {
+  std::string out = "TLS handshake with " + host + " failed: " + ec.message();
+  if (ec.category() == asio::error::get_ssl_category()) {
+    const std::string what = ec.message();
+    if (what.find("certificate") != std::string::npos) {
+      out += cacert ? "; the server's certificate is not signed by a CA in " + *cacert +
+                          " or does not name " + host
+                    : "; the server's certificate is not signed by a CA this system trusts or "
+                      "does not name " +
+                          host + " (a private CA: pass --cacert FILE or set ICHIDO_CACERT)";
+    }
+  }
+  return out;
 }
 
 }  // namespace
 
-std::string BaseUrl::to_string() const { return "http://" + host_with_port(*this) + prefix; }
+std::string BaseUrl::to_string() const {
+  return (tls ? "https://" : "http://") + host_with_port(*this) + prefix;
+}
 
 BaseUrlResult parse_base_url(std::string_view text) {
   std::string s(text);
   if (s.empty()) return url_error("the server URL is empty");
   if (s.find("://") == std::string::npos) s = "http://" + s;
   auto parsed = urls::parse_uri(s);
-  if (!parsed)
-    return url_error("'" + std::string(text) + "' is not a URL (expected http://HOST:PORT)");
-  const urls::url_view u = *parsed;
-  if (u.scheme_id() == urls::scheme::https) {
-    return url_error("https URLs are not supported by the ichido client yet; use http://");
+  if (!parsed) {
+    return url_error("'" + std::string(text) +
+                     "' is not a URL (expected http://HOST:PORT or https://HOST:PORT)");
   }
-  if (u.scheme_id() != urls::scheme::http) {
-    return url_error("unsupported URL scheme '" + std::string(u.scheme()) + "'; use http://");
+  const urls::url_view u = *parsed;
+  if (u.scheme_id() != urls::scheme::http && u.scheme_id() != urls::scheme::https) {
+    return url_error("unsupported URL scheme '" + std::string(u.scheme()) +
+                     "'; use http:// or https://");
   }
   if (u.has_userinfo())
     return url_error("the server URL must not contain user info; use ICHIDO_TOKEN");
@@ -99,6 +127,8 @@ BaseUrlResult parse_base_url(std::string_view text) {
   }
   if (u.host_type() == urls::host_type::ipvfuture) return url_error("unsupported host address");
   BaseUrl base;
+  base.tls = u.scheme_id() == urls::scheme::https;
+  base.port = base.tls ? 443 : 80;
   base.host = u.host_address();
   if (base.host.empty()) return url_error("the server URL has no host");
   if (u.has_port()) {
@@ -127,9 +157,14 @@ std::string percent_encode(std::string_view text) {
 // The connection and the event loop that drives it. Every operation is started asynchronously
 // and the loop is run until it completes: that is how beast::tcp_stream's timeouts apply to an
 // otherwise synchronous client. Handlers never outlive the call that started them.
+//
+// A connection is either `plain` or `secure` (TLS over a tcp_stream); a TLS stream cannot be
+// reused after its connection ends, so each connection gets a new one.
 struct HttpClient::Impl {
   asio::io_context ioc{1};
-  beast::tcp_stream stream{ioc};
+  std::optional<beast::tcp_stream> plain;
+  std::optional<beast::ssl_stream<beast::tcp_stream>> secure;
+  std::unique_ptr<ssl::context> tls;  // made on the first https connection
   beast::flat_buffer buffer;
   bool connected = false;
 
@@ -138,20 +173,65 @@ struct HttpClient::Impl {
     ioc.run();
   }
 
+  beast::tcp_stream& lowest() { return secure ? beast::get_lowest_layer(*secure) : *plain; }
+
+  // Calls f with the stream the HTTP messages go through.
+  template <class F>
+  void with_stream(F&& f) {
+    if (secure) {
+      f(*secure);
+    } else {
+      f(*plain);
+    }
+  }
+
   void close() {
-    beast::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream.close();
+    if (plain || secure) {
+      beast::error_code ignored;
+      lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+      lowest().close();
+    }
+    plain.reset();
+    secure.reset();
     buffer.clear();
     connected = false;
   }
 };
+
+namespace {
+
+// The TLS client context: TLS 1.2 or later, peer verification against `cacert` or the system's
+// CAs. Returns an error sentence when the CA file cannot be used.
+std::string make_tls_context(std::unique_ptr<ssl::context>& out,
+                             const std::optional<std::string>& cacert) {
+  auto ctx = std::make_unique<ssl::context>(ssl::context::tls_client);
+  beast::error_code ec;
+  ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                       ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1,
+                   ec);
+  if (cacert) {
+    ctx->load_verify_file(*cacert, ec);
+    if (ec) return "cannot use the CA file " + *cacert + ": " + ec.message();
+  } else {
+    ctx->set_default_verify_paths(ec);
+    if (ec) return "cannot load the system's CA certificates: " + ec.message();
+  }
+  ctx->set_verify_mode(ssl::verify_peer, ec);
+  out = std::move(ctx);
+  return {};
+}
+
+}  // namespace
 
 HttpClient::HttpClient(BaseUrl base, ClientOptions options)
     : base_(std::move(base)), options_(std::move(options)), impl_(std::make_unique<Impl>()) {
   if (!options_.token) {
     const char* env = std::getenv("ICHIDO_TOKEN");
     options_.token = (env != nullptr) ? std::string(env) : std::string();
+  }
+  if (!options_.cacert) {
+    const char* env = std::getenv("ICHIDO_CACERT");
+    if (env != nullptr && *env != '\0') options_.cacert = std::string(env);
   }
 }
 
@@ -191,10 +271,14 @@ HttpResult HttpClient::send(const Request& request) {
     // At most two attempts: the second only for an idempotent request whose kept-alive
     // connection failed before any byte of an answer arrived.
     for (int attempt = 0;; ++attempt) {
-      if (im.connected && (im.buffer.size() != 0 || unusable(im.stream.socket()))) im.close();
+      if (im.connected && (im.buffer.size() != 0 || unusable(im.lowest().socket()))) im.close();
       const bool reused = im.connected;
       beast::error_code ec;
       if (!im.connected) {
+        if (base_.tls && !im.tls) {
+          std::string why = make_tls_context(im.tls, options_.cacert);
+          if (!why.empty()) return {std::nullopt, std::move(why), /*definitive=*/true};
+        }
         tcp::resolver resolver(im.ioc);
         // Name resolution (getaddrinfo) cannot be cancelled, so the connect timeout does not bound
         // it.
@@ -202,27 +286,58 @@ HttpResult HttpClient::send(const Request& request) {
         if (ec) {
           return {std::nullopt, "could not resolve " + base_.host + ": " + ec.message()};
         }
-        im.stream.expires_after(options_.connect_timeout);
-        im.stream.async_connect(endpoints,
-                                [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
+        if (base_.tls) {
+          im.secure.emplace(im.ioc, *im.tls);
+        } else {
+          im.plain.emplace(im.ioc);
+        }
+        im.lowest().expires_after(options_.connect_timeout);
+        im.lowest().async_connect(endpoints,
+                                  [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
         im.run();
         if (ec) {
           im.close();
           return {std::nullopt, "could not connect to " + base_.to_string() + ": " +
                                     describe(ec, options_.connect_timeout)};
         }
+        if (base_.tls) {
+          SSL* native = im.secure->native_handle();
+          const bool is_name = !is_ipv6_literal(base_.host) &&
+                               base_.host.find_first_not_of("0123456789.") != std::string::npos;
+          // SNI carries names only (RFC 6066); the certificate check covers names and addresses.
+          if (is_name) SSL_set_tlsext_host_name(native, base_.host.c_str());
+          im.secure->set_verify_callback(ssl::host_name_verification(base_.host), ec);
+          im.secure->async_handshake(ssl::stream_base::client,
+                                     [&](beast::error_code e) { ec = e; });
+          im.run();
+          if (ec) {
+            im.close();
+            if (ec == beast::error::timeout) {
+              return {std::nullopt, "TLS handshake with " + base_.to_string() + ": " +
+                                        describe(ec, options_.connect_timeout)};
+            }
+            // A refused certificate stays refused; other handshake errors may be the network's.
+            const bool refused = ec.category() == asio::error::get_ssl_category() &&
+                                 ec.message().find("certificate") != std::string::npos;
+            return {std::nullopt, describe_handshake(ec, base_.host, options_.cacert), refused};
+          }
+        }
         im.connected = true;
       }
 
-      im.stream.expires_after(read_timeout);
-      http::async_write(im.stream, req, [&](beast::error_code e, std::size_t) { ec = e; });
+      im.lowest().expires_after(read_timeout);
+      im.with_stream([&](auto& stream) {
+        http::async_write(stream, req, [&](beast::error_code e, std::size_t) { ec = e; });
+      });
       im.run();
       bool got_some = false;
       http::response_parser<http::string_body> parser;
       if (!ec) {
         parser.body_limit(options_.max_response_bytes);
-        http::async_read(im.stream, im.buffer, parser,
-                         [&](beast::error_code e, std::size_t) { ec = e; });
+        im.with_stream([&](auto& stream) {
+          http::async_read(stream, im.buffer, parser,
+                           [&](beast::error_code e, std::size_t) { ec = e; });
+        });
         im.run();
         got_some = parser.got_some();
       }

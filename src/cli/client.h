@@ -8,9 +8,14 @@
 // fresh connection; a POST is not resent, since the server may have acted on it: its error is
 // returned and the caller decides (ichido's POSTs carrying a key or token are safe to repeat).
 //
+// HTTPS: an https:// base URL speaks TLS (1.2 or later) and verifies the server's certificate
+// chain and host name (SNI is sent for names) against the system's CAs (OpenSSL's default paths,
+// /etc/ssl/certs on Debian) or, when ClientOptions::cacert names a file, against the CAs in that
+// PEM file only. There is no way to switch verification off.
+//
 // Errors: nothing throws. A request either yields an HttpResponse (any status, 4xx/5xx included:
 // those are answers, not failures) or a transport error message (could not resolve/connect,
-// timed out, connection lost, malformed answer).
+// TLS handshake or certificate check failed, timed out, connection lost, malformed answer).
 //
 // Thread-safety: one HttpClient must not be used by two threads at once (it owns one connection
 // and one io_context). Distinct instances are independent: give each thread its own client.
@@ -27,14 +32,16 @@
 
 namespace ichido::cli {
 
-// Where the server is: from "http://host:port" with an optional path prefix
-// ("http://proxy.local/ichido" sends "/ichido/v1/..."). "host:port" without a scheme means http.
+// Where the server is: from "http://host:port" or "https://host:port" with an optional path
+// prefix ("https://proxy.local/ichido" sends "/ichido/v1/..."). "host:port" without a scheme
+// means http.
 struct BaseUrl {
   std::string host;  // name or address; an IPv6 address is stored without brackets
   std::uint16_t port = 80;
   std::string prefix;  // "" or "/some/path" (no trailing slash)
+  bool tls = false;    // https://
 
-  std::string to_string() const;  // "http://host:port/prefix"
+  std::string to_string() const;  // "http://host:port/prefix" or "https://host:port/prefix"
 };
 
 // Result of parse_base_url: exactly one of `url` and `error` is meaningful.
@@ -44,8 +51,8 @@ struct [[nodiscard]] BaseUrlResult {
   bool ok() const { return url.has_value(); }
 };
 
-// Accepts http:// URLs with a host, an optional port and an optional path; rejects other schemes
-// (https is not supported by this client yet), user info, queries and fragments.
+// Accepts http:// and https:// URLs with a host, an optional port (default 80 and 443) and an
+// optional path; rejects other schemes, user info, queries and fragments.
 BaseUrlResult parse_base_url(std::string_view text);
 
 // One request. `target` is the path and query under the base URL's prefix, e.g.
@@ -72,6 +79,9 @@ struct HttpResponse {
 struct [[nodiscard]] HttpResult {
   std::optional<HttpResponse> response;
   std::string error;  // why no answer arrived, when !response
+  // When !response: true if the request was never sent and sending it again fails the same way
+  // (the server's certificate was refused, the CA file cannot be used): not worth a retry.
+  bool definitive = false;
   bool ok() const { return response.has_value(); }
 };
 
@@ -83,6 +93,9 @@ struct ClientOptions {
   // An empty string: send no Authorization header.
   std::optional<std::string> token;
   std::string user_agent = "ichido-cli";
+  // https only: a PEM file of the CAs to trust instead of the system's. nullopt: $ICHIDO_CACERT
+  // when it is set and non-empty (read at construction), else the system's CAs.
+  std::optional<std::string> cacert;
 };
 
 class HttpClient {

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "cli/output.h"
+#include "cli/retry.h"
 
 namespace ichido::cli {
 namespace {
@@ -28,8 +29,33 @@ ConnectionOptions default_connection_options() {
   ConnectionOptions c;
   c.url = env_or("ICHIDO_URL", "http://127.0.0.1:7878");
   c.ns = env_or("ICHIDO_NS", "default");
+  c.cacert = env_or("ICHIDO_CACERT", "");
   return c;
 }
+
+ClientOptions client_options(const ConnectionOptions& c) {
+  ClientOptions o;
+  if (!c.cacert.empty()) o.cacert = c.cacert;
+  return o;
+}
+
+std::string shell_quote(std::string_view text) {
+  const bool plain = !text.empty() && text.find_first_not_of(
+                                          "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                          "0123456789._/:@%+=,-") == std::string_view::npos;
+  if (plain) return std::string(text);
+  std::string out = "'";
+  for (char ch : text) {
+    if (ch == '\'') {
+      out += "'\\''";
+    } else {
+      out += ch;
+    }
+  }
+  return out + "'";
+}
+
+std::string ns_hint(std::string_view ns) { return " --ns " + shell_quote(ns); }
 
 CLI::App* CommandTree::add_group(CLI::App& parent, std::string name, std::string description,
                                  std::string example) {
@@ -67,10 +93,16 @@ void CommandTree::add_connection_options(CLI::App& app) {
       },
       "URL");
   app.add_option("--url", connection_.url,
-                 "Server base URL, http://HOST:PORT[/prefix] (default: $ICHIDO_URL, else "
+                 "Server base URL, http[s]://HOST:PORT[/prefix] (default: $ICHIDO_URL, else "
                  "http://127.0.0.1:7878)")
       ->check(url_check)
       ->capture_default_str()
+      ->group("Connection");
+  app.add_option("--cacert", connection_.cacert,
+                 "https: trust the CAs in this PEM file instead of the system's (default: "
+                 "$ICHIDO_CACERT)")
+      ->check(CLI::ExistingFile)
+      ->type_name("FILE")
       ->group("Connection");
   app.add_option("--ns", connection_.ns, "Namespace (default: $ICHIDO_NS, else default)")
       ->capture_default_str()
@@ -82,8 +114,12 @@ void CommandTree::add_connection_options(CLI::App& app) {
 
 std::string ns_path(std::string_view ns) { return "/v1/ns/" + percent_encode(ns); }
 
-int execute(const HttpCall& call, bool json_mode, const Transport& transport, Output& o) {
-  HttpResult result = transport(call.request);
+int execute(const HttpCall& call, bool json_mode, const Transport& transport, Output& o,
+            const std::function<void(std::chrono::milliseconds)>& sleep) {
+  HttpResult result =
+      call.retry ? send_with_retry(transport, call.request, RetryPolicy{}, o.err,
+                                   sleep ? Sleeper(sleep) : Sleeper(real_sleep), call.adjust)
+                 : transport(call.request);
   if (!result.ok()) {
     print_error("unreachable", result.error, o.err);
     return kExitUnreachable;
@@ -104,10 +140,11 @@ int execute(const HttpCall& call, bool json_mode, const Transport& transport, Ou
     if (!line.empty()) o.out << line << '\n';
   }
   if (res.status < 200 || res.status > 299) {
-    print_error_answer(res.status, res.body, body, o.err);
+    print_error_answer(res.status, res.body, body, o.err, call.explain);
     return kExitServerError;
   }
-  if (json_mode) return kExitOk;
+  const int code = call.exit_code ? call.exit_code(body) : kExitOk;
+  if (json_mode) return code;
   if (!body_is_json) {
     print_error("bad_answer",
                 "the server answered HTTP " + std::to_string(res.status) +
@@ -116,7 +153,7 @@ int execute(const HttpCall& call, bool json_mode, const Transport& transport, Ou
     return kExitServerError;
   }
   if (call.render) call.render(res, body, o);
-  return kExitOk;
+  return code;
 }
 
 }  // namespace ichido::cli

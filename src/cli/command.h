@@ -30,6 +30,14 @@ enum ExitCode : int {
   kExitServerError = 1,  // the server answered with an error (4xx/5xx)
   kExitUsage = 2,        // the command line is wrong
   kExitUnreachable = 3,  // no answer: could not connect, timed out, connection lost
+  // `once begin`: the item was completed already (the stored result is on stdout). Not 0, so that
+  // `token=$(ichido once begin K) && work` never does the work twice.
+  kExitCompleted = 10,
+  kExitDead = 65,            // `once begin`/`once run`: the item failed too often (EX_DATAERR)
+  kExitTempFail = 75,        // not acquired within the wait / in progress elsewhere (EX_TEMPFAIL)
+  kExitLockLost = 76,        // `lock run`: the lease was lost while the command ran
+  kExitCannotExecute = 126,  // `run`: the command was found but cannot be executed
+  kExitNotFound = 127,       // `run`: the command was not found
 };
 
 // Where output goes; tests pass string streams.
@@ -43,10 +51,26 @@ struct Output {
 using Renderer =
     std::function<void(const HttpResponse& response, const boost::json::value& body, Output& o)>;
 
+// The exit code a 2xx answer stands for (e.g. `lock acquire` answered acquired:false: 75).
+using ExitCodeOf = std::function<int(const boost::json::value& body)>;
+
+// The command line's words for an error the server answered: returns a sentence that replaces the
+// server's message (which speaks of JSON fields), or "" to keep it. `details` is the error's
+// details object (null when absent).
+using Explainer =
+    std::function<std::string(std::string_view code, const boost::json::value& details)>;
+
 // One call to the server and how to show its answer.
 struct HttpCall {
   Request request;
   Renderer render;
+  ExitCodeOf exit_code;  // null: every 2xx answer is kExitOk
+  Explainer explain;     // null: the server's message as it is
+  // Safe to send again when no answer came (see retry.h): GETs, keyed `next`, `complete`,
+  // `renew`, and `acquire`/`begin` carrying a request_id.
+  bool retry = false;
+  // Changes the request before a retry (null: resend it as it is); see retry.h's Adjust.
+  std::function<void(Request&, std::chrono::milliseconds elapsed)> adjust;
 };
 
 // What a parsed command line asks for: exactly one of `http` and `local` is set.
@@ -60,10 +84,14 @@ struct Plan {
 struct ConnectionOptions {
   std::string url;
   std::string ns;
-  bool json = false;  // print the server's JSON answer verbatim
+  std::string cacert;  // https: trust these CAs instead of the system's ($ICHIDO_CACERT)
+  bool json = false;   // print the server's JSON answer verbatim
 };
 
 ConnectionOptions default_connection_options();
+
+// The HttpClient options these connection options ask for (the CA file).
+ClientOptions client_options(const ConnectionOptions& c);
 
 // Handed to each command group while the command tree is built. Does not own the CLI11 objects.
 class CommandTree {
@@ -89,7 +117,7 @@ class CommandTree {
   CLI::App* add_local_command(CLI::App& parent, std::string name, std::string description,
                               std::string example, std::function<int()> action);
 
-  // Adds --url, --ns and --json to `app` (done for the root and every HTTP command).
+  // Adds --url, --ns, --cacert and --json to `app` (done for the root and every HTTP command).
   void add_connection_options(CLI::App& app);
 
  private:
@@ -104,10 +132,21 @@ std::string ns_path(std::string_view ns);
 // Sends a request and returns its answer; HttpClient::send in production, a fake in tests.
 using Transport = std::function<HttpResult(const Request&)>;
 
-// Runs `call` over `transport`, prints the outcome and returns the exit code:
-//   2xx: --json prints the body verbatim on one line, otherwise call.render prints it;
+// Runs `call` over `transport` (retrying it by retry.h's rules when call.retry), prints the
+// outcome and returns the exit code:
+//   2xx: --json prints the body verbatim on one line, otherwise call.render prints it; the exit
+//        code is call.exit_code's (kExitOk without one);
 //   4xx/5xx: "error: <code>: <message>" on stderr (and with --json the body on stdout);
 //   no answer: "error: unreachable: <why>" on stderr.
-int execute(const HttpCall& call, bool json, const Transport& transport, Output& o);
+int execute(const HttpCall& call, bool json, const Transport& transport, Output& o,
+            const std::function<void(std::chrono::milliseconds)>& sleep = nullptr);
+
+// "'text'" quoted for a POSIX shell when it holds anything but [A-Za-z0-9._/:@%+=,-] ("" too),
+// else the text: for the commands a hint tells the user to run.
+std::string shell_quote(std::string_view text);
+
+// " --ns NS" (shell-quoted) for hints: the namespace the command used, so that the suggested
+// command acts on the same records.
+std::string ns_hint(std::string_view ns);
 
 }  // namespace ichido::cli

@@ -67,6 +67,25 @@ std::string add_query(std::string target, std::string_view name, std::string_vie
   return target;
 }
 
+// The CLI's words for the errors of calls on one counter.
+Explainer counter_explainer(std::string ns, std::string name) {
+  return [ns = std::move(ns), name = std::move(name)](std::string_view code,
+                                                      const json::value&) -> std::string {
+    if (code == "counter_not_found") {
+      return "no counter " + name + " in namespace " + ns +
+             " (counters are never created implicitly); an admin creates it with: ichido "
+             "counter create " +
+             shell_quote(name) + ns_hint(ns) + " --max N --format 'R-{seq:4}'";
+    }
+    if (code == "key_required") {
+      return "counter " + name +
+             " requires --key: a value unique to the item you are numbering (e.g. --key "
+             "form-123); the same --key always gets the same number back";
+    }
+    return {};
+  };
+}
+
 // Shared by every leaf: the counter NAME positional.
 void add_name(CLI::App& cmd, std::string& name) {
   cmd.add_option("name", name, "Counter name: [A-Za-z0-9._-], 1-128 bytes")->required();
@@ -103,26 +122,35 @@ HttpCall counter_next_call(std::string_view ns, const CounterNextArgs& args) {
   json::object body;
   if (args.key) body["key"] = *args.key;
   if (args.note) body["note"] = *args.note;
-  return {{"POST", counter_path(ns, args.name) + "/next", json::serialize(body), {}},
-          [](const HttpResponse&, const json::value& answer, Output& o) {
-            o.out << display_field(answer, "formatted") << '\n';
-            const json::object* obj = answer.if_object();
-            const json::value* replayed = obj ? obj->if_contains("replayed") : nullptr;
-            if (replayed != nullptr && replayed->is_bool() && replayed->get_bool()) {
-              o.err << "(replayed)\n";
-            }
-          }};
+  HttpCall call{{"POST", counter_path(ns, args.name) + "/next", json::serialize(body), {}},
+                [](const HttpResponse&, const json::value& answer, Output& o) {
+                  o.out << display_field(answer, "formatted") << '\n';
+                  const json::object* obj = answer.if_object();
+                  const json::value* replayed = obj ? obj->if_contains("replayed") : nullptr;
+                  if (replayed != nullptr && replayed->is_bool() && replayed->get_bool()) {
+                    o.err << "(replayed)\n";
+                  }
+                }};
+  call.explain = counter_explainer(std::string(ns), args.name);
+  // With a key a second send gets the same number back; without one it could issue two.
+  call.retry = args.key.has_value();
+  return call;
 }
 
 HttpCall counter_get_call(std::string_view ns, std::string_view name) {
-  return {{"GET", counter_path(ns, name), {}, {}}, render_fields};
+  HttpCall call{{"GET", counter_path(ns, name), {}, {}}, render_fields};
+  call.explain = counter_explainer(std::string(ns), std::string(name));
+  call.retry = true;
+  return call;
 }
 
 HttpCall counter_list_call(std::string_view ns) {
-  return {{"GET", counter_path(ns), {}, {}},
-          [](const HttpResponse&, const json::value& body, Output& o) {
-            render_items(body, kCounterColumns, o);
-          }};
+  HttpCall call{{"GET", counter_path(ns), {}, {}},
+                [](const HttpResponse&, const json::value& body, Output& o) {
+                  render_items(body, kCounterColumns, o);
+                }};
+  call.retry = true;
+  return call;
 }
 
 HttpCall counter_issued_call(std::string_view ns, const CounterIssuedArgs& args) {
@@ -131,12 +159,15 @@ HttpCall counter_issued_call(std::string_view ns, const CounterIssuedArgs& args)
   if (args.after) target = add_query(target, "after", std::to_string(*args.after));
   if (args.limit) target = add_query(target, "limit", std::to_string(*args.limit));
   if (args.period) target = add_query(target, "period", *args.period);
-  return {{"GET", std::move(target), {}, {}},
-          [](const HttpResponse&, const json::value& body, Output& o) {
-            render_items(body, kIssuedColumns, o);
-            const std::string next = display_field(body, "next_after");
-            if (next != "-") o.err << "more: --after " << next << '\n';
-          }};
+  HttpCall call{{"GET", std::move(target), {}, {}},
+                [](const HttpResponse&, const json::value& body, Output& o) {
+                  render_items(body, kIssuedColumns, o);
+                  const std::string next = display_field(body, "next_after");
+                  if (next != "-") o.err << "more: --after " << next << '\n';
+                }};
+  call.explain = counter_explainer(std::string(ns), args.name);
+  call.retry = true;
+  return call;
 }
 
 HttpCall counter_void_call(std::string_view ns, const CounterVoidArgs& args) {
@@ -144,15 +175,20 @@ HttpCall counter_void_call(std::string_view ns, const CounterVoidArgs& args) {
   body["value"] = args.value;
   if (args.period) body["period"] = *args.period;
   if (args.reason) body["reason"] = *args.reason;
-  return {{"POST", counter_path(ns, args.name) + "/void", json::serialize(body), {}},
-          render_fields};
+  HttpCall call{{"POST", counter_path(ns, args.name) + "/void", json::serialize(body), {}},
+                render_fields};
+  call.explain = counter_explainer(std::string(ns), args.name);
+  return call;
 }
 
 HttpCall counter_set_call(std::string_view ns, const CounterSetArgs& args) {
   json::object body;
   body["expected_last_value"] = args.expected;
   body["last_value"] = args.value;
-  return {{"POST", counter_path(ns, args.name) + "/set", json::serialize(body), {}}, render_fields};
+  HttpCall call{{"POST", counter_path(ns, args.name) + "/set", json::serialize(body), {}},
+                render_fields};
+  call.explain = counter_explainer(std::string(ns), args.name);
+  return call;
 }
 
 void add_counter_commands(CommandTree& tree) {

@@ -41,4 +41,35 @@ std::optional<std::int64_t> parse_wait_ms(std::string_view text) {
   return std::nullopt;
 }
 
+std::optional<std::uint64_t> parse_size_bytes(std::string_view text) {
+  std::size_t i = 0;
+  std::uint64_t n = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+    if (n > (std::uint64_t{1} << 50)) return std::nullopt;
+    n = n * 10 + static_cast<std::uint64_t>(text[i] - '0');
+    ++i;
+  }
+  if (i == 0) return std::nullopt;
+  const std::string_view unit = text.substr(i);
+  struct Unit {
+    std::string_view name;
+    std::uint64_t factor;
+  };
+  static constexpr Unit kUnits[] = {{"", 1},
+                                    {"B", 1},
+                                    {"K", 1ull << 10},
+                                    {"KiB", 1ull << 10},
+                                    {"KB", 1000},
+                                    {"M", 1ull << 20},
+                                    {"MiB", 1ull << 20},
+                                    {"MB", 1000000},
+                                    {"G", 1ull << 30},
+                                    {"GiB", 1ull << 30},
+                                    {"GB", 1000000000}};
+  for (const auto& u : kUnits) {
+    if (unit == u.name) return n * u.factor;
+  }
+  return std::nullopt;
+}
+
 }  // namespace ichido::cli

@@ -21,6 +21,7 @@
 #include "cli/duration.h"
 #include "cli/duration_option.h"
 #include "cli/output.h"
+#include "cli/retry.h"
 
 namespace ichido::cli {
 namespace {
@@ -41,6 +42,26 @@ void render_fields(const HttpResponse&, const json::value& body, Output& o) {
   } else {
     o.out << display(body) << '\n';
   }
+}
+
+// The CLI's words for the errors of calls on one lock.
+Explainer lock_explainer(std::string ns, std::string name) {
+  return [ns = std::move(ns), name = std::move(name)](std::string_view code,
+                                                      const json::value&) -> std::string {
+    if (code == "not_holder") {
+      return "this --token does not hold lock " + name + " in namespace " + ns +
+             " (its lease lapsed and someone else took it, or it was released); acquire it "
+             "again: ichido lock acquire " +
+             shell_quote(name) + ns_hint(ns);
+    }
+    return {};
+  };
+}
+
+bool is_true(const json::value& body, std::string_view field) {
+  const json::object* obj = body.if_object();
+  const json::value* v = obj ? obj->if_contains(field) : nullptr;
+  return v != nullptr && v->is_bool() && v->get_bool();
 }
 
 void add_name(CLI::App& cmd, std::string& name) {
@@ -78,56 +99,75 @@ HttpCall lock_acquire_call(std::string_view ns, const LockAcquireArgs& a) {
   if (!a.owner.empty()) body["owner"] = a.owner;
   body["wait_ms"] = a.wait_ms;
   if (a.lease_ms) body["lease_ms"] = *a.lease_ms;
+  if (!a.request_id.empty()) body["request_id"] = a.request_id;
   Request req{"POST", lock_path(ns, a.name) + "/acquire", json::serialize(body), {}};
   req.read_timeout = std::chrono::milliseconds(a.wait_ms + 30000);
-  return {std::move(req), [](const HttpResponse&, const json::value& answer, Output& o) {
-            const json::object* obj = answer.if_object();
-            const json::value* acquired = obj ? obj->if_contains("acquired") : nullptr;
-            if (acquired && acquired->is_bool() && acquired->get_bool()) {
-              o.out << display_field(answer, "token") << '\n';
-              o.err << "acquired until " << display_field(answer, "lease_expires_at") << '\n';
-            } else {
-              const json::value* h = obj ? obj->if_contains("holder") : nullptr;
-              o.out << "not acquired\n";
-              if (h && h->is_object()) {
-                o.err << "held by " << display_field(*h, "owner") << " until "
-                      << display_field(*h, "lease_expires_at") << '\n';
-              }
-            }
-          }};
+  HttpCall call{std::move(req), [](const HttpResponse&, const json::value& answer, Output& o) {
+                  // stdout carries the token and nothing else, so that TOKEN=$(...) is safe.
+                  if (is_true(answer, "acquired")) {
+                    o.out << display_field(answer, "token") << '\n';
+                    o.err << "acquired until " << display_field(answer, "lease_expires_at")
+                          << (is_true(answer, "replayed") ? " (replayed)" : "") << '\n';
+                    return;
+                  }
+                  const json::object* obj = answer.if_object();
+                  const json::value* h = obj ? obj->if_contains("holder") : nullptr;
+                  o.err << "not acquired";
+                  if (h && h->is_object()) {
+                    o.err << ": held by " << display_field(*h, "owner") << " until "
+                          << display_field(*h, "lease_expires_at");
+                  }
+                  o.err << '\n';
+                }};
+  call.exit_code = [](const json::value& answer) {
+    return is_true(answer, "acquired") ? kExitOk : kExitTempFail;
+  };
+  call.explain = lock_explainer(std::string(ns), a.name);
+  call.retry = !a.request_id.empty();
+  call.adjust = shrink_wait(a.wait_ms);
+  return call;
 }
 
 HttpCall lock_release_call(std::string_view ns, std::string_view name, std::int64_t token) {
   json::object body{{"token", token}};
-  return {{"POST", lock_path(ns, name) + "/release", json::serialize(body), {}},
-          [](const HttpResponse&, const json::value&, Output& o) { o.out << "released\n"; }};
+  HttpCall call{{"POST", lock_path(ns, name) + "/release", json::serialize(body), {}},
+                [](const HttpResponse&, const json::value&, Output& o) { o.out << "released\n"; }};
+  call.explain = lock_explainer(std::string(ns), std::string(name));
+  return call;
 }
 
 HttpCall lock_renew_call(std::string_view ns, std::string_view name, std::int64_t token,
                          std::optional<std::int64_t> lease_ms) {
   json::object body{{"token", token}};
   if (lease_ms) body["lease_ms"] = *lease_ms;
-  return {{"POST", lock_path(ns, name) + "/renew", json::serialize(body), {}}, render_fields};
+  HttpCall call{{"POST", lock_path(ns, name) + "/renew", json::serialize(body), {}}, render_fields};
+  call.explain = lock_explainer(std::string(ns), std::string(name));
+  call.retry = true;  // a renewal sent twice renews twice: the same lease, from later
+  return call;
 }
 
 HttpCall lock_get_call(std::string_view ns, std::string_view name,
                        std::optional<std::int64_t> token) {
   std::string target = lock_path(ns, name);
   if (token) target += "?token=" + std::to_string(*token);
-  return {{"GET", std::move(target), {}, {}}, render_fields};
+  HttpCall call{{"GET", std::move(target), {}, {}}, render_fields};
+  call.retry = true;
+  return call;
 }
 
 HttpCall lock_list_call(std::string_view ns) {
-  return {{"GET", lock_path(ns), {}, {}},
-          [](const HttpResponse&, const json::value& body, Output& o) {
-            const json::object* obj = body.if_object();
-            const json::value* items = obj ? obj->if_contains("items") : nullptr;
-            if (!items || !items->is_array() || items->as_array().empty()) {
-              o.err << "(none)\n";
-              return;
-            }
-            print_table(items->as_array(), kLockColumns, o.out);
-          }};
+  HttpCall call{{"GET", lock_path(ns), {}, {}},
+                [](const HttpResponse&, const json::value& body, Output& o) {
+                  const json::object* obj = body.if_object();
+                  const json::value* items = obj ? obj->if_contains("items") : nullptr;
+                  if (!items || !items->is_array() || items->as_array().empty()) {
+                    o.err << "(none)\n";
+                    return;
+                  }
+                  print_table(items->as_array(), kLockColumns, o.out);
+                }};
+  call.retry = true;
+  return call;
 }
 
 HttpCall lock_force_release_call(std::string_view ns, std::string_view name) {
@@ -137,14 +177,22 @@ HttpCall lock_force_release_call(std::string_view ns, std::string_view name) {
 int lock_run(const ConnectionOptions& conn, const LockRunArgs& a, Output& o) {
   const std::optional<BaseUrl> url = run_target(conn, a.command, o);
   if (!url) return kExitUsage;
+  if (const int bad = check_command(a.command, o); bad != 0) return bad;
   const std::string owner = a.owner.empty() ? default_owner() : a.owner;
 
-  // 1. Wait for the lock.
-  HttpClient client(*url);
-  LockAcquireArgs acq{a.name, owner, a.wait_ms, a.lease_ms};
+  // 1. Wait for the lock. A retry (no answer, 503, 429) re-sends the same request_id, so a grant
+  //    whose answer was lost is answered again instead of waiting for itself.
+  HttpClient client(*url, client_options(conn));
+  LockAcquireArgs acq{a.name, owner, a.wait_ms, a.lease_ms,
+                      a.request_id.empty() ? new_request_id() : a.request_id};
   HttpCall call = lock_acquire_call(conn.ns, acq);
-  const auto sent_at = steady::now();
-  HttpResult r = client.send(call.request);
+  auto sent_at = steady::now();
+  HttpResult r = send_with_retry(
+      [&](const Request& req) {
+        sent_at = steady::now();
+        return client.send(req);
+      },
+      call.request, RetryPolicy{}, o.err, real_sleep, call.adjust);
   if (!r.ok()) {
     print_error("unreachable", r.error, o.err);
     return kExitUnreachable;
@@ -152,19 +200,19 @@ int lock_run(const ConnectionOptions& conn, const LockRunArgs& a, Output& o) {
   boost::system::error_code ec;
   json::value answer = json::parse(r.response->body, ec);
   if (r.response->status != 200 || ec || !answer.is_object()) {
-    print_error_answer(r.response->status, r.response->body, ec ? json::value() : answer, o.err);
+    print_error_answer(r.response->status, r.response->body, ec ? json::value() : answer, o.err,
+                       call.explain);
     return kExitServerError;
   }
   const json::object& obj = answer.as_object();
-  if (!obj.contains("acquired") || !obj.at("acquired").is_bool() ||
-      !obj.at("acquired").get_bool()) {
+  if (!is_true(answer, "acquired")) {
     o.err << "ichido lock run: lock " << a.name << " not acquired within the wait";
     if (const auto* h = obj.if_contains("holder"); h && h->is_object()) {
       o.err << " (held by " << display_field(*h, "owner") << " until "
             << display_field(*h, "lease_expires_at") << ")";
     }
     o.err << '\n';
-    return kExitLockTimeout;
+    return kExitTempFail;
   }
   const std::int64_t token = obj.at("token").to_number<std::int64_t>();
   // The lease is measured locally from before the request was sent: never later than the server's.
@@ -199,7 +247,7 @@ int lock_run(const ConnectionOptions& conn, const LockRunArgs& a, Output& o) {
   bool done = false;
   std::atomic<bool> lost{false};
   std::thread renewer([&] {
-    HttpClient rc(*url);
+    HttpClient rc(*url, client_options(conn));
     const auto every = std::chrono::milliseconds(std::max<std::int64_t>(200, a.lease_ms / 3));
     auto next = steady::now() + every;
     std::string why;
@@ -273,15 +321,24 @@ void add_lock_commands(CommandTree& tree) {
     auto a = std::make_shared<LockAcquireArgs>();
     CLI::App* cmd = tree.add_http_command(
         *group, "acquire",
-        "Acquire a lock, waiting up to --wait; prints the fencing token (or 'not acquired')",
-        "ichido lock acquire invoices --wait 10s --lease 30s --owner script-A",
-        [a, &conn] { return lock_acquire_call(conn.ns, *a); });
+        "Acquire a lock, waiting up to --wait. Acquired: prints the fencing token on stdout and "
+        "exits 0. Not acquired within the wait: prints the holder on stderr and exits 75",
+        "TOKEN=$(ichido lock acquire invoices --wait 10s --lease 30s --owner script-A)",
+        [a, &conn] {
+          LockAcquireArgs args = *a;
+          if (args.request_id.empty()) args.request_id = new_request_id();
+          return lock_acquire_call(conn.ns, args);
+        });
     add_name(*cmd, a->name);
     cmd->add_option("--owner", a->owner, "Who holds it, shown to others");
     add_duration(*cmd, "--wait", a->wait_ms, "Wait this long for the lock (default 0, max 300s)",
-                 /*allow_zero=*/true);
+                 /*allow_zero=*/true, 0, kWaitMaxMs);
     add_duration(*cmd, "--lease", a->lease_ms, "Lease length (default 30s, 1s-1h)",
-                 /*allow_zero=*/true);
+                 /*allow_zero=*/false, kLeaseMinMs, kLeaseMaxMs);
+    cmd->add_option("--request-id", a->request_id,
+                    "Sent with the request and on each of its retries, so that a grant whose "
+                    "answer was lost is answered again (default: a new random one); pass the "
+                    "same value when a script repeats a lost acquire");
   }
   {
     auto name = std::make_shared<std::string>();
@@ -303,7 +360,7 @@ void add_lock_commands(CommandTree& tree) {
     add_name(*cmd, *name);
     cmd->add_option("--token", *token, "The fencing token acquire gave you")->required();
     add_duration(*cmd, "--lease", *lease, "New lease length from now (default 30s)",
-                 /*allow_zero=*/true);
+                 /*allow_zero=*/false, kLeaseMinMs, kLeaseMaxMs);
   }
   {
     auto name = std::make_shared<std::string>();
@@ -333,7 +390,8 @@ void add_lock_commands(CommandTree& tree) {
         "Run a command while holding a lock, like flock(1) across machines: waits for the lock, "
         "renews the lease while the command runs, releases when it exits and exits with its "
         "code. 75: the wait timed out. 76: the lease was lost (the command got SIGTERM, then "
-        "SIGKILL). The command sees the fencing token in $ICHIDO_FENCING_TOKEN",
+        "SIGKILL). 126/127: the command cannot be run (checked before the lock is taken). The "
+        "command sees the fencing token in $ICHIDO_FENCING_TOKEN",
         "ichido lock run nightly-export --wait 30s --lease 30s -- ./export.sh --full", [a, &conn] {
           Output o{std::cout, std::cerr};
           return lock_run(conn, *a, o);
@@ -342,9 +400,9 @@ void add_lock_commands(CommandTree& tree) {
     add_name(*cmd, a->name);
     cmd->add_option("--owner", a->owner, "Who holds it, shown to others (default HOST:PID)");
     add_duration(*cmd, "--wait", a->wait_ms, "Wait this long for the lock (default 30s)",
-                 /*allow_zero=*/true);
+                 /*allow_zero=*/true, 0, kWaitMaxMs);
     add_duration(*cmd, "--lease", a->lease_ms, "Lease length, renewed every third (default 30s)",
-                 /*allow_zero=*/true);
+                 /*allow_zero=*/false, kLeaseMinMs, kLeaseMaxMs);
     add_duration(*cmd, "--grace", a->grace_ms,
                  "After SIGTERM on a lost lease, SIGKILL follows this late (default 10s)",
                  /*allow_zero=*/true);

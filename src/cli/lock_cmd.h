@@ -15,20 +15,24 @@
 
 namespace ichido::cli {
 
-// Exit codes of `ichido lock run` besides the command's own.
-inline constexpr int kExitLockTimeout = 75;  // the wait ended without the lock (EX_TEMPFAIL)
-inline constexpr int kExitLockLost = 76;     // the lease was lost while the command ran
+// Exit codes (command.h): `lock acquire` and `lock run` exit kExitTempFail (75) when the wait
+// ended without the lock; `lock run` exits kExitLockLost (76) when the lease was lost while the
+// command ran, and otherwise with the command's own code.
 
 struct LockAcquireArgs {
   std::string name;
   std::string owner;
   std::int64_t wait_ms = 0;
   std::optional<std::int64_t> lease_ms;
+  // Sent as "request_id" (API.md, "Retrying a claim whose answer was lost"): one per invocation,
+  // the same on each of its retries. Empty: none is sent and the call is not retried.
+  std::string request_id;
 };
 
 struct LockRunArgs {
   std::string name;
-  std::string owner;  // default: "HOST:PID"
+  std::string owner;       // default: "HOST:PID"
+  std::string request_id;  // default: a new random one
   std::int64_t wait_ms = 30000;
   std::int64_t lease_ms = 30000;
   std::int64_t grace_ms = 10000;  // after SIGTERM on a lost lease, SIGKILL follows this late

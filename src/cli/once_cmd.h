@@ -13,9 +13,9 @@
 
 namespace ichido::cli {
 
-// Exit code of `once run` when the key is in progress elsewhere and --wait did not see it end
-// (EX_TEMPFAIL from sysexits.h: "try again later").
-inline constexpr int kExitTempFail = 75;
+// Exit codes (command.h) of `once begin`: 0 acquired (the token on stdout), kExitCompleted (10)
+// completed (the stored result on stdout), kExitTempFail (75) in progress elsewhere, kExitDead
+// (65) dead. `once run`: its command's code, 0 when already completed, 75, 65, 126/127.
 
 struct OnceBeginArgs {
   std::string key;
@@ -24,6 +24,9 @@ struct OnceBeginArgs {
   std::optional<std::string> fingerprint;
   std::optional<std::int64_t> wait_ms;
   std::optional<std::int64_t> max_attempts;
+  // Sent as "request_id" (API.md, "Retrying a claim whose answer was lost"): one per invocation,
+  // the same on each of its retries. Empty: none is sent and the call is not retried.
+  std::string request_id;
 };
 
 struct OnceCompleteArgs {
@@ -64,6 +67,8 @@ struct OnceRunArgs {
 std::string once_path(std::string_view ns);
 
 HttpCall once_begin_call(std::string_view ns, const OnceBeginArgs& args);
+// The exit code of a begin answer (see above).
+int once_begin_exit_code(const boost::json::value& answer);
 // Errors (as a usage error string, empty when fine): --result that is not JSON.
 std::string once_complete_check(const OnceCompleteArgs& args);
 HttpCall once_complete_call(std::string_view ns, const OnceCompleteArgs& args);

@@ -63,9 +63,56 @@ TEST_F(OnceCliTest, BeginMapsEveryOption) {
                   "90s", "--fingerprint", "fp", "--wait", "10s", "--max-attempts", "3"});
   EXPECT_EQ(r.method, "POST");
   EXPECT_EQ(r.target, "/v1/ns/mail/once/begin");
-  EXPECT_EQ(body_of(r), json::parse(R"({"key": "<m/1@example.com>", "owner": "A",
+  json::object body = body_of(r).as_object();
+  EXPECT_EQ(body.at("request_id").as_string().size(), 32u) << "a fresh request_id per invocation";
+  body.erase("request_id");
+  EXPECT_EQ(body, json::parse(R"({"key": "<m/1@example.com>", "owner": "A",
       "lease_ms": 90000, "fingerprint": "fp", "wait_ms": 10000, "max_attempts": 3})"));
   EXPECT_EQ(r.read_timeout, std::chrono::milliseconds(40000)) << "the wait plus the usual slack";
+}
+
+// Runs `once begin KEY --ns mail` against a fake answer; returns the exit code.
+class OnceBeginOutcomeTest : public OnceCliTest {
+ protected:
+  int begin_answered(const std::string& body) {
+    EXPECT_FALSE(parse({"once", "begin", "<m 1@example.com>", "--ns", "mail"}).has_value());
+    return cli_.run(out_, [body](const Request&) {
+      HttpResult r;
+      r.response = HttpResponse{200, body, {}};
+      return r;
+    });
+  }
+};
+
+TEST_F(OnceBeginOutcomeTest, AcquiredExitsZeroWithOnlyTheTokenOnStdout) {
+  EXPECT_EQ(begin_answered(R"({"outcome":"acquired","token":42,"attempt":1,
+      "lease_expires_at":"2026-04-01T09:31:00.000Z"})"),
+            kExitOk);
+  EXPECT_EQ(sout_.str(), "42\n");
+  EXPECT_EQ(serr_.str(), "acquired (attempt 1) until 2026-04-01T09:31:00.000Z\n");
+}
+
+TEST_F(OnceBeginOutcomeTest, CompletedExitsTenWithTheStoredResultOnStdout) {
+  EXPECT_EQ(begin_answered(R"({"outcome":"completed","result":{"ticket":"T-1"},
+      "completed_at":"2026-04-01T09:30:12.345Z"})"),
+            kExitCompleted);
+  EXPECT_EQ(sout_.str(), "{\"ticket\":\"T-1\"}\n");
+}
+
+TEST_F(OnceBeginOutcomeTest, InProgressExits75WithNothingOnStdout) {
+  EXPECT_EQ(begin_answered(R"({"outcome":"in_progress","owner":"outlook-A",
+      "lease_expires_at":"2026-04-01T09:31:00.000Z","retry_after_ms":59874})"),
+            kExitTempFail);
+  EXPECT_EQ(sout_.str(), "");
+  EXPECT_NE(serr_.str().find("in progress elsewhere: owner outlook-A"), std::string::npos);
+}
+
+TEST_F(OnceBeginOutcomeTest, DeadExits65AndTheResetHintKeepsTheNamespace) {
+  EXPECT_EQ(begin_answered(R"({"outcome":"dead","attempts":5,"last_error":"smtp timeout"})"),
+            kExitDead);
+  EXPECT_EQ(sout_.str(), "");
+  EXPECT_NE(serr_.str().find("ichido once reset '<m 1@example.com>' --ns mail"), std::string::npos)
+      << serr_.str();
 }
 
 TEST_F(OnceCliTest, CompleteSendsTheResultAsJson) {

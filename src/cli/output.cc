@@ -61,14 +61,19 @@ void print_error(std::string_view code, std::string_view message, std::ostream& 
   err << "error: " << code << ": " << message << '\n';
 }
 
-void print_error_answer(int status, std::string_view body, const json::value& parsed,
-                        std::ostream& err) {
+void print_error_answer(
+    int status, std::string_view body, const json::value& parsed, std::ostream& err,
+    const std::function<std::string(std::string_view, const json::value&)>& explain) {
   if (const json::object* root = parsed.if_object()) {
     if (const json::value* e = root->if_contains("error"); e != nullptr && e->is_object()) {
       const std::string code = display_field(*e, "code");
-      const std::string message = display_field(*e, "message");
-      print_error(code, message, err);
+      std::string message = display_field(*e, "message");
       const json::value* details = e->get_object().if_contains("details");
+      if (explain) {
+        std::string mine = explain(code, details ? *details : json::value());
+        if (!mine.empty()) message = std::move(mine);
+      }
+      print_error(code, message, err);
       if (details != nullptr && details->is_object() && !details->get_object().empty()) {
         err << "  details: " << json::serialize(*details) << '\n';
       }

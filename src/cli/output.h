@@ -5,6 +5,7 @@
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
+#include <functional>
 #include <ostream>
 #include <span>
 #include <string>
@@ -35,8 +36,12 @@ void print_error(std::string_view code, std::string_view message, std::ostream& 
 
 // The error line for a non-2xx answer: the API's {"error": {code, message, details}} when the body
 // has that shape (details follow on a second line), otherwise "http_<status>" and the body text.
-void print_error_answer(int status, std::string_view body, const boost::json::value& parsed,
-                        std::ostream& err);
+// `explain`, when given and when it returns a non-empty sentence for (code, details), replaces
+// the server's message: the command line's words instead of the JSON API's.
+void print_error_answer(
+    int status, std::string_view body, const boost::json::value& parsed, std::ostream& err,
+    const std::function<std::string(std::string_view, const boost::json::value&)>& explain =
+        nullptr);
 
 // `body` without trailing whitespace, so that it prints as one line followed by '\n'.
 std::string_view trim_trailing_space(std::string_view body);

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "cli/duration.h"
+#include "cli/serve_config.h"
 
 namespace ichido::cli {
 
@@ -15,6 +16,13 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
       "Run the ichido server in the foreground until SIGINT/SIGTERM (then drain and exit)",
       "ichido serve --listen 127.0.0.1:7878 --data ./ichido-data --no-auth",
       [cfg, serve = std::move(serve)] { return serve(*cfg); });
+  auto config_file = std::make_shared<std::string>();
+  cmd->add_option("--config", *config_file,
+                  "Read settings from this file (key = value, keys are these flags without "
+                  "dashes; flags given here win; see README, Operations)");
+  cmd->parse_complete_callback([cmd, config_file] {
+    if (!config_file->empty()) apply_config_file(*cmd, *config_file);
+  });
   cmd->add_option("--listen", cfg->listen, "HOST:PORT to listen on; port 0 picks a free port")
       ->capture_default_str();
   cmd->add_option("--data", cfg->data_dir,
@@ -38,6 +46,28 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
   cmd->add_flag("--store-no-prepare", cfg->store_no_prepare,
                 "Send PostgreSQL statements unnamed instead of preparing them once per "
                 "connection: needed behind PgBouncer older than 1.21 in transaction pooling mode");
+  cmd->add_flag("--init", cfg->init,
+                "Start a new, empty store in --data although its database was lost (it held a "
+                "store: ichido.id is there). Counters and records start over; fencing tokens "
+                "continue above the old ones. Without it, ichido refuses to start from zero");
+  cmd->add_option_function<std::string>(
+      "--min-free-disk",
+      [cfg](const std::string& text) {
+        auto bytes = parse_size_bytes(text);
+        if (!bytes) {
+          throw CLI::ValidationError("--min-free-disk",
+                                     "'" + text + "' is not a size like 64MiB, 1GB or 0");
+        }
+        cfg->min_free_disk = *bytes;
+      },
+      "/readyz reports not ready while the data directory's disk has less free space than "
+      "this (default 0: never; writes fail cleanly with 503 when the disk is full anyway). Not "
+      "with --store: PostgreSQL's disk is the database server's to watch");
+  cmd->footer(cmd->get_footer() +
+              "\n\nExit codes of serve: 0 stopped cleanly; 1 the store could not be opened (the "
+              "log says why; may pass); 2 bad flags or configuration; 3 cannot listen on the "
+              "address; 4 the data needs an operator (a lost or damaged database, a newer "
+              "schema) - do not restart automatically.");
   cmd->add_flag("--no-auth", cfg->no_auth,
                 "Accept requests without a token (allowed only when listening on loopback)");
   cmd->add_option(
@@ -78,7 +108,18 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
         }
         cfg->once_retention_ms = *ms;
       },
-      "Completed and dead once records older than this are purged (default 30d)");
+      "Completed and dead once records older than this are purged (default 30d), unless their "
+      "namespace sets its own (PUT /v1/ns/{ns}/settings)");
+  cmd->add_option_function<std::string>(
+         "--request-log", [cfg](const std::string& v) { cfg->request_log = v == "on"; },
+         "One line per request on stderr: method, route, namespace, status, duration, token id "
+         "(on|off; default on)")
+      ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--log-format", cfg->log_format,
+                  "Format of the request log and the server's messages: text or json (one JSON "
+                  "object per line)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
   cmd->add_option("--max-connections", cfg->max_connections, "Connections beyond this are refused")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -45,6 +45,7 @@ struct TokenOptions {
   std::string label;
   std::string id;
   bool json = false;
+  bool init = false;
 };
 
 store::postgres::StoreAddress address(const TokenOptions& o) {
@@ -101,8 +102,8 @@ void add_token_commands(CommandTree& tree) {
         const TimeMs now = SystemClock::instance().now_ms();
         std::optional<TimeMs> expires_at;
         if (expires_in) expires_at = now + *expires_in;
-        auto made =
-            store::sqlite::create_token_in_dir(o->data, *role, o->ns, o->label, expires_at, now);
+        auto made = store::sqlite::create_token_in_dir(o->data, *role, o->ns, o->label, expires_at,
+                                                       now, o->init);
         if (!made.ok()) return fail(made.error());
         std::cout << made->secret << "\n";
         return kExitOk;
@@ -114,6 +115,9 @@ void add_token_commands(CommandTree& tree) {
       ->required();
   create->add_option("--expires", o->expires, "Lifetime, e.g. 90d, 12h (default: never expires)");
   create->add_option("--label", o->label, "Free text shown in lists, e.g. who uses it");
+  create->add_flag("--init", o->init,
+                   "Create a new store in --data when there is none (without it, a directory "
+                   "without a store is refused, so a typo cannot create one)");
 
   CLI::App* list = tree.add_local_command(
       *group, "list", "List tokens (ids, roles, scopes, expiry; never the secrets)",

@@ -41,6 +41,10 @@ inline constexpr IntRule kLastValue{"last_value", 0, kMaxJsonInteger};
 inline constexpr IntRule kExpiresInMs{"expires_in_ms", 1, kMaxJsonInteger};
 inline constexpr IntRule kLimit{"limit", 1, 1000};
 inline constexpr IntRule kAfter{"after", 0, kMaxJsonInteger};
+inline constexpr IntRule kBefore{"before", 1, kMaxJsonInteger};
+// Namespace settings: completed and dead once records kept 1 s to 3650 days.
+inline constexpr IntRule kOnceRetentionMs{"once_retention_ms", 1000,
+                                          std::int64_t{3650} * 24 * 3600 * 1000};
 }  // namespace field
 
 }  // namespace ichido::core

@@ -78,26 +78,48 @@ boost::asio::awaitable<Response> revoke_token(service::AdminService& admin, cons
   co_return audited(Response::json(200, token_json(*r)), req);
 }
 
+// GET /v1/admin/audit?after=&before=&order=oldest|newest&actor=&action=&ns=&limit=
+// Oldest first pages with next_after; newest first (the dashboard) pages with next_before.
 boost::asio::awaitable<Response> list_audit(service::AdminService& admin, const Request& req) {
-  std::int64_t after = 0;
+  AuditQuery q;
   int limit = 100;
   if (const auto* a = req.param("after")) {
     auto v = parse_query_int(*a, core::field::kAfter);
     if (!v.ok()) co_return Response::error(v.error());
-    after = *v;
+    q.after = *v;
+  }
+  if (const auto* b = req.param("before")) {
+    auto v = parse_query_int(*b, core::field::kBefore);
+    if (!v.ok()) co_return Response::error(v.error());
+    q.before = *v;
   }
   if (const auto* l = req.param("limit")) {
     auto v = parse_query_int(*l, core::field::kLimit);
     if (!v.ok()) co_return Response::error(v.error());
     limit = static_cast<int>(*v);
   }
-  auto r = co_await admin.list_audit(after, limit);
+  if (const auto* o = req.param("order")) {
+    if (*o != "oldest" && *o != "newest") {
+      co_return Response::error(invalid_field("order", "The order is \"oldest\" or \"newest\"."));
+    }
+    q.newest_first = *o == "newest";
+  }
+  if (const auto* a = req.param("actor")) q.actor = *a;
+  if (const auto* a = req.param("action")) q.action = *a;
+  if (const auto* n = req.param("ns")) q.ns = *n;
+  if (q.actor.size() > 256 || q.action.size() > 256) {
+    co_return Response::error(
+        invalid_field(q.actor.size() > 256 ? "actor" : "action", "A filter is at most 256 bytes."));
+  }
+  q.limit = limit;
+  auto r = co_await admin.list_audit(std::move(q));
   if (!r.ok()) co_return Response::error(r.error());
   json::object o;
   json::array items;
   for (const auto& e : r->items) items.push_back(audit_json(e));
   o["items"] = std::move(items);
   if (r->next_after) o["next_after"] = *r->next_after;
+  if (r->next_before) o["next_before"] = *r->next_before;
   co_return Response::json(200, o);
 }
 

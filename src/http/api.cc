@@ -15,14 +15,28 @@ Api::Api(Store& store, Metrics& metrics, ApiOptions options)
       counters_(store),
       locks_(store, options.locks),
       once_waits_(options.max_once_waiters_per_key, options.max_once_waiters),
-      once_(store, once_waits_) {
+      once_(store, once_waits_),
+      overview_(store),
+      settings_(store) {
   add_ops_routes(router_, ops_, metrics_);
   add_counter_routes(router_, counters_);
   add_once_routes(router_, once_);
   add_lock_routes(router_, locks_);
   add_admin_routes(router_, admin_);
+  add_overview_routes(router_, overview_);
+  add_settings_routes(router_, settings_, opt_.default_once_retention_ms);
+  add_web_routes(router_);  // last: API routes are matched first
   metrics_.add_gauge("ichido_once_waiters", "Once begins parked waiting (wait_ms) right now.",
                      [this] { return static_cast<std::int64_t>(once_waits_.total()); });
+  metrics_.add_gauge("ichido_lock_waiters", "Lock acquires parked waiting (wait_ms) right now.",
+                     [this] { return static_cast<std::int64_t>(locks_.total_waiters()); });
+  if (opt_.request_log) {
+    metrics_.add_counter(
+        "ichido_request_log_dropped_total",
+        "Request log lines dropped because the log's writer could not keep up.",
+        [log = opt_.request_log] { return static_cast<std::int64_t>(log->dropped()); });
+  }
+  metrics_.add_collector([this] { return render_once_gauges(*overview_.snapshot()); });
 }
 
 bool Api::may_wait(const BeastRequest& req) {
@@ -77,7 +91,7 @@ void Api::audit_failure(const Request& req, const Error& e, const std::string& a
   admin_.append_audit_detached(std::move(entry), [this] { metrics_.count_dropped_audit(); });
 }
 
-boost::asio::awaitable<Response> Api::route(Request& req) {
+boost::asio::awaitable<Response> Api::route(Request& req, Routed& routed) {
   const bool v1 = !req.segments.empty() && req.segments[0] == "v1";
   const bool metrics = req.segments.size() == 1 && req.segments[0] == "metrics";
   std::optional<core::TokenInfo> principal;
@@ -88,20 +102,25 @@ boost::asio::awaitable<Response> Api::route(Request& req) {
       co_return Response::error(who.error());
     }
     principal = std::move(*who);
+    routed.token_id = principal->id;
   }
   Match m = router_.match(req);
   if (!m.route) co_return std::move(*m.error);
+  routed.pattern = m.route->pattern;
   const auto ns_it = m.params.find("ns");
   const std::string ns = ns_it == m.params.end() ? "" : ns_it->second;
+  routed.ns = ns;
   if (principal) {
     // Outside /v1 (metrics) any active token with the role will do, whatever its scope.
-    auto allowed = v1 ? core::authorize(*principal, m.route->role, ns)
-                      : core::authorize(*principal, m.route->role, principal->scope);
+    auto allowed = v1 && !m.route->any_scope
+                       ? core::authorize(*principal, m.route->role, ns)
+                       : core::authorize(*principal, m.route->role, principal->scope);
     if (!allowed.ok()) {
       audit_failure(req, allowed.error(), principal->id);
       co_return Response::error(allowed.error());
     }
   }
+  req.principal = principal ? &*principal : nullptr;
   if (m.route->admin()) {
     core::AuditEntry entry;
     entry.actor = principal ? principal->id : "no-auth";
@@ -132,6 +151,9 @@ boost::asio::awaitable<Response> Api::route(Request& req) {
 boost::asio::awaitable<BeastResponse> Api::handle(const BeastRequest& breq, std::string remote) {
   const unsigned version = breq.version();
   const bool keep_alive = breq.keep_alive();
+  const auto started = std::chrono::steady_clock::now();
+  const std::string remote_for_log = opt_.request_log ? remote : std::string();
+  Routed routed;
   Response res;
   try {
     Request req;
@@ -139,22 +161,44 @@ boost::asio::awaitable<BeastResponse> Api::handle(const BeastRequest& breq, std:
     req.method_string = std::string(breq.method_string());
     req.remote = std::move(remote);
     if (breq.target().size() > opt_.max_target_bytes) {
-      co_return to_beast(Response::error(Error(errc::uri_too_long,
-                                               "The request URL is too long; send long values "
-                                               "in a JSON body instead.")),
-                         version, keep_alive);
+      res = Response::error(Error(errc::uri_too_long,
+                                  "The request URL is too long; send long values in a JSON body "
+                                  "instead."));
+    } else if (auto r = parse_target(breq.target(), req); !r.ok()) {
+      res = Response::error(r.error());
+    } else {
+      req.body = breq.body();
+      if (auto it = breq.find(beast_http::field::authorization); it != breq.end()) {
+        req.authorization = std::string(it->value());
+      }
+      if (auto it = breq.find(beast_http::field::if_none_match); it != breq.end()) {
+        req.if_none_match = std::string(it->value());
+      }
+      res = co_await route(req, routed);
     }
-    if (auto r = parse_target(breq.target(), req); !r.ok()) {
-      co_return to_beast(Response::error(r.error()), version, keep_alive);
-    }
-    req.body = breq.body();
-    if (auto it = breq.find(beast_http::field::authorization); it != breq.end()) {
-      req.authorization = std::string(it->value());
-    }
-    res = co_await route(req);
   } catch (const std::exception& ex) {
     res = Response::error(Error(errc::internal, std::string("Internal error: ") + ex.what() +
                                                     ". Nothing is known to have changed; retry."));
+  }
+  if (opt_.request_log) {
+    RequestLog::Entry e;
+    e.at = opt_.clock->now_ms();
+    e.remote = remote_for_log;
+    e.method = std::string_view(breq.method_string());
+    // No pattern matched (404, 401 before routing…): the path, cut short, never the query.
+    std::string path;
+    if (routed.pattern.empty()) {
+      path =
+          std::string(breq.target().substr(0, std::min<std::size_t>(breq.target().find('?'), 256)));
+    }
+    e.route = routed.pattern.empty() ? std::string_view(path) : routed.pattern;
+    e.ns = routed.ns;
+    e.status = res.status;
+    e.duration_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                        std::chrono::steady_clock::now() - started)
+                        .count();
+    e.token_id = routed.token_id;
+    opt_.request_log->write(e);
   }
   co_return to_beast(std::move(res), version, keep_alive);
 }

@@ -17,11 +17,14 @@
 
 #include "http/message.h"
 #include "http/metrics.h"
+#include "http/request_log.h"
 #include "http/router.h"
 #include "service/admin_service.h"
 #include "service/counter_service.h"
 #include "service/lock_service.h"
 #include "service/once_service.h"
+#include "service/overview_service.h"
+#include "service/settings_service.h"
 #include "service/token_auth.h"
 #include "service/wait_list.h"
 
@@ -36,6 +39,9 @@ struct ApiOptions {
   service::Authenticator* auth = nullptr;  // nullptr: --no-auth (every call allowed)
   bool metrics_open = false;               // /metrics without a token even when auth is on
   const Clock* clock = &SystemClock::instance();
+  RequestLog* request_log = nullptr;  // nullptr: --request-log off
+  // The server's --once-retention (GET /v1/ns/{ns}/settings shows it as the effective value).
+  std::int64_t default_once_retention_ms = std::int64_t{30} * 24 * 3600 * 1000;
 };
 
 class Api {
@@ -60,9 +66,16 @@ class Api {
     once_waits_.shutdown();
   }
   service::OnceService& once() { return once_; }
+  service::OverviewService& overview() { return overview_; }
 
  private:
-  boost::asio::awaitable<Response> route(Request& req);
+  // What the request log says about a routed request.
+  struct Routed {
+    std::string_view pattern;  // of the matched route ("" when none matched)
+    std::string ns;
+    std::string token_id;  // the authenticated caller, "" if none
+  };
+  boost::asio::awaitable<Response> route(Request& req, Routed& routed);
   BeastResponse to_beast(Response r, unsigned version, bool keep_alive);
   void audit_failure(const Request& req, const Error& e, const std::string& actor);
 
@@ -74,6 +87,8 @@ class Api {
   service::LockService locks_;
   service::WaitList once_waits_;
   service::OnceService once_;
+  service::OverviewService overview_;
+  service::SettingsService settings_;
   Router router_;
   std::atomic<std::int64_t> audit_window_{0};  // the second the count below belongs to
   std::atomic<int> audits_in_window_{0};

@@ -128,7 +128,11 @@ boost::asio::awaitable<Response> list_locks(service::LockService& svc, const Req
   auto r = co_await svc.list(std::move(ns));
   if (!r.ok()) co_return Response::error(r.error());
   json::array items;
-  for (const auto& l : *r) items.push_back(held_json(l));
+  for (const auto& l : *r) {
+    json::object o = held_json(l);
+    o["waiters"] = static_cast<std::int64_t>(svc.waiters(LockRef{ref_of(p).ns, l.name}));
+    items.push_back(std::move(o));
+  }
   co_return Response::json(200, json::object{{"items", std::move(items)}});
 }
 

@@ -28,8 +28,12 @@ struct Request {
   std::multimap<std::string, std::string> query;
   std::string body;
   std::string authorization;  // the Authorization header, if any
+  std::string if_none_match;  // the If-None-Match header, if any (static files answer 304)
   std::string path;           // the raw path (no query), for logs and audit
   std::string remote;         // client address, for the audit log
+  // The authenticated caller (set by Api before the handler runs; null with --no-auth). Points
+  // into the Api's own copy, valid for the duration of the handler.
+  const core::TokenInfo* principal = nullptr;
   // Admin routes only: the audit entry of this call (actor, action, ns, remote, detail; status
   // set to the route's success status). Handlers pass it to their admin store command, which
   // writes it in the same transaction as the effect, and then mark the response `audited`.

@@ -1,5 +1,7 @@
 #include "http/metrics.h"
 
+#include <cstdio>
+
 namespace ichido::http {
 
 void Metrics::count_response(unsigned status) {
@@ -56,11 +58,24 @@ std::string Metrics::render(const StoreStats& s) const {
       "command because a failing command had already written.\n";
   out += "# TYPE ichido_store_isolated_batches_total counter\n";
   out += "ichido_store_isolated_batches_total " + std::to_string(s.isolated_batches) + "\n";
+  out +=
+      "# HELP ichido_store_commit_seconds_total Time spent committing (the fsync of each "
+      "group commit); divide its rate by the commits' rate for the average commit latency.\n";
+  out += "# TYPE ichido_store_commit_seconds_total counter\n";
+  char secs[64];
+  std::snprintf(secs, sizeof secs, "%.6f", static_cast<double>(s.commit_us_total) / 1e6);
+  out += std::string("ichido_store_commit_seconds_total ") + secs + "\n";
+  out +=
+      "# HELP ichido_store_write_failed 1 when a commit failed with an I/O error: every write is "
+      "refused until the server restarts (check the disk, then restart).\n";
+  out += "# TYPE ichido_store_write_failed gauge\n";
+  out += std::string("ichido_store_write_failed ") + (s.write_failed ? "1" : "0") + "\n";
   for (const auto& g : gauges_) {
     out += "# HELP " + g.name + " " + g.help + "\n";
-    out += "# TYPE " + g.name + " gauge\n";
+    out += "# TYPE " + g.name + " " + g.type + "\n";
     out += g.name + " " + std::to_string(g.read()) + "\n";
   }
+  for (const auto& c : collectors_) out += c();
   return out;
 }
 

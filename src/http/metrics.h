@@ -31,7 +31,16 @@ class Metrics {
 
   // A value read at render time (e.g. parked waiters). Call before serving only.
   void add_gauge(std::string name, std::string help, std::function<std::int64_t()> read) {
-    gauges_.push_back({std::move(name), std::move(help), std::move(read)});
+    gauges_.push_back({std::move(name), std::move(help), std::move(read), "gauge"});
+  }
+  // The same for a monotonic count read at render time. Call before serving only.
+  void add_counter(std::string name, std::string help, std::function<std::int64_t()> read) {
+    gauges_.push_back({std::move(name), std::move(help), std::move(read), "counter"});
+  }
+  // Whole metric families rendered at scrape time (HELP/TYPE lines included), for series with
+  // labels. Must be cheap and must not wait. Call before serving only.
+  void add_collector(std::function<std::string()> render) {
+    collectors_.push_back(std::move(render));
   }
 
  private:
@@ -41,8 +50,10 @@ class Metrics {
   struct Gauge {
     std::string name, help;
     std::function<std::int64_t()> read;
+    const char* type;  // "gauge" or "counter"
   };
-  std::vector<Gauge> gauges_;  // constant once serving
+  std::vector<Gauge> gauges_;                             // constant once serving
+  std::vector<std::function<std::string()>> collectors_;  // constant once serving
   std::atomic<std::uint64_t> dropped_audits_{0};
   std::atomic<std::uint64_t> refused_connections_{0};
   std::atomic<std::uint64_t> accept_errors_{0};

@@ -42,6 +42,12 @@ void Router::add_admin(beast_http::verb method, std::string pattern, Handler han
   routes_.push_back(Route{method, pattern, split(pattern), std::move(handler), core::Role::admin});
 }
 
+void Router::add_any_scope(std::string pattern, Handler handler) {
+  Route r{beast_http::verb::get, pattern, split(pattern), std::move(handler), core::Role::reader};
+  r.any_scope = true;
+  routes_.push_back(std::move(r));
+}
+
 Match Router::match(const Request& req) const {
   Match m;
   std::string allow;

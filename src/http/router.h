@@ -27,6 +27,9 @@ struct Route {
   std::vector<std::string> parts;
   Handler handler;
   core::Role role = core::Role::reader;
+  // The namespace scope is not checked before the handler (which filters by req.principal
+  // itself): calls about the caller or across the namespaces it may see.
+  bool any_scope = false;
   bool admin() const { return role == core::Role::admin; }
 };
 
@@ -43,6 +46,8 @@ class Router {
   void add(beast_http::verb method, std::string pattern, Handler handler);
   // Registers a route needing an admin token.
   void add_admin(beast_http::verb method, std::string pattern, Handler handler);
+  // Registers a GET route any active token may call whatever its scope (see Route::any_scope).
+  void add_any_scope(std::string pattern, Handler handler);
   Match match(const Request& req) const;
   const std::vector<Route>& routes() const { return routes_; }
 

@@ -7,6 +7,8 @@
 #include "service/counter_service.h"
 #include "service/lock_service.h"
 #include "service/once_service.h"
+#include "service/overview_service.h"
+#include "service/settings_service.h"
 
 namespace ichido::http {
 
@@ -15,5 +17,14 @@ void add_once_routes(Router& router, service::OnceService& once);
 void add_lock_routes(Router& router, service::LockService& locks);
 void add_ops_routes(Router& router, service::OpsService& ops, const Metrics& metrics);
 void add_admin_routes(Router& router, service::AdminService& admin);
+// GET and PUT /v1/ns/{ns}/settings (settings_routes.cc).
+void add_settings_routes(Router& router, service::SettingsService& svc,
+                         std::int64_t default_retention_ms);
+// GET /v1/whoami and GET /v1/namespaces (overview_routes.cc).
+void add_overview_routes(Router& router, service::OverviewService& overview);
+// The /metrics lines of the once gauges per namespace, from the overview snapshot.
+std::string render_once_gauges(const service::OverviewService::Snapshot& s);
+// The dashboard's static files (web_routes.cc): GET / and the embedded web/ files, no token.
+void add_web_routes(Router& router);
 
 }  // namespace ichido::http

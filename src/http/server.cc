@@ -93,19 +93,32 @@ HttpServer::HttpServer(asio::io_context& ioc, Api& api, Metrics& metrics, Limits
 
 HttpServer::~HttpServer() = default;
 
-Result<tcp::endpoint> HttpServer::listen(const std::string& host, std::uint16_t port) {
+Result<tcp::acceptor> bind_listener(asio::io_context& ioc, const std::string& host,
+                                    std::uint16_t port) {
   boost::system::error_code ec;
   auto addr = asio::ip::make_address(host, ec);
-  if (ec) return Error(errc::invalid_request, "Cannot parse listen address '" + host + "'.");
+  if (ec) return Error(errc::invalid_request, "cannot parse the listen address '" + host + "'");
   tcp::endpoint ep(addr, port);
-  acceptor_.open(ep.protocol(), ec);
-  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor_.bind(ep, ec);
-  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  tcp::acceptor acceptor(ioc);
+  acceptor.open(ep.protocol(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(ep, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
     return Error(errc::internal,
-                 "Cannot listen on " + host + ":" + std::to_string(port) + ": " + ec.message());
+                 "cannot listen on " + host + ":" + std::to_string(port) + ": " + ec.message());
   }
+  return acceptor;
+}
+
+Result<tcp::endpoint> HttpServer::listen(const std::string& host, std::uint16_t port) {
+  auto l = bind_listener(ioc_, host, port);
+  if (!l.ok()) return std::move(l).error();
+  return adopt(std::move(*l));
+}
+
+tcp::endpoint HttpServer::adopt(tcp::acceptor listener) {
+  acceptor_ = std::move(listener);
   return acceptor_.local_endpoint();
 }
 

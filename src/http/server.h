@@ -40,6 +40,11 @@ struct Limits {
   std::size_t max_connections = 10000;
 };
 
+// Opens, binds and listens on host:port (port 0: a free one). Errors: invalid_request (not an
+// address), internal (the address is in use, or not this machine's), with the OS's reason.
+Result<boost::asio::ip::tcp::acceptor> bind_listener(boost::asio::io_context& ioc,
+                                                     const std::string& host, std::uint16_t port);
+
 class HttpServer {
  public:
   HttpServer(boost::asio::io_context& ioc, Api& api, Metrics& metrics, Limits limits);
@@ -47,6 +52,8 @@ class HttpServer {
 
   // Binds and listens. Port 0 picks a free port; the bound endpoint is returned.
   Result<boost::asio::ip::tcp::endpoint> listen(const std::string& host, std::uint16_t port);
+  // Serves on a listener bound earlier (bind_listener), e.g. before the store was opened.
+  boost::asio::ip::tcp::endpoint adopt(boost::asio::ip::tcp::acceptor listener);
   // Serves HTTPS (TLS 1.2 or later only) with this PEM certificate chain and key. Call before
   // start(). Errors: invalid_request naming what could not be loaded.
   Result<void> enable_tls(const std::string& cert_file, const std::string& key_file);

@@ -11,6 +11,9 @@ namespace ichido::server {
 struct ServeConfig {
   std::string listen = "127.0.0.1:7878";   // HOST:PORT; port 0 picks a free port
   std::string data_dir = "./ichido-data";  // the embedded store; with store_url: node-local files
+  bool init = false;  // start a new, empty store where the database was lost (--init)
+  // /readyz fails below this much free disk in the data directory (--min-free-disk; 0: never).
+  std::uint64_t min_free_disk = 0;
   // PostgreSQL (several stateless nodes on one database): a libpq URI or key=value conninfo
   // (multi-host lists allowed). Empty: the embedded store in data_dir.
   std::string store_url;
@@ -33,11 +36,20 @@ struct ServeConfig {
   std::int64_t once_retention_ms = std::int64_t{30} * 24 * 3600 * 1000;
   std::size_t max_waiters_per_lock = 10000;  // more waiters on one lock: 429 too_many_waiters
   std::size_t max_waiters = 100000;          // waiters over all locks, same answer beyond it
+  bool request_log = true;          // one line per request on stderr (--request-log on|off)
+  std::string log_format = "text";  // "text" or "json": the request log and the server's messages
 };
 
 // Runs the server until SIGTERM or SIGINT, then drains and closes the store. Prints
 // "ichido listening on HOST:PORT" on stdout once it accepts connections. Returns the process
-// exit code (0 after a clean shutdown).
+// exit code: kExitClean after a clean shutdown, else one of the start-up failures below (the
+// log says what and what to do).
+inline constexpr int kExitClean = 0;
+inline constexpr int kExitStoreFailed = 1;    // the store could not be opened (may be passing)
+inline constexpr int kExitUsage = 2;          // bad flags or configuration
+inline constexpr int kExitCannotListen = 3;   // the address is in use or not this machine's
+inline constexpr int kExitNeedsOperator = 4;  // the data needs an operator: do not restart
+                                              // (a lost database, damage, a newer schema)
 int run_server(const ServeConfig& config);
 
 }  // namespace ichido::server

@@ -15,6 +15,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/json.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <future>
@@ -34,9 +35,25 @@
 namespace ichido::server {
 namespace {
 
-void log(const std::string& msg) {
-  std::cerr << format_rfc3339(SystemClock::instance().now_ms()) << " ichido: " << msg << std::endl;
-}
+// The server's own messages on stderr: "TIME ichido: message", or with --log-format json one
+// object per line {"at", "level": "info", "msg"} like the request log. Constant after start-up.
+class ServerLog {
+ public:
+  explicit ServerLog(bool json) : json_(json) {}
+  void operator()(const std::string& msg) const {
+    const std::string at = format_rfc3339(SystemClock::instance().now_ms());
+    if (json_) {
+      std::cerr << boost::json::serialize(
+                       boost::json::object{{"at", at}, {"level", "info"}, {"msg", msg}})
+                << std::endl;
+    } else {
+      std::cerr << at << " ichido: " << msg << std::endl;
+    }
+  }
+
+ private:
+  const bool json_;
+};
 
 // Once-record retention: every `interval`, purge completed and dead records finished more than
 // `retention_ms` ago, in batches of kPurgeBatch. Each batch is its own short write transaction
@@ -44,9 +61,11 @@ void log(const std::string& msg) {
 // Runs on the I/O threads as one coroutine (no thread of its own); ends when the io_context stops.
 constexpr int kPurgeBatch = 200;
 
-boost::asio::awaitable<void> purge_once_records(service::OnceService& once,
+boost::asio::awaitable<void> purge_once_records(const ServerLog& log, service::OnceService& once,
                                                 std::int64_t retention_ms) {
   namespace asio = boost::asio;
+  // A tenth of the default retention, at most a minute: a namespace's own retention (PUT
+  // /v1/ns/{ns}/settings) is honoured within a minute of its records coming due.
   const auto interval =
       std::chrono::milliseconds(std::clamp<std::int64_t>(retention_ms / 10, 100, 60000));
   asio::steady_timer timer(co_await asio::this_coro::executor);
@@ -66,6 +85,21 @@ boost::asio::awaitable<void> purge_once_records(service::OnceService& once,
       if (*n < kPurgeBatch) break;
     }
     if (purged > 0) log("once retention: purged " + std::to_string(purged) + " records");
+  }
+}
+
+// Refreshes the overview snapshot behind the /metrics once gauges every kRefreshInterval (at
+// once at start-up, so the first scrape has figures). A failure keeps the old snapshot.
+boost::asio::awaitable<void> refresh_overview(const ServerLog& log,
+                                              service::OverviewService& overview) {
+  namespace asio = boost::asio;
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  for (;;) {
+    auto r = co_await overview.refresh(SystemClock::instance().now_ms());
+    if (!r.ok()) log("overview refresh failed (will retry): " + r.error().message);
+    timer.expires_after(service::OverviewService::kRefreshInterval);
+    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return;
   }
 }
 
@@ -106,13 +140,17 @@ Result<std::string> create_first_admin_token(store::TableStore& store, const std
 
 // The embedded store in cfg.data_dir, or PostgreSQL when cfg.store_url is set. Logs where
 // (never the URL itself: it may carry a password).
-Result<std::unique_ptr<store::TableStore>> open_store(const ServeConfig& cfg) {
+Result<std::unique_ptr<store::TableStore>> open_store(const ServerLog& log,
+                                                      const ServeConfig& cfg) {
   if (cfg.store_url.empty()) {
     store::sqlite::Options o;
     o.dir = cfg.data_dir;
+    o.init = cfg.init;
+    o.min_free_disk = cfg.min_free_disk;
     auto s = store::sqlite::SqliteStore::open(o);
     if (!s.ok()) return std::move(s).error();
-    log("store opened at " + (*s)->db_path());
+    log("store " + (*s)->identity().store_id + " opened at " + (*s)->db_path() +
+        (cfg.init ? " (--init: a new, empty store)" : ""));
     return std::unique_ptr<store::TableStore>(std::move(*s));
   }
   store::postgres::Options o;
@@ -123,15 +161,16 @@ Result<std::unique_ptr<store::TableStore>> open_store(const ServeConfig& cfg) {
                                       : store::postgres::PgConn::Mode::prepared;
   auto s = store::postgres::PgStore::open(o);
   if (!s.ok()) return std::move(s).error();
-  log("store: PostgreSQL at " + (*s)->describe() + " (" + std::to_string(o.lanes) +
-      " write connections" + (cfg.store_no_prepare ? ", unnamed statements" : "") +
-      "; node-local files in " + cfg.data_dir + ")");
+  log("store " + (*s)->store_id() + " opened: PostgreSQL at " + (*s)->describe() + " (" +
+      std::to_string(o.lanes) + " write connections" +
+      (cfg.store_no_prepare ? ", unnamed statements" : "") + "; node-local files in " +
+      cfg.data_dir + ")");
   return std::unique_ptr<store::TableStore>(std::move(*s));
 }
 
 // Raises the soft limit on open files to the hard limit: the common default soft limit (1024)
 // would stop a server at about a thousand sockets. Logs what connection capacity results.
-void raise_fd_limit(std::size_t max_connections) {
+void raise_fd_limit(const ServerLog& log, std::size_t max_connections) {
   struct rlimit rl {};
   if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
   const rlim_t before = rl.rlim_cur;
@@ -157,26 +196,47 @@ void raise_fd_limit(std::size_t max_connections) {
 }  // namespace
 
 int run_server(const ServeConfig& cfg) {
+  const ServerLog log(cfg.log_format == "json");
   auto addr = parse_listen_address(cfg.listen);
   if (!addr.ok()) {
-    log(addr.error().message);
-    return 2;
+    log("cannot start: " + addr.error().message);
+    return kExitUsage;
   }
   if (cfg.no_auth && !addr->loopback) {
-    log("refusing --no-auth on " + cfg.listen +
+    log("cannot start: refusing --no-auth on " + cfg.listen +
         ": without authentication ichido only listens on a loopback address (127.0.0.1 or ::1).");
-    return 2;
+    return kExitUsage;
   }
-  auto store = open_store(cfg);
-  if (!store.ok()) {
-    log("cannot open the store: " + store.error().message);
-    return 1;
+  if (cfg.tls_cert.empty() != cfg.tls_key.empty()) {
+    log("cannot start: --tls-cert and --tls-key go together: give both or neither.");
+    return kExitUsage;
   }
-  raise_fd_limit(cfg.max_connections);
-
   const int threads =
       cfg.threads > 0 ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
   boost::asio::io_context ioc(threads);
+  // The port first: a start that cannot listen must not create a data directory or a token.
+  auto listener = http::bind_listener(ioc, addr->host, addr->port);
+  if (!listener.ok()) {
+    log("cannot start: " + listener.error().message +
+        " (is another server running there? choose another --listen)");
+    return listener.error().code == errc::invalid_request ? kExitUsage : kExitCannotListen;
+  }
+  raise_fd_limit(log, cfg.max_connections);
+
+  if (!cfg.store_url.empty() && (cfg.init || cfg.min_free_disk > 0)) {
+    log(std::string("cannot start: ") + (cfg.init ? "--init" : "--min-free-disk") +
+        " is for the embedded store (--data); with --store the first node creates the schema in "
+        "an empty database, and the database server watches its own disk.");
+    return kExitUsage;
+  }
+  auto store = open_store(log, cfg);
+  if (!store.ok()) {
+    const Error& e = store.error();
+    log("cannot start: " + e.message);
+    const bool operator_needed =
+        e.code == errc::store_corrupt || e.details.count("needs_operator") > 0;
+    return operator_needed ? kExitNeedsOperator : kExitStoreFailed;
+  }
   http::Metrics metrics;
   service::AuthOptions auth_opt;
   if (cfg.store_url.empty()) {
@@ -191,16 +251,16 @@ int run_server(const ServeConfig& cfg) {
     log("WARNING: --no-auth: every caller on this machine can use every call, admin ones too");
   } else {
     if (auto r = auth.load_blocking(); !r.ok()) {
-      log("cannot read tokens: " + r.error().message);
+      log("cannot start: cannot read the tokens: " + r.error().message);
       (*store)->close();
-      return 1;
+      return kExitStoreFailed;
     }
     if (auth.token_count() == 0) {
       auto made = create_first_admin_token(**store, cfg.data_dir);
       if (!made.ok()) {
-        log("cannot create the first admin token: " + made.error().message);
+        log("cannot start: cannot create the first admin token: " + made.error().message);
         (*store)->close();
-        return 1;
+        return kExitStoreFailed;
       }
       if (made->empty()) {
         log("another node created the first admin token (in its --data directory); make more "
@@ -219,6 +279,14 @@ int run_server(const ServeConfig& cfg) {
   api_opt.locks.max_waiters_total = cfg.max_waiters;
   api_opt.auth = cfg.no_auth ? nullptr : &auth;
   api_opt.metrics_open = cfg.metrics_open;
+  api_opt.default_once_retention_ms = cfg.once_retention_ms;
+  // Declared before the Api and the server so it outlives every request that writes to it.
+  std::unique_ptr<http::RequestLog> request_log;
+  if (cfg.request_log) {
+    request_log = std::make_unique<http::RequestLog>(
+        STDERR_FILENO, cfg.log_format == "json" ? http::LogFormat::json : http::LogFormat::text);
+    api_opt.request_log = request_log.get();
+  }
   http::Api api(**store, metrics, api_opt);
   http::Limits limits;
   limits.max_body_bytes = cfg.max_body_bytes;
@@ -227,26 +295,18 @@ int run_server(const ServeConfig& cfg) {
   limits.idle_timeout_ms = cfg.idle_timeout_ms;
   limits.max_connections = cfg.max_connections;
   http::HttpServer server(ioc, api, metrics, limits);
-  if (cfg.tls_cert.empty() != cfg.tls_key.empty()) {
-    log("--tls-cert and --tls-key go together: give both or neither.");
-    (*store)->close();
-    return 2;
-  }
   if (!cfg.tls_cert.empty()) {
     if (auto r = server.enable_tls(cfg.tls_cert, cfg.tls_key); !r.ok()) {
-      log(r.error().message);
+      log("cannot start: " + r.error().message);
       (*store)->close();
-      return 2;
+      return kExitUsage;
     }
   }
-  auto ep = server.listen(addr->host, addr->port);
-  if (!ep.ok()) {
-    log(ep.error().message);
-    (*store)->close();
-    return 1;
-  }
+  auto ep = server.adopt(std::move(*listener));
   server.start();
-  boost::asio::co_spawn(ioc, purge_once_records(api.once(), cfg.once_retention_ms),
+  boost::asio::co_spawn(ioc, purge_once_records(log, api.once(), cfg.once_retention_ms),
+                        boost::asio::detached);
+  boost::asio::co_spawn(boost::asio::make_strand(ioc), refresh_overview(log, api.overview()),
                         boost::asio::detached);
   if (!cfg.no_auth) {
     auth.start_refresh(boost::asio::make_strand(ioc), std::chrono::milliseconds(1000));
@@ -291,10 +351,10 @@ int run_server(const ServeConfig& cfg) {
   const std::string auth_note = std::string(cfg.tls_cert.empty() ? "" : " (TLS)") +
                                 (cfg.no_auth ? " (no authentication)" : "");
   std::string shown =
-      ep->address().is_v6() ? "[" + ep->address().to_string() + "]" : ep->address().to_string();
-  std::printf("ichido listening on %s:%u\n", shown.c_str(), static_cast<unsigned>(ep->port()));
+      ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string();
+  std::printf("ichido listening on %s:%u\n", shown.c_str(), static_cast<unsigned>(ep.port()));
   std::fflush(stdout);
-  log("listening on " + shown + ":" + std::to_string(ep->port()) + " with " +
+  log("listening on " + shown + ":" + std::to_string(ep.port()) + " with " +
       std::to_string(threads) + " I/O threads" + auth_note);
 
   std::vector<std::thread> pool;

@@ -62,19 +62,24 @@ void AdminService::append_audit_detached(core::AuditEntry entry, std::function<v
                       });
 }
 
-boost::asio::awaitable<Result<AuditPage>> AdminService::list_audit(std::int64_t after, int limit) {
-  if (limit < 1 || limit > 1000) {
+boost::asio::awaitable<Result<AuditPage>> AdminService::list_audit(AuditQuery q) {
+  const int limit = q.limit;
+  if (limit < 1 || limit > kMaxAuditLimit) {
     co_return invalid_field("limit", "The limit must be a whole number from 1 to 1000.");
   }
-  // One more than asked, to know whether a next page exists.
+  if (q.ns) {
+    if (auto v = core::validate_name(*q.ns, "ns"); !v.ok()) co_return v.error();
+  }
+  const bool newest = q.newest_first;
+  q.limit = limit + 1;  // one more than asked, to know whether a next page exists
   auto r = co_await call_store<std::vector<core::AuditEntry>>(
-      [&](auto cb) { store_.list_audit(after, limit + 1, std::move(cb)); });
+      [&](auto cb) { store_.list_audit(std::move(q), std::move(cb)); });
   if (!r.ok()) co_return std::move(r).error();
   AuditPage page;
   page.items = std::move(*r);
   if (static_cast<int>(page.items.size()) > limit) {
     page.items.resize(limit);
-    page.next_after = page.items.back().id;
+    (newest ? page.next_before : page.next_after) = page.items.back().id;
   }
   co_return page;
 }

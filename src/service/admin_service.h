@@ -34,7 +34,10 @@ struct NewTokenRequest {
 };
 struct AuditPage {
   std::vector<core::AuditEntry> items;
-  std::optional<std::int64_t> next_after;  // set when more entries may follow
+  // Set when more entries may follow: oldest first pages with next_after, newest first with
+  // next_before.
+  std::optional<std::int64_t> next_after;
+  std::optional<std::int64_t> next_before;
 };
 struct NewToken {
   core::TokenInfo info;
@@ -57,8 +60,9 @@ class AdminService {
   // The same without waiting for (or reporting) the outcome; `on_failure` runs when the entry
   // could not be written (e.g. to count it). For refused calls, which must stay cheap.
   void append_audit_detached(core::AuditEntry entry, std::function<void()> on_failure);
-  // Up to `limit` (1..1000) entries with id > after, oldest first. Errors: invalid_request.
-  boost::asio::awaitable<Result<AuditPage>> list_audit(std::int64_t after, int limit);
+  // Up to q.limit (1..1000) entries matching q (store.h AuditQuery: id range, actor, action
+  // text, namespace), oldest or newest first. Errors: invalid_request (limit, ns).
+  boost::asio::awaitable<Result<AuditPage>> list_audit(AuditQuery q);
 
  private:
   Store& store_;
@@ -71,6 +75,9 @@ class OpsService {
   explicit OpsService(Store& store) : store_(store) {}
   // Can the store read and write right now (/readyz)? Synchronous and cheap.
   Result<void> ready() { return store_.check_ready(); }
+  // Is the process fit to serve at all (/healthz)? Fails on latched store failures (a failed
+  // fsync, damaged data) that only a restart or an operator clears.
+  Result<void> healthy() { return store_.check_health(); }
   StoreStats stats() const { return store_.stats(); }
 
  private:

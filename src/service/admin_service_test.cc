@@ -175,7 +175,7 @@ TEST_F(AdminServiceTest, ATokenIsNotCreatedWhenItsAuditEntryCannotBeWritten) {
     return admin_.create_token({"reader", "shop", "x", {}}, audit);
   });
   ASSERT_TRUE(made.ok());
-  auto log = Run<AuditPage>([&] { return admin_.list_audit(0, 10); });
+  auto log = Run<AuditPage>([&] { return admin_.list_audit(AuditQuery{.limit = 10}); });
   ASSERT_TRUE(log.ok());
   ASSERT_EQ(log->items.size(), 1u);
   EXPECT_EQ(log->items[0].actor, "admin-1");
@@ -194,7 +194,7 @@ TEST_F(AdminServiceTest, BadInputNamesItsField) {
   EXPECT_EQ(id.error().field, "id");
   auto missing = Run<core::TokenInfo>([&] { return admin_.revoke_token("ffffffffffffffff", {}); });
   EXPECT_EQ(missing.error().code, errc::token_not_found);
-  auto limit = Run<AuditPage>([&] { return admin_.list_audit(0, 1001); });
+  auto limit = Run<AuditPage>([&] { return admin_.list_audit(AuditQuery{.limit = 1001}); });
   EXPECT_EQ(limit.error().field, "limit");
 }
 

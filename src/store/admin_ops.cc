@@ -1,6 +1,7 @@
 // TableStore commands for tokens and the audit log.
 #include "store/admin_ops.h"
 
+#include "core/names.h"
 #include "store/table_store.h"
 
 namespace ichido::store {
@@ -84,10 +85,73 @@ void TableStore::append_audit(core::AuditEntry entry, Callback<core::AuditEntry>
       std::move(done), std::move(keys));
 }
 
-void TableStore::list_audit(std::int64_t after, int limit,
-                            Callback<std::vector<core::AuditEntry>> done) {
+void TableStore::list_audit(AuditQuery q, Callback<std::vector<core::AuditEntry>> done) {
   read<std::vector<core::AuditEntry>>(
-      [after, limit](Tables& t, TimeMs) { return t.list_audit(after, limit); }, std::move(done));
+      [q = std::move(q)](Tables& t, TimeMs) -> Result<std::vector<core::AuditEntry>> {
+        // One more than a page: callers ask for it to learn whether a next page exists.
+        if (q.limit < 1 || q.limit > kMaxAuditLimit + 1) {
+          return invalid_field("limit", "The limit must be a whole number from 1 to 1000.");
+        }
+        return t.list_audit(q);
+      },
+      std::move(done));
+}
+
+void TableStore::get_ns_settings(std::string ns, Callback<NamespaceSettings> done) {
+  read<NamespaceSettings>(
+      [ns = std::move(ns)](Tables& t, TimeMs) -> Result<NamespaceSettings> {
+        ICHIDO_TRY(core::validate_name(ns, "ns"));
+        auto s = t.find_ns_settings(ns);
+        if (!s.ok()) return std::move(s).error();
+        return s->value_or(NamespaceSettings{});
+      },
+      std::move(done));
+}
+
+void TableStore::put_ns_settings(PutNsSettingsCmd cmd, Callback<NamespaceSettings> done) {
+  auto keys = std::vector<std::int64_t>{job_key("ns-settings", cmd.ns, "")};
+  write_audited<NamespaceSettings>(
+      [ns = std::move(cmd.ns), settings = cmd.settings](Tables& t,
+                                                        TimeMs) -> Result<NamespaceSettings> {
+        ICHIDO_TRY(core::validate_name(ns, "ns"));
+        ICHIDO_TRY(t.save_ns_settings(ns, settings));
+        return settings;
+      },
+      std::move(cmd.audit), std::move(done), std::move(keys));
+}
+
+void TableStore::summarize_namespaces(std::optional<std::string> only_ns, std::int64_t cap,
+                                      Callback<std::vector<NamespaceSummary>> done) {
+  read<std::vector<NamespaceSummary>>(
+      [only_ns = std::move(only_ns), cap](Tables& t,
+                                          TimeMs now) -> Result<std::vector<NamespaceSummary>> {
+        std::vector<std::string> names;
+        if (only_ns) {
+          names.push_back(*only_ns);
+        } else {
+          auto all = t.list_namespaces();
+          if (!all.ok()) return std::move(all).error();
+          names = std::move(*all);
+        }
+        std::vector<NamespaceSummary> out;
+        out.reserve(names.size());
+        for (auto& ns : names) {
+          NamespaceSummary s;
+          auto counters = t.list_counters(ns);
+          if (!counters.ok()) return std::move(counters).error();
+          s.counters = static_cast<std::int64_t>(counters->size());
+          auto locks = t.list_live_locks(ns, now);
+          if (!locks.ok()) return std::move(locks).error();
+          s.locks_held = static_cast<std::int64_t>(locks->size());
+          auto once = t.count_once(ns, now, cap);
+          if (!once.ok()) return std::move(once).error();
+          s.once = *once;
+          s.ns = std::move(ns);
+          out.push_back(std::move(s));
+        }
+        return out;
+      },
+      std::move(done));
 }
 
 }  // namespace ichido::store

@@ -166,8 +166,26 @@ void TableStore::purge_once(PurgeOnceCmd cmd, Callback<std::int64_t> done) {
         if (cmd.limit < 1 || cmd.limit > kMaxOnceLimit) {
           return invalid_field("limit", "The purge batch must be 1 to 1000 records.");
         }
-        const TimeMs cutoff = cmd.retention_ms ? now - *cmd.retention_ms : cmd.older_than;
-        return t.purge_once(cutoff, cmd.limit);
+        // Namespace by namespace (an index probe each), each with its own retention: a
+        // namespace keeping records longer never slows the purge of the others. The default
+        // cut-off is the store's clock minus cmd.retention_ms when set (with PostgreSQL the
+        // database's clock, so every node purges alike).
+        const TimeMs default_cutoff = cmd.retention_ms ? now - *cmd.retention_ms : cmd.older_than;
+        auto names = t.list_namespaces();
+        if (!names.ok()) return std::move(names).error();
+        std::int64_t purged = 0;
+        for (const auto& ns : *names) {
+          auto settings = t.find_ns_settings(ns);
+          if (!settings.ok()) return std::move(settings).error();
+          const TimeMs cutoff = *settings && (*settings)->once_retention_ms
+                                    ? now - *(*settings)->once_retention_ms
+                                    : default_cutoff;
+          auto n = t.purge_once_in(ns, cutoff, cmd.limit - static_cast<int>(purged));
+          if (!n.ok()) return std::move(n).error();
+          purged += *n;
+          if (purged >= cmd.limit) break;
+        }
+        return purged;
       },
       std::move(done), std::move(keys));
 }

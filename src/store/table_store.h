@@ -82,8 +82,11 @@ class TableStore : public Store {
   void list_tokens(Callback<std::vector<core::TokenInfo>> done) override;
   void find_token_by_hash(std::string hash, Callback<std::optional<core::TokenInfo>> done) override;
   void append_audit(core::AuditEntry entry, Callback<core::AuditEntry> done) override;
-  void list_audit(std::int64_t after, int limit,
-                  Callback<std::vector<core::AuditEntry>> done) override;
+  void list_audit(AuditQuery q, Callback<std::vector<core::AuditEntry>> done) override;
+  void get_ns_settings(std::string ns, Callback<NamespaceSettings> done) override;
+  void put_ns_settings(PutNsSettingsCmd cmd, Callback<NamespaceSettings> done) override;
+  void summarize_namespaces(std::optional<std::string> only_ns, std::int64_t cap,
+                            Callback<std::vector<NamespaceSummary>> done) override;
   // Not in Store: stores `token` (its created_at set to the store's clock) only when the store
   // holds no token at all — the first start's admin token — and answers whether it did. Atomic
   // across processes sharing the store: of several nodes starting together on an empty
@@ -161,7 +164,8 @@ class TableStore : public Store {
       } else if (*slot) {
         done(std::move(**slot));
       } else {
-        done(Error(errc::internal, "The command was never applied; retry it."));
+        done(Error(errc::internal,
+                   "An internal error stopped this command; nothing of it was saved."));
       }
     };
     return job;

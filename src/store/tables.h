@@ -19,6 +19,7 @@
 #include "core/lock.h"
 #include "core/once.h"
 #include "ichido/result.h"
+#include "ichido/store.h"
 
 namespace ichido::store {
 
@@ -94,9 +95,14 @@ class Tables {
   virtual Result<std::vector<core::OnceRecord>> list_once(const std::string& ns,
                                                           core::OnceFilter filter, TimeMs now,
                                                           const std::string& after, int limit) = 0;
-  // Deletes up to `limit` completed or dead records with finished_at < older_than (any
-  // namespace, oldest first); returns how many.
-  virtual Result<std::int64_t> purge_once(TimeMs older_than, int limit) = 0;
+  // Deletes up to `limit` completed or dead records of `ns` with finished_at < older_than, oldest
+  // first; returns how many. Should use an index on (ns, finished_at).
+  virtual Result<std::int64_t> purge_once_in(const std::string& ns, TimeMs older_than,
+                                             int limit) = 0;
+  // --- namespace settings ---
+  virtual Result<std::optional<NamespaceSettings>> find_ns_settings(const std::string& ns) = 0;
+  // Inserts or replaces the row of `ns` (a row with every field unset may be deleted).
+  virtual Result<void> save_ns_settings(const std::string& ns, const NamespaceSettings& s) = 0;
   // --- tokens and audit ---
   virtual Result<void> insert_token(const core::TokenInfo& t) = 0;
   virtual Result<std::optional<core::TokenInfo>> find_token(const std::string& id) = 0;
@@ -106,7 +112,15 @@ class Tables {
   virtual Result<std::vector<core::TokenInfo>> list_tokens() = 0;
   // Returns the new record's id.
   virtual Result<std::int64_t> insert_audit(const core::AuditEntry& e) = 0;
-  virtual Result<std::vector<core::AuditEntry>> list_audit(std::int64_t after, int limit) = 0;
+  // Up to q.limit records matching q (see AuditQuery), in q's order.
+  virtual Result<std::vector<core::AuditEntry>> list_audit(const AuditQuery& q) = 0;
+  // --- namespaces (the dashboard's overview and the /metrics once gauges) ---
+  // Every namespace with a counter, a once record or a lock row (held or lapsed), distinct, in
+  // byte order. Should cost one index probe per namespace, not a scan of the records.
+  virtual Result<std::vector<std::string>> list_namespaces() = 0;
+  // The once records of `ns` counted by state at `now`, each count stopping at `cap` (an index
+  // range count bounded by the cap, never a full scan).
+  virtual Result<OnceCounts> count_once(const std::string& ns, TimeMs now, std::int64_t cap) = 0;
   // --- locks: one row per lock that has a holder (held or lapsed) ---
   virtual Result<std::optional<core::LockRecord>> find_lock(const std::string& ns,
                                                             const std::string& name) = 0;

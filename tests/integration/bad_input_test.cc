@@ -158,7 +158,7 @@ TEST_F(BadInputTest, MalformedRequestsGetTheDocumentedErrorAndChangeNothing) {
       {"GET", "/v1/ns/t/counters/nothing", "", 404, "counter_not_found", ""},
       {"POST", c + "/next/more", "{}", 404, "route_not_found", ""},
       {"GET", "/v2/anything", "", 404, "route_not_found", ""},
-      {"GET", "/", "", 404, "route_not_found", ""},
+      {"GET", "/no-such-file.js", "", 404, "route_not_found", ""},
       {"DELETE", c, "", 405, "method_not_allowed", ""},
       {"GET", c + "/next", "", 405, "method_not_allowed", ""},
       {"PATCH", c, "{}", 405, "method_not_allowed", ""},

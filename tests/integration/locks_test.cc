@@ -591,9 +591,10 @@ std::vector<std::string> run_args(const ServerProcess& s, const std::string& nam
   return a;
 }
 
-// A command that cannot be started: both `run` commands say so and exit 127 like a shell, and
-// leave nothing behind — the lock is released, the once record failed (retryable).
-TEST_F(LocksTest, RunWithAProgramThatDoesNotExistExits127AndCleansUp) {
+// A command that cannot be started: both `run` commands find that out before they claim anything
+// (a typo must not spend a once attempt or hold a lock), say so and exit 127 like a shell; a
+// directory is "not executable", 126.
+TEST_F(LocksTest, RunWithAProgramThatDoesNotExistExits127AndClaimsNothing) {
   const std::string err = dir_.path() + "/missing.err";
   const std::string url = server_.url().to_string();
   const std::string missing = "ichido-test-no-such-program";
@@ -603,18 +604,27 @@ TEST_F(LocksTest, RunWithAProgramThatDoesNotExistExits127AndCleansUp) {
   EXPECT_EQ(wait_exit(spawn_ichido(
                 {"once", "run", "gone", "--url", url, "--ns", "t", "--", missing}, err)),
             127);
+  EXPECT_EQ(wait_exit(spawn_ichido(
+                {"once", "run", "gone", "--url", url, "--ns", "t", "--", dir_.path()}, err)),
+            126);
   const std::string said = slurp(err);
   std::size_t count = 0;
-  for (std::size_t at = 0;
-       (at = said.find("ichido: cannot run " + missing, at)) != std::string::npos; ++at) {
+  for (std::size_t at = 0; (at = said.find("ichido: cannot run " + missing +
+                                               ": command not found (searched $PATH); "
+                                               "nothing was claimed",
+                                           at)) != std::string::npos;
+       ++at) {
     ++count;
   }
   EXPECT_EQ(count, 2u) << said;
   ApiClient api(server_.url());
-  EXPECT_FALSE(api.send("GET", lock_path("gone")).at("held").as_bool());
-  auto rec = api.send("GET", "/v1/ns/t/once?key=gone");
-  EXPECT_EQ(rec.str("state"), "pending");
-  EXPECT_EQ(rec.str("last_error"), "exit code 127");
+  auto lock = api.send("GET", lock_path("gone"));
+  EXPECT_FALSE(lock.at("held").as_bool());
+  EXPECT_EQ(api.send("GET", "/v1/ns/t/once?key=gone").error_code(), "once_not_found")
+      << "no attempt was spent";
+  // The lock was never acquired: the next acquire gets the first token of this store.
+  auto first = api.send("POST", lock_path("other") + "/acquire", R"({"owner":"x"})");
+  EXPECT_EQ(first.num("token"), 1) << first.body;
 }
 
 // 7. `ichido lock run` from 10 parallel shells never overlaps.

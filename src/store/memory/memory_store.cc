@@ -1,6 +1,7 @@
 #include "store/memory/memory_store.h"
 
 #include <algorithm>
+#include <set>
 
 namespace ichido::store::memory {
 namespace {
@@ -106,11 +107,28 @@ class MemoryTables final : public Tables {
     }
     return out;
   }
-  Result<std::int64_t> purge_once(TimeMs older_than, int limit) override {
+  Result<std::optional<NamespaceSettings>> find_ns_settings(const std::string& ns) override {
+    auto it = s_.ns_settings.find(ns);
+    if (it == s_.ns_settings.end()) return std::optional<NamespaceSettings>();
+    return std::optional<NamespaceSettings>(it->second);
+  }
+  Result<void> save_ns_settings(const std::string& ns, const NamespaceSettings& s) override {
+    if (s == NamespaceSettings{}) {
+      s_.ns_settings.erase(ns);
+    } else {
+      s_.ns_settings[ns] = s;
+    }
+    return {};
+  }
+  Result<std::int64_t> purge_once_in(const std::string& ns, TimeMs older_than, int limit) override {
     // Oldest first, like the SQLite store: collect (finished_at, map key), sort, erase a prefix.
     std::vector<std::pair<TimeMs, std::pair<std::string, std::string>>> finished;
-    for (const auto& [k, r] : s_.once) {
-      if (r.finished_at && *r.finished_at < older_than) finished.emplace_back(*r.finished_at, k);
+    for (auto it = s_.once.lower_bound({ns, ""}); it != s_.once.end() && it->first.first == ns;
+         ++it) {
+      const auto& r = it->second;
+      if (r.finished_at && *r.finished_at < older_than) {
+        finished.emplace_back(*r.finished_at, it->first);
+      }
     }
     std::sort(finished.begin(), finished.end());
     std::int64_t n = 0;
@@ -161,13 +179,65 @@ class MemoryTables final : public Tables {
     s_.audit.push_back(copy);
     return copy.id;
   }
-  Result<std::vector<core::AuditEntry>> list_audit(std::int64_t after, int limit) override {
+  Result<std::vector<core::AuditEntry>> list_audit(const AuditQuery& q) override {
     std::vector<core::AuditEntry> out;
-    for (std::size_t i = static_cast<std::size_t>(std::max<std::int64_t>(after, 0));
-         i < s_.audit.size() && static_cast<int>(out.size()) < limit; ++i) {
-      out.push_back(s_.audit[i]);
+    auto take = [&](const core::AuditEntry& e) {
+      if (e.id <= q.after || (q.before && e.id >= *q.before)) return;
+      if (!q.actor.empty() && e.actor != q.actor) return;
+      if (!q.action.empty() && e.action.find(q.action) == std::string::npos) return;
+      if (q.ns && e.ns != *q.ns) return;
+      out.push_back(e);
+    };
+    if (q.newest_first) {
+      for (auto it = s_.audit.rbegin(); it != s_.audit.rend() && std::ssize(out) < q.limit; ++it)
+        take(*it);
+    } else {
+      for (auto it = s_.audit.begin(); it != s_.audit.end() && std::ssize(out) < q.limit; ++it)
+        take(*it);
     }
     return out;
+  }
+  Result<std::vector<std::string>> list_namespaces() override {
+    std::set<std::string> names;
+    for (const auto& [k, v] : s_.counters) names.insert(k.first);
+    for (const auto& [k, v] : s_.once) names.insert(k.first);
+    for (const auto& [k, v] : s_.locks) names.insert(k.first);
+    return std::vector<std::string>(names.begin(), names.end());
+  }
+  Result<OnceCounts> count_once(const std::string& ns, TimeMs now, std::int64_t cap) override {
+    OnceCounts c;
+    std::int64_t processing_rows = 0;
+    for (auto it = s_.once.lower_bound({ns, ""}); it != s_.once.end() && it->first.first == ns;
+         ++it) {
+      const core::OnceRecord& r = it->second;
+      auto bump = [&](std::int64_t& n) {
+        if (n < cap) ++n;
+      };
+      switch (r.state) {
+        case core::OnceState::processing:
+          if (processing_rows >= cap) break;
+          ++processing_rows;
+          if (r.lease_expires_at <= now) {
+            ++c.expired;
+            if (!c.oldest_expired_lease || r.lease_expires_at < *c.oldest_expired_lease)
+              c.oldest_expired_lease = r.lease_expires_at;
+          } else {
+            ++c.processing;
+          }
+          break;
+        case core::OnceState::pending:
+          bump(c.pending);
+          break;
+        case core::OnceState::completed:
+          bump(c.completed);
+          break;
+        case core::OnceState::dead:
+          bump(c.dead);
+          break;
+      }
+    }
+    c.capped = processing_rows >= cap || c.pending >= cap || c.completed >= cap || c.dead >= cap;
+    return c;
   }
 
   Result<std::optional<core::LockRecord>> find_lock(const std::string& ns,

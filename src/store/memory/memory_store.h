@@ -47,6 +47,7 @@ class MemoryStore final : public TableStore {
     std::map<std::string, core::TokenInfo> tokens;                         // by id
     std::vector<core::AuditEntry> audit;
     std::map<std::pair<std::string, std::string>, core::LockRecord> locks;  // (ns, name)
+    std::map<std::string, NamespaceSettings> ns_settings;
   };
 
  protected:

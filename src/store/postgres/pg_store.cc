@@ -114,6 +114,19 @@ Result<void> PgStore::start() {
   }
   describe_ = (*first)->server() + "/" + opt_.schema;
   {
+    auto id = (*first)->query(sql_.find_store_id, Params());
+    if (!id.ok()) return std::move(id).error();
+    ICHIDO_TRY((*first)->sync());
+    if (id->rows() != 1) {
+      return Error(errc::store_unavailable, "The schema \"" + opt_.schema + "\" at " +
+                                                (*first)->server() +
+                                                " has no store identity row; an operator must "
+                                                "look (was it edited by hand?).")
+          .with("needs_operator", std::string("true"));
+    }
+    store_id_ = id->str(0, 0);
+  }
+  {
     MutexLock lk(health_mu_);
     healthy_ = true;
   }
@@ -257,6 +270,14 @@ void PgStore::run_batch(Lane& lane, std::vector<Job>& batch) {
     failed_commits_.fetch_add(1);
     for (auto& j : batch) j.finish(&e);
   };
+  {
+    std::optional<Error> lost;
+    {
+      MutexLock lk(health_mu_);
+      lost = identity_lost_;
+    }
+    if (lost) return fail_all(*lost);
+  }
   bool isolate = false;
   bool reconnected = false;
   int retries = 0;
@@ -461,6 +482,35 @@ void PgStore::monitor_loop() {
           why = "PostgreSQL at " + conn->server() + " is read-only";
         } else {
           ok = true;
+          const std::string id = r->opt_str(0, 2).value_or("");
+          const std::int64_t version = r->i64(0, 3);
+          const std::int64_t token = r->i64(0, 4);
+          std::string lost;
+          if (id != store_id_) {
+            lost = "the database at " + conn->server() + " is another store now (store " +
+                   (id.empty() ? std::string("none") : id) + ", this node opened store " +
+                   store_id_ + "): was the URL pointed elsewhere or the database replaced?";
+          } else if (version > current_schema_version()) {
+            lost = "a newer ichido upgraded the schema to version " + std::to_string(version) +
+                   " (this build knows " + std::to_string(current_schema_version()) +
+                   "): run the newer version on every node";
+          } else if (token < highest_token_seen_) {
+            lost = "the fencing token sequence went back from " +
+                   std::to_string(highest_token_seen_) + " to " + std::to_string(token) +
+                   ": an older backup was restored under running nodes; raise the sequence "
+                   "above every token handed out (setval) before serving again";
+          }
+          highest_token_seen_ = std::max(highest_token_seen_, token);
+          if (!lost.empty()) {
+            MutexLock lk(health_mu_);
+            if (!identity_lost_) {
+              identity_lost_ =
+                  Error(errc::store_unavailable, "The store refuses to serve: " + lost +
+                                                     ". Restart the node "
+                                                     "once an operator has checked.")
+                      .with("needs_operator", std::string("true"));
+            }
+          }
         }
         if (!ok) conn.reset();  // reconnect: a multi-host URI may lead elsewhere now
       } else {
@@ -479,9 +529,16 @@ void PgStore::monitor_loop() {
   }
 }
 
+Result<void> PgStore::check_health() {
+  MutexLock lk(health_mu_);
+  if (identity_lost_) return *identity_lost_;
+  return {};
+}
+
 Result<void> PgStore::check_ready() {
   if (closing_.load()) return closed_error();
   MutexLock lk(health_mu_);
+  if (identity_lost_) return *identity_lost_;
   if (!healthy_) {
     return Error(errc::store_unavailable, "The store is unavailable (" + health_reason_ + ").");
   }

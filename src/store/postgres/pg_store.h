@@ -32,8 +32,12 @@
 //
 // Health: a monitor connection probes every 500 ms (pg_is_in_recovery, transaction_read_only);
 // check_ready() fails while the database is unreachable, read-only or in recovery, and right after
-// any lane saw it unavailable. Lanes and readers reconnect by themselves (at most every 100 ms to
-// 1 s while it stays down); nothing needs a restart.
+// any lane saw it unavailable. check_health() (/healthz) fails, latched, when the database
+// under the URL is no longer the store this node opened (docs/decisions/074): another store_id,
+// a schema newer than this build (a newer node upgraded it), or a token sequence that went
+// backwards (an older backup restored under running nodes); writes are then refused too. Lanes and
+// readers reconnect by themselves (at most every 100 ms to 1 s while it stays down); nothing needs
+// a restart.
 //
 // Session state: none. Everything is transaction-scoped, so the store works through PgBouncer in
 // transaction pooling mode (with Options::statements = unnamed before PgBouncer 1.21).
@@ -46,6 +50,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -93,11 +98,14 @@ class PgStore final : public TableStore {
   ~PgStore() override;
 
   Result<void> check_ready() override;
+  Result<void> check_health() override;
   StoreStats stats() const override;
   void close() override;
 
   // "host:port/schema" of the first connection, for logs.
   const std::string& describe() const { return describe_; }
+  // The store's identity (schema table store_identity, made with the schema): 32 hex digits.
+  const std::string& store_id() const { return store_id_; }
 
  protected:
   void submit_write(Job job) override;
@@ -126,6 +134,7 @@ class PgStore final : public TableStore {
   const Sql sql_;
   const PgConn::Settings settings_;
   std::string describe_;
+  std::string store_id_;  // set by start()
 
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::vector<std::unique_ptr<Reader>> readers_;
@@ -138,6 +147,9 @@ class PgStore final : public TableStore {
   bool healthy_ GUARDED_BY(health_mu_) = false;
   std::string health_reason_ GUARDED_BY(health_mu_);
   bool recheck_ GUARDED_BY(health_mu_) = false;  // a lane saw a failure: probe now
+  // Latched: the database is no longer this store (see check_health); never cleared.
+  std::optional<Error> identity_lost_ GUARDED_BY(health_mu_);
+  std::int64_t highest_token_seen_ = 0;  // the monitor thread's own
   std::thread monitor_;
 
   std::atomic<bool> closing_{false};

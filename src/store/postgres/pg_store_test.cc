@@ -122,6 +122,65 @@ TEST_F(PgStoreTest, ASchemaWrittenByANewerIchidoIsRefused) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().code, errc::store_unavailable);
   EXPECT_NE(s.error().message.find("newer ichido"), std::string::npos) << s.error().message;
+  EXPECT_EQ(s.error().details.count("needs_operator"), 1u);  // serve exits with code 4
+}
+
+// check_health() after the monitor's next probes (every 500 ms): the first failure, or ok once
+// `probes` probe intervals passed without one.
+Result<void> HealthAfterProbes(PgStore& s, int probes) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(600 * probes);
+  while (std::chrono::steady_clock::now() < until) {
+    if (auto h = s.check_health(); !h.ok()) return h;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return s.check_health();
+}
+
+// docs/decisions/074: the database is the store's identity. A node whose URL now leads to
+// another store (or whose token sequence went backwards) stops serving, latched.
+TEST_F(PgStoreTest, AnotherStoreUnderTheUrlIsRefusedLatched) {
+  auto s = PgStore::open(Opts());
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  ASSERT_EQ((*s)->store_id().size(), 32u) << (*s)->store_id();
+  EXPECT_EQ(Value("SELECT store_id FROM \"" + schema_ + "\".store_identity"), (*s)->store_id());
+  SyncStore st(**s);
+  ASSERT_TRUE(st.create_counter({Ref("c"), Config()}).ok());
+  EXPECT_TRUE(HealthAfterProbes(**s, 2).ok());
+  auto c = Admin();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(
+      c->exec_script("UPDATE \"" + schema_ + "\".store_identity SET store_id = 'another'").ok());
+  auto h = HealthAfterProbes(**s, 3);
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.error().message.find("another store"), std::string::npos) << h.error().message;
+  EXPECT_FALSE((*s)->check_ready().ok());
+  auto n = st.next({Ref("c"), {std::string("k"), ""}});
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.error().code, errc::store_unavailable);
+  // Latched: putting the row back does not make the node serve again (an operator restarts it).
+  ASSERT_TRUE(c->exec_script("UPDATE \"" + schema_ + "\".store_identity SET store_id = '" +
+                             (*s)->store_id() + "'")
+                  .ok());
+  EXPECT_FALSE(HealthAfterProbes(**s, 2).ok());
+  (*s)->close();
+}
+
+TEST_F(PgStoreTest, ATokenSequenceGoingBackwardsIsRefusedLatched) {
+  auto s = PgStore::open(Opts());
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  SyncStore st(**s);
+  for (int i = 0; i < 3; ++i) {
+    auto r = st.acquire_lock({{"acme", "l" + std::to_string(i)}, "me", 60000, std::nullopt});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+  }
+  EXPECT_TRUE(HealthAfterProbes(**s, 2).ok());  // the monitor has seen the sequence
+  auto c = Admin();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(c->exec_script("ALTER SEQUENCE \"" + schema_ + "\".token_seq RESTART").ok());
+  auto h = HealthAfterProbes(**s, 3);
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.error().message.find("went back"), std::string::npos) << h.error().message;
+  (*s)->close();
 }
 
 TEST_F(PgStoreTest, AnUnreachableDatabaseIsStoreUnavailable) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <utility>
 
 #include "store/table_store.h"
@@ -250,15 +251,49 @@ Sql::Sql(const std::string& schema) {
         S(std::string("SELECT " ONCE_COLUMNS " FROM {s}.once_records WHERE ns = $1 AND state = '") +
           state + "' AND key > $2 ORDER BY key LIMIT $3"));
   }
+  // Index once_ns_finished (migration 2): a range of (ns, finished_at), oldest first.
   purge_candidates =
-      S("SELECT ns, key FROM {s}.once_records WHERE finished_at IS NOT NULL AND finished_at < $1 "
-        "ORDER BY finished_at LIMIT $2");
+      S("SELECT key FROM {s}.once_records WHERE ns = $1 AND finished_at IS NOT NULL "
+        "AND finished_at < $2 ORDER BY finished_at LIMIT $3");
   // Each candidate is deleted only if its key lock is free (or already ours): the lock is tried
   // after the row matched, and held to the end of the transaction like every key lock.
   purge_delete =
-      S("DELETE FROM {s}.once_records o USING unnest($1::text[], $2::text[], $3::int8[]) "
-        "AS d(ns, key, k) WHERE o.ns = d.ns AND o.key = d.key AND o.finished_at IS NOT NULL "
+      S("DELETE FROM {s}.once_records o USING unnest($2::text[], $3::int8[]) "
+        "AS d(key, k) WHERE o.ns = $1 AND o.key = d.key AND o.finished_at IS NOT NULL "
         "AND o.finished_at < $4 AND pg_try_advisory_xact_lock(d.k)");
+  find_ns_settings = S("SELECT once_retention_ms FROM {s}.ns_settings WHERE ns = $1");
+  save_ns_settings =
+      S("INSERT INTO {s}.ns_settings (ns, once_retention_ms) VALUES ($1, $2) "
+        "ON CONFLICT (ns) DO UPDATE SET once_retention_ms = excluded.once_retention_ms");
+  delete_ns_settings = S("DELETE FROM {s}.ns_settings WHERE ns = $1");
+  // Distinct namespaces by index skipping (a recursive min(ns) > previous per table): one index
+  // probe per namespace, not a scan of the rows (the same SQL as the embedded store's).
+  list_namespaces =
+      S("WITH RECURSIVE "
+        "c(ns) AS (SELECT min(ns) FROM {s}.counters UNION ALL "
+        "  SELECT (SELECT min(ns) FROM {s}.counters WHERE ns > c.ns) FROM c "
+        "  WHERE c.ns IS NOT NULL), "
+        "o(ns) AS (SELECT min(ns) FROM {s}.once_records UNION ALL "
+        "  SELECT (SELECT min(ns) FROM {s}.once_records WHERE ns > o.ns) FROM o "
+        "  WHERE o.ns IS NOT NULL), "
+        "l(ns) AS (SELECT min(ns) FROM {s}.locks UNION ALL "
+        "  SELECT (SELECT min(ns) FROM {s}.locks WHERE ns > l.ns) FROM l "
+        "  WHERE l.ns IS NOT NULL) "
+        "SELECT ns FROM c WHERE ns IS NOT NULL UNION SELECT ns FROM o WHERE ns IS NOT NULL "
+        "UNION SELECT ns FROM l WHERE ns IS NOT NULL ORDER BY 1");
+  // Each count stops at the cap ($2): an index range bounded by LIMIT, never a full scan.
+  count_once_state =
+      S("SELECT (SELECT count(*) FROM (SELECT 1 FROM {s}.once_records WHERE ns = $1 "
+        "AND state = 'pending' LIMIT $2) p), "
+        "(SELECT count(*) FROM (SELECT 1 FROM {s}.once_records WHERE ns = $1 "
+        "AND state = 'completed' LIMIT $2) c), "
+        "(SELECT count(*) FROM (SELECT 1 FROM {s}.once_records WHERE ns = $1 "
+        "AND state = 'dead' LIMIT $2) d)");
+  count_once_processing =
+      S("SELECT count(*), count(*) FILTER (WHERE lease_expires_at <= $2), "
+        "min(lease_expires_at) FILTER (WHERE lease_expires_at <= $2) FROM "
+        "(SELECT lease_expires_at FROM {s}.once_records WHERE ns = $1 AND state = 'processing' "
+        "LIMIT $3) p");
 
   insert_token =
       S("INSERT INTO {s}.tokens (" TOKEN_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)");
@@ -272,7 +307,14 @@ Sql::Sql(const std::string& schema) {
   insert_audit =
       S("INSERT INTO {s}.audit (at, actor, action, ns, status, remote, detail) "
         "VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id");
-  list_audit = S("SELECT " AUDIT_COLUMNS " FROM {s}.audit WHERE id > $1 ORDER BY id LIMIT $2");
+  // Empty filters match everything (as over SQLite: AuditQuery). Free text is bytea here, so
+  // the action's substring is position() on bytes, like SQLite's instr() on the same bytes.
+#define AUDIT_FILTER                                                              \
+  " FROM {s}.audit WHERE id > $1 AND id < $2 AND ($3 = ''::bytea OR actor = $3) " \
+  "AND ($4 = ''::bytea OR position($4 in action) > 0) AND ($5::bytea IS NULL OR ns = $5) "
+  list_audit = S("SELECT " AUDIT_COLUMNS AUDIT_FILTER "ORDER BY id LIMIT $6");
+  list_audit_newest = S("SELECT " AUDIT_COLUMNS AUDIT_FILTER "ORDER BY id DESC LIMIT $6");
+#undef AUDIT_FILTER
 
   find_lock = S("SELECT " LOCK_COLUMNS " FROM {s}.locks WHERE ns = $1 AND name = $2");
   save_lock = S("INSERT INTO {s}.locks (ns, " LOCK_COLUMNS
@@ -284,7 +326,12 @@ Sql::Sql(const std::string& schema) {
   list_live_locks = S("SELECT " LOCK_COLUMNS
                       " FROM {s}.locks WHERE ns = $1 AND lease_expires_at > $2 ORDER BY name");
 
-  probe = S("SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'");
+  probe =
+      S("SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on', "
+        "(SELECT store_id FROM {s}.store_identity), "
+        "(SELECT coalesce(max(version), 0)::int8 FROM {s}.schema_version), "
+        "(SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {s}.token_seq)");
+  find_store_id = S("SELECT store_id FROM {s}.store_identity");
 }
 
 static std::string row_key(const std::string& a, const std::string& b) {
@@ -642,29 +689,62 @@ Result<std::vector<core::OnceRecord>> PgTables::list_once(const std::string& ns,
   return std::vector<core::OnceRecord>();
 }
 
-Result<std::int64_t> PgTables::purge_once(TimeMs older_than, int limit) {
+Result<std::int64_t> PgTables::purge_once_in(const std::string& ns, TimeMs older_than, int limit) {
   if (batched_) {
     // It may delete records this batch remembers: forget them all (after reading every
     // outstanding prefetch answer, so that none comes back in afterwards).
     ICHIDO_TRY(conn_.wait_results());
     once_.clear();
   }
-  auto c = conn_.query(sql_.purge_candidates, Params().i64(older_than).i64(limit));
+  auto c = conn_.query(sql_.purge_candidates, Params().text(ns).i64(older_than).i64(limit));
   if (!c.ok()) return std::move(c).error();
   if (c->rows() == 0) return std::int64_t{0};
-  std::vector<std::string> ns, keys;
+  std::vector<std::string> keys;
   std::vector<std::int64_t> hashes;
   for (int i = 0; i < c->rows(); ++i) {
-    ns.push_back(c->str(i, 0));
-    keys.push_back(c->str(i, 1));
-    hashes.push_back(job_key("once", ns.back(), keys.back()));
+    keys.push_back(c->str(i, 0));
+    hashes.push_back(job_key("once", ns, keys.back()));
   }
   ++writes_;
   Params p;
-  p.text_array(ns).text_array(keys).i64_array(hashes).i64(older_than);
+  p.text(ns).text_array(keys).i64_array(hashes).i64(older_than);
   auto d = conn_.query(sql_.purge_delete, p);
   if (!d.ok()) return std::move(d).error();
   return d->affected();
+}
+
+Result<std::optional<NamespaceSettings>> PgTables::find_ns_settings(const std::string& ns) {
+  auto r = conn_.query(sql_.find_ns_settings, Params().text(ns));
+  if (!r.ok()) return std::move(r).error();
+  if (r->rows() == 0) return std::optional<NamespaceSettings>();
+  return std::optional<NamespaceSettings>(NamespaceSettings{r->opt_i64(0, 0)});
+}
+
+Result<void> PgTables::save_ns_settings(const std::string& ns, const NamespaceSettings& s) {
+  if (s == NamespaceSettings{}) return write(sql_.delete_ns_settings, Params().text(ns));
+  return write(sql_.save_ns_settings, Params().text(ns).opt_i64(s.once_retention_ms));
+}
+
+Result<std::vector<std::string>> PgTables::list_namespaces() {
+  return all<std::string>(conn_.query(sql_.list_namespaces, Params()),
+                          [](const PgResult& r, int i) { return r.str(i, 0); });
+}
+
+Result<OnceCounts> PgTables::count_once(const std::string& ns, TimeMs now, std::int64_t cap) {
+  OnceCounts c;
+  auto s = conn_.query(sql_.count_once_state, Params().text(ns).i64(cap));
+  if (!s.ok()) return std::move(s).error();
+  c.pending = s->i64(0, 0);
+  c.completed = s->i64(0, 1);
+  c.dead = s->i64(0, 2);
+  auto p = conn_.query(sql_.count_once_processing, Params().text(ns).i64(now).i64(cap));
+  if (!p.ok()) return std::move(p).error();
+  const std::int64_t live_and_lapsed = p->i64(0, 0);
+  c.expired = p->i64(0, 1);
+  c.processing = live_and_lapsed - c.expired;
+  c.oldest_expired_lease = p->opt_i64(0, 2);
+  c.capped = c.pending >= cap || c.completed >= cap || c.dead >= cap || live_and_lapsed >= cap;
+  return c;
 }
 
 Result<void> PgTables::insert_token(const core::TokenInfo& t) {
@@ -722,9 +802,16 @@ Result<std::int64_t> PgTables::insert_audit(const core::AuditEntry& e) {
   return r->i64(0, 0);
 }
 
-Result<std::vector<core::AuditEntry>> PgTables::list_audit(std::int64_t after, int limit) {
-  return all<core::AuditEntry>(conn_.query(sql_.list_audit, Params().i64(after).i64(limit)),
-                               audit_from);
+Result<std::vector<core::AuditEntry>> PgTables::list_audit(const AuditQuery& q) {
+  Params p;
+  p.i64(q.after)
+      .i64(q.before.value_or(std::numeric_limits<std::int64_t>::max()))
+      .bytes(q.actor)
+      .bytes(q.action)
+      .opt_bytes(q.ns)
+      .i64(q.limit);
+  return all<core::AuditEntry>(
+      conn_.query(q.newest_first ? sql_.list_audit_newest : sql_.list_audit, p), audit_from);
 }
 
 Result<std::optional<core::LockRecord>> PgTables::find_lock(const std::string& ns,

@@ -49,14 +49,17 @@ struct Sql {
   // Once records.
   Stmt find_once, save_once, delete_once, list_once_all, list_once_processing, list_once_expired,
       purge_candidates, purge_delete;
+  // Namespace settings; namespaces and counts (the dashboard's overview).
+  Stmt find_ns_settings, save_ns_settings, delete_ns_settings, list_namespaces, count_once_state,
+      count_once_processing;
   std::vector<Stmt> list_once_state;  // pending, completed, dead
   // Tokens, audit.
   Stmt insert_token, find_token, find_token_by_hash, save_token, list_tokens, count_tokens,
-      insert_audit, list_audit;
+      insert_audit, list_audit, list_audit_newest;
   // Locks.
   Stmt find_lock, save_lock, delete_lock, list_live_locks;
-  // Health.
-  Stmt probe;
+  // Health, identity.
+  Stmt probe, find_store_id;
 };
 
 class PgTables final : public Tables {
@@ -112,7 +115,10 @@ class PgTables final : public Tables {
                                                   int limit) override;
   // Deletes only records whose key no other transaction holds (pg_try_advisory_xact_lock on the
   // record's job_key), so a purge never interleaves with a command on the same key.
-  Result<std::int64_t> purge_once(TimeMs older_than, int limit) override;
+  Result<std::int64_t> purge_once_in(const std::string& ns, TimeMs older_than, int limit) override;
+
+  Result<std::optional<NamespaceSettings>> find_ns_settings(const std::string& ns) override;
+  Result<void> save_ns_settings(const std::string& ns, const NamespaceSettings& s) override;
 
   Result<void> insert_token(const core::TokenInfo& t) override;
   Result<std::optional<core::TokenInfo>> find_token(const std::string& id) override;
@@ -120,7 +126,9 @@ class PgTables final : public Tables {
   Result<void> save_token(const core::TokenInfo& t) override;
   Result<std::vector<core::TokenInfo>> list_tokens() override;
   Result<std::int64_t> insert_audit(const core::AuditEntry& e) override;
-  Result<std::vector<core::AuditEntry>> list_audit(std::int64_t after, int limit) override;
+  Result<std::vector<core::AuditEntry>> list_audit(const AuditQuery& q) override;
+  Result<std::vector<std::string>> list_namespaces() override;
+  Result<OnceCounts> count_once(const std::string& ns, TimeMs now, std::int64_t cap) override;
 
   Result<std::optional<core::LockRecord>> find_lock(const std::string& ns,
                                                     const std::string& name) override;

@@ -116,6 +116,25 @@ const std::vector<const char*>& migrations() {
         detail bytea NOT NULL
       );
       )sql",
+      // 2: per-namespace settings; the purge goes namespace by namespace (ns, finished_at); the
+      // store's identity (docs/decisions/074): made once, with the schema, never changed.
+      R"sql(
+      CREATE TABLE {s}.ns_settings (
+        ns text COLLATE "C" PRIMARY KEY,
+        once_retention_ms bigint
+      );
+      DROP INDEX {s}.once_finished;
+      CREATE INDEX once_ns_finished ON {s}.once_records (ns, finished_at)
+        WHERE finished_at IS NOT NULL;
+      CREATE TABLE {s}.store_identity (
+        only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+        store_id text NOT NULL,
+        created_at bigint NOT NULL
+      );
+      INSERT INTO {s}.store_identity (store_id, created_at)
+        VALUES (replace(gen_random_uuid()::text, '-', ''),
+                floor(extract(epoch from clock_timestamp()) * 1000)::int8);
+      )sql",
   };
   return m;
 }
@@ -182,10 +201,11 @@ Result<MigrateOutcome> migrate(PgConn& conn, const std::string& schema) {
     if (!v.ok()) return std::move(v).error();
     return std::make_pair(exists, static_cast<int>(v->i64(0, 0)));
   };
-  auto newer = [&](int v) {
+  auto newer = [&](int v) -> Error {
     return schema_error("The database schema \"" + schema + "\" was written by a newer ichido (" +
                         "schema version " + std::to_string(v) + ", this build knows " +
-                        std::to_string(current_schema_version()) + "); run that version or newer.");
+                        std::to_string(current_schema_version()) + "); run that version or newer.")
+        .with("needs_operator", std::string("true"));
   };
   auto give_up = [&](Error e) -> Result<MigrateOutcome> {
     if (!conn.broken()) {

@@ -64,10 +64,11 @@ void Db::close() {
   db_ = nullptr;
 }
 
-Result<void> Db::open(const std::string& path, bool create) {
+Result<void> Db::open(const std::string& path, bool create, const std::string& vfs) {
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
   if (create) flags |= SQLITE_OPEN_CREATE;
-  if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
+  if (sqlite3_open_v2(path.c_str(), &db_, flags, vfs.empty() ? nullptr : vfs.c_str()) !=
+      SQLITE_OK) {
     Error e = error("open the database");
     close();
     return e;
@@ -107,8 +108,40 @@ Result<void> Db::exec(const char* sql, const char* what) {
   return {};
 }
 
+std::string Db::describe() const {
+  if (!db_) return "no connection";
+  return std::string(sqlite3_errmsg(db_)) + ", code " +
+         std::to_string(sqlite3_extended_errcode(db_));
+}
+
+bool Db::damaged() const {
+  if (!db_) return false;
+  const int primary = sqlite3_extended_errcode(db_) & 0xff;
+  return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB;
+}
+
+bool Db::read_only() const {
+  if (!db_) return false;
+  return (sqlite3_extended_errcode(db_) & 0xff) == SQLITE_READONLY ||
+         sqlite3_db_readonly(db_, "main") == 1;
+}
+
 Error Db::error(const char* what) const {
-  std::string detail = db_ ? sqlite3_errmsg(db_) : "no connection";
+  const std::string detail = db_ ? sqlite3_errmsg(db_) : "no connection";
+  if (damaged()) {
+    if (on_damage_) on_damage_();
+    return Error(errc::store_corrupt,
+                 std::string("The store found damage in its data file while trying to ") + what +
+                     " (" + detail +
+                     "); an operator must act (ichido check --data DIR, then restore a backup); "
+                     "retrying will not help.");
+  }
+  if (db_ && (sqlite3_extended_errcode(db_) & 0xff) == SQLITE_READONLY) {
+    return Error(errc::store_unavailable,
+                 std::string("The store could not ") + what +
+                     " because its database is read-only (" + detail +
+                     "); nothing was changed. An operator must make the data directory writable.");
+  }
   return Error(errc::store_unavailable,
                std::string("The store could not ") + what + " (" + detail +
                    "); nothing was changed, retry the same request later.");

@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -59,8 +60,9 @@ class Db {
   ~Db();
 
   // Opens (creating when `create`) the database file and applies the durability pragmas:
-  // WAL, synchronous=FULL, busy timeout.
-  Result<void> open(const std::string& path, bool create);
+  // WAL, synchronous=FULL, busy timeout. `vfs`: a registered SQLite VFS ("" = the default; the
+  // tests' fault-injecting one).
+  Result<void> open(const std::string& path, bool create, const std::string& vfs = "");
   void close();
 
   // A cached statement for `sql`, prepared on first use (the cache is keyed by the SQL text).
@@ -69,12 +71,23 @@ class Db {
   Result<void> exec(const char* sql, const char* what);
 
   sqlite3* raw() { return db_; }
-  // A store_unavailable error describing the last failure.
+  // The error of a failed request step: store_corrupt when SQLite found damage (an operator must
+  // act: on_damage runs), else store_unavailable (nothing was changed; a retry may succeed).
+  // The read-only case says so (an operator must fix the file's or directory's permissions).
   Error error(const char* what) const;
+  // The last failure in SQLite's words, with its extended code: for logs and start-up messages.
+  std::string describe() const;
+  // True when the last failure means the file is damaged (SQLITE_CORRUPT, SQLITE_NOTADB).
+  bool damaged() const;
+  // True when the last failure, or the connection itself, cannot write (SQLITE_READONLY).
+  bool read_only() const;
+  // Called (on the connection's thread) whenever error() reports damage.
+  void set_on_damage(std::function<void()> f) { on_damage_ = std::move(f); }
   bool in_transaction() const { return db_ && !sqlite3_get_autocommit(db_); }
 
  private:
   sqlite3* db_ = nullptr;
+  std::function<void()> on_damage_;
   struct TextHash {
     using is_transparent = void;
     std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }

@@ -120,6 +120,16 @@ const std::vector<const char*>& migrations() {
       ALTER TABLE locks ADD COLUMN request_id TEXT;
       ALTER TABLE once_records ADD COLUMN request_id TEXT;
       )sql",
+      // 7 (namespace settings): per-namespace once retention, and the index that lets the purge
+      // go namespace by namespace (an upgrade builds it once, over the finished records only).
+      R"sql(
+      CREATE TABLE IF NOT EXISTS ns_settings (
+        ns TEXT PRIMARY KEY,
+        once_retention_ms INTEGER
+      ) WITHOUT ROWID;
+      CREATE INDEX IF NOT EXISTS once_ns_finished ON once_records (ns, finished_at)
+        WHERE finished_at IS NOT NULL;
+      )sql",
   };
   return m;
 }
@@ -127,6 +137,18 @@ const std::vector<const char*>& migrations() {
 }  // namespace
 
 int current_schema_version() { return static_cast<int>(migrations().size()); }
+
+Result<int> schema_version(Db& db) {
+  auto exists = db.query(
+      "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'");
+  if (!exists.ok()) return std::move(exists).error();
+  if (exists->step() != SQLITE_ROW) return db.error("read the schema");
+  if (exists->int64(0) == 0) return 0;
+  auto q = db.query("SELECT COALESCE(MAX(version), 0) FROM schema_version");
+  if (!q.ok()) return std::move(q).error();
+  if (q->step() != SQLITE_ROW) return db.error("read the schema version");
+  return static_cast<int>(q->int64(0));
+}
 
 Result<void> migrate(Db& db) {
   ICHIDO_TRY(

@@ -12,4 +12,7 @@ Result<void> migrate(Db& db);
 // The schema version this build writes.
 int current_schema_version();
 
+// The version the database is at (0: none yet), read without writing.
+Result<int> schema_version(Db& db);
+
 }  // namespace ichido::store::sqlite

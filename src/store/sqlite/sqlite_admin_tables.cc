@@ -1,4 +1,6 @@
 // SqliteTables: tokens and the audit log.
+#include <limits>
+
 #include "store/sqlite/rows.h"
 #include "store/sqlite/sqlite_tables.h"
 
@@ -85,10 +87,90 @@ Result<std::int64_t> SqliteTables::insert_audit(const core::AuditEntry& e) {
   return static_cast<std::int64_t>(sqlite3_last_insert_rowid(db_.raw()));
 }
 
-Result<std::vector<core::AuditEntry>> SqliteTables::list_audit(std::int64_t after, int limit) {
-  auto q = db_.query("SELECT " AUDIT_COLUMNS " FROM audit WHERE id > ? ORDER BY id LIMIT ?");
-  if (q.ok()) q->bind(1, after).bind(2, std::int64_t{limit});
+// Empty filters are bound as '' / NULL and match everything; the id range uses the primary key.
+#define AUDIT_FILTER                                                   \
+  " FROM audit WHERE id > ?1 AND id < ?2 AND (?3 = '' OR actor = ?3) " \
+  "AND (?4 = '' OR instr(action, ?4) > 0) AND (?5 IS NULL OR ns = ?5) "
+
+Result<std::vector<core::AuditEntry>> SqliteTables::list_audit(const AuditQuery& a) {
+  auto q =
+      db_.query(a.newest_first ? "SELECT " AUDIT_COLUMNS AUDIT_FILTER "ORDER BY id DESC LIMIT ?6"
+                               : "SELECT " AUDIT_COLUMNS AUDIT_FILTER "ORDER BY id LIMIT ?6");
+  if (q.ok()) {
+    q->bind(1, a.after).bind(2, a.before.value_or(std::numeric_limits<std::int64_t>::max()));
+    q->bind(3, a.actor).bind(4, a.action).bind(5, a.ns).bind(6, std::int64_t{a.limit});
+  }
   return many<core::AuditEntry>(db_, std::move(q), audit_from, "read the audit log");
+}
+
+Result<std::optional<NamespaceSettings>> SqliteTables::find_ns_settings(const std::string& ns) {
+  auto q = db_.query("SELECT once_retention_ms FROM ns_settings WHERE ns = ?");
+  if (!q.ok()) return std::move(q).error();
+  q->bind(1, ns);
+  const int rc = q->step();
+  if (rc == SQLITE_DONE) return std::optional<NamespaceSettings>();
+  if (rc != SQLITE_ROW) return db_.error("read namespace settings");
+  return std::optional<NamespaceSettings>(NamespaceSettings{q->opt_int64(0)});
+}
+
+Result<void> SqliteTables::save_ns_settings(const std::string& ns, const NamespaceSettings& s) {
+  if (s == NamespaceSettings{}) {
+    auto q = db_.query("DELETE FROM ns_settings WHERE ns = ?");
+    if (!q.ok()) return std::move(q).error();
+    return q->bind(1, ns).run("clear namespace settings");
+  }
+  auto q = db_.query("INSERT OR REPLACE INTO ns_settings (ns, once_retention_ms) VALUES (?, ?)");
+  if (!q.ok()) return std::move(q).error();
+  return q->bind(1, ns).bind(2, s.once_retention_ms).run("save namespace settings");
+}
+
+// Distinct namespaces by index skipping (a recursive MIN(ns) > previous per table): one index
+// probe per namespace instead of a scan of every row. Portable SQL (PostgreSQL runs it as is).
+Result<std::vector<std::string>> SqliteTables::list_namespaces() {
+  auto q = db_.query(
+      "WITH RECURSIVE "
+      "c(ns) AS (SELECT MIN(ns) FROM counters UNION ALL "
+      "  SELECT (SELECT MIN(ns) FROM counters WHERE ns > c.ns) FROM c WHERE c.ns IS NOT NULL), "
+      "o(ns) AS (SELECT MIN(ns) FROM once_records UNION ALL "
+      "  SELECT (SELECT MIN(ns) FROM once_records WHERE ns > o.ns) FROM o "
+      "  WHERE o.ns IS NOT NULL), "
+      "l(ns) AS (SELECT MIN(ns) FROM locks UNION ALL "
+      "  SELECT (SELECT MIN(ns) FROM locks WHERE ns > l.ns) FROM l WHERE l.ns IS NOT NULL) "
+      "SELECT ns FROM c WHERE ns IS NOT NULL UNION SELECT ns FROM o WHERE ns IS NOT NULL "
+      "UNION SELECT ns FROM l WHERE ns IS NOT NULL ORDER BY 1");
+  return many<std::string>(
+      db_, std::move(q), [](const Query& r) { return r.text(0); }, "list namespaces");
+}
+
+Result<OnceCounts> SqliteTables::count_once(const std::string& ns, TimeMs now, std::int64_t cap) {
+  OnceCounts c;
+  auto count_state = [&](const char* state, std::int64_t& out) -> Result<void> {
+    auto q = db_.query(
+        "SELECT COUNT(*) FROM (SELECT 1 FROM once_records WHERE ns = ? AND state = ? LIMIT ?)");
+    if (!q.ok()) return std::move(q).error();
+    q->bind(1, ns).bind(2, std::string(state)).bind(3, cap);
+    if (q->step() != SQLITE_ROW) return db_.error("count once records");
+    out = q->int64(0);
+    if (out >= cap) c.capped = true;
+    return {};
+  };
+  ICHIDO_TRY(count_state("pending", c.pending));
+  ICHIDO_TRY(count_state("completed", c.completed));
+  ICHIDO_TRY(count_state("dead", c.dead));
+  auto q = db_.query(
+      "SELECT COUNT(*), COALESCE(SUM(lease_expires_at <= ?2), 0), "
+      "MIN(CASE WHEN lease_expires_at <= ?2 THEN lease_expires_at END) FROM "
+      "(SELECT lease_expires_at FROM once_records WHERE ns = ?1 AND state = 'processing' "
+      "LIMIT ?3)");
+  if (!q.ok()) return std::move(q).error();
+  q->bind(1, ns).bind(2, now).bind(3, cap);
+  if (q->step() != SQLITE_ROW) return db_.error("count once records");
+  const std::int64_t all = q->int64(0);
+  if (all >= cap) c.capped = true;
+  c.expired = q->int64(1);
+  c.processing = all - c.expired;
+  c.oldest_expired_lease = q->opt_int64(2);
+  return c;
 }
 
 }  // namespace ichido::store::sqlite

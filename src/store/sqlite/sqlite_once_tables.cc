@@ -149,12 +149,15 @@ Result<std::vector<core::OnceRecord>> SqliteTables::list_once(const std::string&
   return std::vector<core::OnceRecord>();
 }
 
-Result<std::int64_t> SqliteTables::purge_once(TimeMs older_than, int limit) {
+Result<std::int64_t> SqliteTables::purge_once_in(const std::string& ns, TimeMs older_than,
+                                                 int limit) {
+  // Index once_ns_finished (migration 6): a range of (ns, finished_at), oldest first.
   auto q = db_.query(
       "DELETE FROM once_records WHERE id IN (SELECT id FROM once_records "
-      "WHERE finished_at IS NOT NULL AND finished_at < ? ORDER BY finished_at LIMIT ?)");
+      "WHERE ns = ? AND finished_at IS NOT NULL AND finished_at < ? ORDER BY finished_at "
+      "LIMIT ?)");
   if (!q.ok()) return std::move(q).error();
-  q->bind(1, older_than).bind(2, std::int64_t{limit});
+  q->bind(1, ns).bind(2, older_than).bind(3, std::int64_t{limit});
   ICHIDO_TRY(q->run("purge finished once records"));
   return static_cast<std::int64_t>(sqlite3_changes(db_.raw()));
 }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "store/sqlite/data_dir.h"
 #include "store/sqlite/schema.h"
 #include "store/sqlite/sqlite_tables.h"
 
@@ -42,23 +43,51 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::open(Options options) {
 }
 
 Result<void> SqliteStore::start() {
+  auto startup = [](std::string msg) { return Error(errc::store_unavailable, std::move(msg)); };
   std::error_code ec;
-  std::filesystem::create_directories(opt_.dir, ec);
-  if (ec) return unavailable("cannot create data directory " + opt_.dir + ": " + ec.message());
-  ::chmod(opt_.dir.c_str(), 0700);
+  if (!std::filesystem::is_directory(opt_.dir, ec)) {
+    std::filesystem::create_directories(opt_.dir, ec);
+    if (ec) return startup("cannot create the data directory " + opt_.dir + ": " + ec.message());
+    ::chmod(opt_.dir.c_str(), 0700);
+  }
   const std::string lock_path = opt_.dir + "/LOCK";
   lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock_fd_ < 0) return unavailable("cannot open " + lock_path + ": " + std::strerror(errno));
+  if (lock_fd_ < 0) return startup("cannot open " + lock_path + ": " + std::strerror(errno));
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    return unavailable("data directory " + opt_.dir + " is in use by another ichido process");
+    return startup("the data directory " + opt_.dir +
+                   " is in use by another ichido process (it holds " + lock_path + ")");
   }
-  db_path_ = opt_.dir + "/ichido.db";
+  db_path_ = db_path_of(opt_.dir);
   write_db_ = std::make_unique<Db>();
-  ICHIDO_TRY(write_db_->open(db_path_, /*create=*/true));
-  ICHIDO_TRY(migrate(*write_db_));
+  OpenDirOptions dir_opt;
+  dir_opt.init = opt_.init;
+  dir_opt.vfs = opt_.vfs;
+  auto opened = open_data_dir(*write_db_, opt_.dir, dir_opt, opt_.clock->now_ms());
+  if (!opened.ok()) return std::move(opened).error();
+  identity_ = opened->identity;
+  reserved_token_ = opened->identity.token_high_water;
+  token_floor_ = opened->read_only ? opened->token_floor : 0;
+  struct stat st {};
+  if (opt_.quick_check_max_bytes > 0 && ::stat(db_path_.c_str(), &st) == 0 &&
+      static_cast<std::uint64_t>(st.st_size) <= opt_.quick_check_max_bytes) {
+    auto damage = integrity_check(*write_db_, /*quick=*/true, 5);
+    if (!damage.ok()) return std::move(damage).error();
+    if (!damage->empty()) {
+      return Error(errc::store_corrupt,
+                   db_path_ + " is damaged (" + damage->front() +
+                       "). Restore it from a backup (ichido restore); ichido check --data " +
+                       opt_.dir + " lists the problems.")
+          .with("needs_operator", std::string("true"));
+    }
+  }
+  write_db_->set_on_damage([this] { corrupt_.store(true); });
+  read_only_.store(sqlite3_db_readonly(write_db_->raw(), "main") == 1);
   for (int i = 0; i < opt_.readers; ++i) {
     auto db = std::make_unique<Db>();
-    ICHIDO_TRY(db->open(db_path_, /*create=*/false));
+    if (auto r = db->open(db_path_, /*create=*/false, opt_.vfs); !r.ok()) {
+      return startup("cannot open " + db_path_ + " for reading: " + db->describe());
+    }
+    db->set_on_damage([this] { corrupt_.store(true); });
     read_dbs_.push_back(std::move(db));
   }
   writer_ = std::thread([this] { writer_loop(); });
@@ -79,9 +108,21 @@ void SqliteStore::close() {
     if (writer_.joinable()) writer_.join();
     for (auto& t : readers_) t.join();
     readers_.clear();
-    if (write_db_) {
+    if (write_db_ && !failed_.load() && !corrupt_.load() && !read_only_.load()) {
       // A clean close checkpoints the WAL into the main file, so the next start reads less.
+      // Not after a failed write or damage: then the next open's recovery decides from what is
+      // on disk, and nothing more is written now.
       (void)write_db_->exec("PRAGMA wal_checkpoint(TRUNCATE)", "checkpoint");
+    }
+    if (failed_.load() || corrupt_.load()) {
+      // Nor the checkpoint SQLite makes when the last connection closes: the next open's
+      // recovery decides from what is on disk.
+      for (auto& db : read_dbs_) {
+        sqlite3_db_config(db->raw(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+      }
+      if (write_db_) {
+        sqlite3_db_config(write_db_->raw(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+      }
     }
     read_dbs_.clear();
     write_db_.reset();
@@ -185,40 +226,83 @@ void SqliteStore::commit_batch(std::vector<Job>& batch) {
     for (auto& j : batch) j.finish(&e);
   };
   if (failed_.load()) {
-    fail_all(unavailable("an earlier write failed with an I/O error"));
+    fail_all(
+        unavailable("an earlier write failed with an I/O error; restart the server after "
+                    "checking the disk"));
     return;
   }
   const TimeMs now = opt_.clock->now_ms();
+  cache_.drawn_token = 0;
   Attempt a = apply_batch(batch, now, /*isolate=*/false);
   if (a == Attempt::dirty_failure) {
     isolated_batches_.fetch_add(1);
     a = apply_batch(batch, now, /*isolate=*/true);
   }
   if (a != Attempt::applied) return;  // apply_batch finished every job with the error
-  if (sqlite3_exec(write_db_->raw(), "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
-    Db& db = *write_db_;
-    const int rc = sqlite3_extended_errcode(db.raw());
-    Error e = db.error("commit to disk");
+  Db& db = *write_db_;
+  if (auto r = reserve_tokens(); !r.ok()) {
     cache_.clear();
     if (db.in_transaction()) (void)db.exec("ROLLBACK", "roll back");
     failed_commits_.fetch_add(1);
-    if (is_fatal(rc)) failed_.store(true);
+    fail_all(r.error());
+    return;
+  }
+  const auto commit_started = std::chrono::steady_clock::now();
+  const int commit_rc = sqlite3_exec(db.raw(), "COMMIT", nullptr, nullptr, nullptr);
+  commit_us_.fetch_add(
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                     std::chrono::steady_clock::now() - commit_started)
+                                     .count()));
+  if (commit_rc != SQLITE_OK) {
+    const int rc = sqlite3_extended_errcode(db.raw());
+    Error e = db.error("commit to disk");
+    if (db.read_only()) read_only_.store(true);
+    cache_.clear();
+    if (db.in_transaction()) (void)db.exec("ROLLBACK", "roll back");
+    failed_commits_.fetch_add(1);
+    if (is_fatal(rc) && e.code != errc::store_corrupt) {
+      // The WAL may hold this batch after a restart, or not: say so, and stop writing.
+      failed_.store(true);
+      e = Error(errc::store_unavailable,
+                "The store could not save this change to disk (" + db.describe() +
+                    "): it may or may not have been saved. The server now refuses writes until "
+                    "it is restarted; then a call with the same key or token is safe to retry.")
+              .with("outcome", std::string("unknown"));
+    } else if (is_fatal(rc)) {
+      failed_.store(true);
+    }
     fail_all(e);
     return;
   }
+  read_only_.store(false);
+  token_floor_ = 0;
   commits_.fetch_add(1);
   committed_commands_.fetch_add(batch.size());
   for (auto& j : batch) j.finish(nullptr);
 }
 
+Result<void> SqliteStore::reserve_tokens() {
+  if (cache_.drawn_token <= reserved_token_) return {};
+  Identity id = identity_;
+  id.token_high_water = cache_.drawn_token + kTokenBlock;
+  if (auto r = write_identity(opt_.dir, id); !r.ok()) {
+    return unavailable("cannot record the token high-water mark: " + r.error().message);
+  }
+  identity_ = id;
+  reserved_token_ = id.token_high_water;
+  return {};
+}
+
 // Runs every job of `batch` inside one open transaction (left open when it returns `applied`).
 // On a store failure it rolls back, finishes every job with the error and returns `failed`; with
 // `isolate` false it returns `dirty_failure` (after rolling back) when a failed job had written.
+// A job that throws is a failed job (its answer: internal); it never ends the writer.
 SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs now, bool isolate) {
   Db& db = *write_db_;
   auto give_up = [&](const Error& e) {
     cache_.clear();
     if (db.in_transaction()) (void)db.exec("ROLLBACK", "roll back");
+    if (db.read_only()) read_only_.store(true);
     failed_commits_.fetch_add(1);
     for (auto& j : batch) j.finish(&e);
     return Attempt::failed;
@@ -229,6 +313,10 @@ SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs no
     return q->run(what);
   };
   if (auto r = step("BEGIN IMMEDIATE", "begin a transaction"); !r.ok()) return give_up(r.error());
+  if (token_floor_ > 0) {
+    // Opened read-only: D4's move of the sequence comes with the first write (data_dir.h).
+    if (auto r = raise_token_sequence(db, token_floor_); !r.ok()) return give_up(r.error());
+  }
   SqliteTables tables(db, &cache_);
   for (auto& job : batch) {
     if (isolate) {
@@ -236,7 +324,12 @@ SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs no
       if (auto r = step("SAVEPOINT job", "open a savepoint"); !r.ok()) return give_up(r.error());
     }
     const auto changes_before = sqlite3_total_changes64(db.raw());
-    const bool keep = job.apply(tables, now);
+    bool keep = false;
+    try {
+      keep = job.apply(tables, now);
+    } catch (const std::exception&) {
+      keep = false;  // no result in the job's slot: it answers internal (table_store.h)
+    }
     if (!db.in_transaction()) {
       // SQLite rolled the whole transaction back by itself (e.g. disk full or I/O error):
       // every job's effect so far is gone, so none of them may be acknowledged.
@@ -247,12 +340,16 @@ SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs no
     if (isolate) {
       if (!keep) {
         cache_.clear();
-        (void)step("ROLLBACK TO job", "roll back a failed command");
+        if (auto r = step("ROLLBACK TO job", "roll back a failed command"); !r.ok()) {
+          return give_up(r.error());  // its writes could stay: no answer of this batch holds
+        }
       }
-      (void)step("RELEASE job", "release a savepoint");
+      if (auto r = step("RELEASE job", "release a savepoint"); !r.ok()) return give_up(r.error());
     } else if (!keep && sqlite3_total_changes64(db.raw()) != changes_before) {
       cache_.clear();
-      (void)db.exec("ROLLBACK", "roll back");
+      if (auto r = db.exec("ROLLBACK", "roll back"); !r.ok() || db.in_transaction()) {
+        return give_up(r.ok() ? db.error("roll back") : r.error());
+      }
       return Attempt::dirty_failure;
     }
   }
@@ -275,10 +372,29 @@ void SqliteStore::reader_loop(int index) {
       job.finish(&r.error());
       continue;
     }
-    (void)job.apply(tables, opt_.clock->now_ms());
+    try {
+      (void)job.apply(tables, opt_.clock->now_ms());
+    } catch (const std::exception&) {
+      // No result in the job's slot: it answers internal (table_store.h).
+    }
     (void)db.exec("COMMIT", "end a read");
     job.finish(nullptr);
   }
+}
+
+Result<void> SqliteStore::check_health() {
+  if (corrupt_.load()) {
+    return Error(errc::store_corrupt, "The store found damage in " + db_path_ +
+                                          "; an operator must act (ichido check --data " +
+                                          opt_.dir +
+                                          ", then restore a backup). Retrying will not help.");
+  }
+  if (failed_.load()) {
+    return Error(errc::store_unavailable,
+                 "A write failed with an I/O error, so the store refuses writes; check the disk "
+                 "and restart the server.");
+  }
+  return {};
 }
 
 Result<void> SqliteStore::check_ready() {
@@ -286,22 +402,29 @@ Result<void> SqliteStore::check_ready() {
     MutexLock lk(mu_);
     if (closing_) return unavailable("the server is shutting down");
   }
-  if (failed_.load()) return unavailable("a write failed with an I/O error");
-  if (::access(opt_.dir.c_str(), W_OK) != 0) {
-    return unavailable("data directory " + opt_.dir + " is not writable");
+  ICHIDO_TRY(check_health());
+  if (read_only_.load() || ::access(db_path_.c_str(), W_OK) != 0 ||
+      ::access(opt_.dir.c_str(), W_OK) != 0) {
+    return Error(errc::store_unavailable,
+                 "The store cannot write: " + db_path_ +
+                     " or its directory is read-only; an operator must make it writable.");
   }
-  struct statvfs fs {};
-  if (::statvfs(opt_.dir.c_str(), &fs) == 0) {
-    const unsigned long long free_bytes =
-        static_cast<unsigned long long>(fs.f_bavail) * fs.f_frsize;
-    if (free_bytes < 16ull * 1024 * 1024) return unavailable("less than 16 MiB of disk left");
+  if (opt_.min_free_disk > 0) {
+    struct statvfs fs {};
+    if (::statvfs(opt_.dir.c_str(), &fs) == 0) {
+      const std::uint64_t free_bytes = static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
+      if (free_bytes < opt_.min_free_disk) {
+        return unavailable("less free disk than --min-free-disk (" + std::to_string(free_bytes) +
+                           " < " + std::to_string(opt_.min_free_disk) + " bytes)");
+      }
+    }
   }
   return {};
 }
 
 StoreStats SqliteStore::stats() const {
-  return StoreStats{commits_.load(), committed_commands_.load(), failed_commits_.load(),
-                    isolated_batches_.load()};
+  return StoreStats{commits_.load(),          committed_commands_.load(), failed_commits_.load(),
+                    isolated_batches_.load(), commit_us_.load(),          failed_.load()};
 }
 
 }  // namespace ichido::store::sqlite

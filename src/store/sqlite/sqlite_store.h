@@ -9,10 +9,22 @@
 // decide before they write); when one did write, the batch is rolled back and run again with a
 // SAVEPOINT around each job, so the failed job's writes are undone alone (commit_batch).
 //
-// If a commit fails with an I/O error, the store stops accepting writes for good (every later
-// write gets store_unavailable, /readyz fails): after a failed fsync the state of the file is not
-// known, and carrying on could acknowledge writes that are not durable. Disk-full errors roll back
-// the batch and the store keeps serving (space may come back).
+// Failures (each tested with a fault-injecting VFS, sqlite_fault_test.cc):
+//   - A commit that fails with an I/O error (a failed write or fsync): every job of the batch
+//     gets store_unavailable with details.outcome "unknown" (the WAL may or may not hold it after
+//     a restart), and the store stops accepting writes for good — the fatal latch: after a failed
+//     fsync the file's state is not known, and carrying on could acknowledge writes that are not
+//     durable. check_health() then fails (/healthz 503), so a supervisor restarts the process.
+//   - Disk full: the batch is rolled back (all its jobs 503, nothing changed) and the store keeps
+//     serving; space may come back.
+//   - Damage (SQLITE_CORRUPT/NOTADB) on any connection: that call answers store_corrupt and the
+//     store is unhealthy (/healthz and /readyz 503) until an operator acts.
+//   - Read-only (file, directory or mount): writes answer 503 saying so, /readyz fails; a later
+//     successful write clears it.
+//   - A job that throws: that job alone answers internal (500); the batch goes on without it.
+//   - A savepoint that cannot be rolled back or released: the whole batch fails (nothing of it is
+//     acknowledged), never a partial effect.
+// Identity and token high-water mark: data_dir.h (D1–D4).
 //
 // Reads: `readers` threads, each with its own connection, run read jobs in a deferred
 // transaction (a consistent WAL snapshot that sees every acknowledged commit).
@@ -33,6 +45,7 @@
 
 #include "base/mutex.h"
 #include "ichido/clock.h"
+#include "store/sqlite/data_dir.h"
 #include "store/sqlite/db.h"
 #include "store/sqlite/sqlite_tables.h"
 #include "store/table_store.h"
@@ -40,7 +53,14 @@
 namespace ichido::store::sqlite {
 
 struct Options {
-  std::string dir;                 // data directory; created (mode 0700) when missing
+  std::string dir;    // data directory; created (mode 0700) when missing
+  bool init = false;  // start a new store where ichido.db is gone (data_dir.h D2)
+  std::string vfs;    // SQLite VFS ("" = default; tests inject faults)
+  // Readiness fails while the data directory's file system has less free space than this
+  // (0: never; writes still fail cleanly when the disk is full).
+  std::uint64_t min_free_disk = 0;
+  // PRAGMA quick_check at open when the database is at most this large (0: never).
+  std::uint64_t quick_check_max_bytes = 256ull << 20;
   int readers = 2;                 // read threads / connections
   std::size_t max_batch = 1024;    // jobs per commit at most
   std::size_t max_queue = 100000;  // queued jobs beyond this are refused (store_unavailable)
@@ -55,10 +75,12 @@ class SqliteStore final : public TableStore {
   ~SqliteStore() override;
 
   Result<void> check_ready() override;
+  Result<void> check_health() override;
   StoreStats stats() const override;
   void close() override;
 
   const std::string& db_path() const { return db_path_; }
+  const Identity& identity() const { return identity_; }
 
  protected:
   void submit_write(Job job) override;
@@ -72,11 +94,15 @@ class SqliteStore final : public TableStore {
   void commit_batch(std::vector<Job>& batch);
   enum class Attempt { applied, dirty_failure, failed };
   Attempt apply_batch(std::vector<Job>& batch, TimeMs now, bool isolate);
+  Result<void> reserve_tokens();  // data_dir.h D4, before COMMIT
 
   // Constant after construction.
   const Options opt_;
   std::string db_path_;
+  Identity identity_;  // as written at open; the writer raises token_high_water
   int lock_fd_ = -1;
+  std::int64_t reserved_token_ = 0;  // the writer's: tokens up to this are covered by ichido.id
+  std::int64_t token_floor_ = 0;     // the writer's: D4 still to apply (opened read-only)
 
   Mutex mu_;
   CondVar write_cv_;  // the writer waits here (with mu_)
@@ -85,11 +111,15 @@ class SqliteStore final : public TableStore {
   std::deque<Job> read_queue_ GUARDED_BY(mu_);
   bool closing_ GUARDED_BY(mu_) = false;
 
-  std::atomic<bool> failed_{false};  // a commit failed with an I/O error: no more writes
+  std::atomic<bool> failed_{false};   // a commit failed with an I/O error: no more writes
+  std::atomic<bool> corrupt_{false};  // some connection found damage
+  std::atomic<bool> read_only_{false};
   std::atomic<std::uint64_t> commits_{0};
   std::atomic<std::uint64_t> committed_commands_{0};
   std::atomic<std::uint64_t> failed_commits_{0};
-  std::atomic<std::uint64_t> isolated_batches_{0};  // batches re-run with a savepoint per job
+  std::atomic<std::uint64_t> isolated_batches_{0};
+  std::atomic<std::uint64_t> commit_us_{
+      0};  // time spent in COMMIT (fsync), microseconds  // batches re-run with a savepoint per job
 
   std::unique_ptr<Db> write_db_;               // owned by the writer thread once started
   WriterCache cache_;                          // the writer thread's; cleared on every rollback

@@ -17,15 +17,10 @@
 #include <vector>
 
 #include "store/sqlite/schema.h"
+#include "store/sqlite/test_peer.h"
 #include "store/testing/sync_store.h"
 
 namespace ichido::store::sqlite {
-
-// Lets a test queue a hand-made job (one no command would make, e.g. one that writes and fails).
-class SqliteStoreTestPeer {
- public:
-  static void submit_write(SqliteStore& s, Job job) { s.submit_write(std::move(job)); }
-};
 
 namespace {
 

@@ -64,7 +64,9 @@ Result<std::int64_t> SqliteTables::next_token() {
       "ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value");
   if (!q.ok()) return std::move(q).error();
   if (q->step() != SQLITE_ROW) return db_.error("advance the token sequence");
-  return q->int64(0);
+  const std::int64_t token = q->int64(0);
+  if (cache_) cache_->drawn_token = std::max(cache_->drawn_token, token);
+  return token;
 }
 
 Result<std::optional<CounterRow>> SqliteTables::find_counter(const std::string& ns,

@@ -20,6 +20,9 @@ class WriterCache {
     counters_.clear();
     periods_.clear();
   }
+  // The largest token drawn since the writer last reset it (data_dir.h D4). Not a cache: a
+  // rollback makes it an over-estimate, which only reserves tokens early.
+  std::int64_t drawn_token = 0;
 
  private:
   friend class SqliteTables;
@@ -36,6 +39,7 @@ class WriterCache {
 class SqliteTables final : public Tables {
  public:
   explicit SqliteTables(Db& db, WriterCache* cache = nullptr) : db_(db), cache_(cache) {}
+  Db& db() { return db_; }  // the connection these rows are read and written on
 
   Result<std::int64_t> next_token() override;
 
@@ -67,7 +71,9 @@ class SqliteTables final : public Tables {
   Result<std::vector<core::OnceRecord>> list_once(const std::string& ns, core::OnceFilter filter,
                                                   TimeMs now, const std::string& after,
                                                   int limit) override;
-  Result<std::int64_t> purge_once(TimeMs older_than, int limit) override;
+  Result<std::int64_t> purge_once_in(const std::string& ns, TimeMs older_than, int limit) override;
+  Result<std::optional<NamespaceSettings>> find_ns_settings(const std::string& ns) override;
+  Result<void> save_ns_settings(const std::string& ns, const NamespaceSettings& s) override;
   // sqlite_admin_tables.cc
   Result<void> insert_token(const core::TokenInfo& t) override;
   Result<std::optional<core::TokenInfo>> find_token(const std::string& id) override;
@@ -75,7 +81,9 @@ class SqliteTables final : public Tables {
   Result<void> save_token(const core::TokenInfo& t) override;
   Result<std::vector<core::TokenInfo>> list_tokens() override;
   Result<std::int64_t> insert_audit(const core::AuditEntry& e) override;
-  Result<std::vector<core::AuditEntry>> list_audit(std::int64_t after, int limit) override;
+  Result<std::vector<core::AuditEntry>> list_audit(const AuditQuery& q) override;
+  Result<std::vector<std::string>> list_namespaces() override;
+  Result<OnceCounts> count_once(const std::string& ns, TimeMs now, std::int64_t cap) override;
   Result<std::optional<core::LockRecord>> find_lock(const std::string& ns,
                                                     const std::string& name) override;
   Result<void> save_lock(const std::string& ns, const core::LockRecord& rec) override;

@@ -8,33 +8,28 @@
 
 #include "base/secret.h"
 #include "store/admin_ops.h"
+#include "store/sqlite/data_dir.h"
 #include "store/sqlite/schema.h"
 #include "store/sqlite/sqlite_tables.h"
 
 namespace ichido::store::sqlite {
 namespace {
 
-Result<void> open_dir(Db& db, const std::string& dir, bool create) {
-  std::error_code ec;
-  if (create) {
-    std::filesystem::create_directories(dir, ec);
-    if (ec) {
-      return Error(errc::store_unavailable,
-                   "Cannot create data directory " + dir + ": " + ec.message() + ".");
-    }
-    ::chmod(dir.c_str(), 0700);
-  } else if (!std::filesystem::exists(dir + "/ichido.db", ec)) {
-    return Error(errc::store_unavailable, "No ichido data in " + dir + " (no ichido.db).");
-  }
-  ICHIDO_TRY(db.open(dir + "/ichido.db", create));
-  return migrate(db);
+Result<void> open_dir(Db& db, const std::string& dir, bool init) {
+  OpenDirOptions o;
+  o.create_if_new = false;  // a typo in --data must not become a new, empty store
+  o.init = init;
+  o.serve = false;
+  auto id = open_data_dir(db, dir, o, SystemClock::instance().now_ms());
+  if (!id.ok()) return std::move(id).error();
+  return {};
 }
 
 // Runs `fn` in one write transaction on `dir`'s database.
 template <class T, class Fn>
-Result<T> in_transaction(const std::string& dir, bool create, Fn fn) {
+Result<T> in_transaction(const std::string& dir, bool init, Fn fn) {
   Db db;
-  ICHIDO_TRY(open_dir(db, dir, create));
+  ICHIDO_TRY(open_dir(db, dir, init));
   ICHIDO_TRY(db.exec("BEGIN IMMEDIATE", "begin a transaction"));
   SqliteTables tables(db);
   Result<T> r = fn(tables);
@@ -86,14 +81,14 @@ std::uint64_t tokens_revision(const std::string& dir) {
 
 Result<NewToken> create_token_in_dir(const std::string& dir, core::Role role,
                                      const std::string& scope, const std::string& label,
-                                     std::optional<TimeMs> expires_at, TimeMs now) {
+                                     std::optional<TimeMs> expires_at, TimeMs now, bool init) {
   NewToken out;
   out.secret = new_token_secret();
   auto info = core::make_token(new_token_id(), out.secret, role, scope, label, now, expires_at);
   if (!info.ok()) return std::move(info).error();
   out.info = std::move(*info);
   auto stored =
-      in_transaction<core::TokenInfo>(dir, true, [&](SqliteTables& t) -> Result<core::TokenInfo> {
+      in_transaction<core::TokenInfo>(dir, init, [&](SqliteTables& t) -> Result<core::TokenInfo> {
         ICHIDO_TRY(t.insert_token(out.info));
         auto id = t.insert_audit(
             cli_audit("token create", out.info.scope,

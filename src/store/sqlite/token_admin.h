@@ -24,10 +24,12 @@ struct NewToken {
   std::string secret;  // shown once; never stored
 };
 
-// Creates the data directory and database if they do not exist yet.
+// Refuses a directory without a store (no ichido.db: a typo in --data must not create a new,
+// empty store whose token no server knows) unless `init`, which creates one there (data_dir.h).
 Result<NewToken> create_token_in_dir(const std::string& dir, core::Role role,
                                      const std::string& scope, const std::string& label,
-                                     std::optional<TimeMs> expires_at, TimeMs now);
+                                     std::optional<TimeMs> expires_at, TimeMs now,
+                                     bool init = false);
 Result<std::vector<core::TokenInfo>> list_tokens_in_dir(const std::string& dir);
 // Errors: token_not_found.
 Result<core::TokenInfo> revoke_token_in_dir(const std::string& dir, const std::string& id,

@@ -105,8 +105,8 @@ struct PgFactory {
       if (!m.ok()) return std::move(m).error();
       const std::string q = "\"" + o.schema + "\".";
       std::string empty;
-      for (const char* t :
-           {"counters", "counter_periods", "issued", "once_records", "locks", "tokens", "audit"}) {
+      for (const char* t : {"counters", "counter_periods", "issued", "once_records", "locks",
+                            "tokens", "audit", "ns_settings"}) {
         empty += "DELETE FROM " + q + t + "; ";
       }
       empty += "ALTER SEQUENCE " + q + "token_seq RESTART; ALTER TABLE " + q +

@@ -74,9 +74,18 @@ class ForwardingStore : public Store {
   void append_audit(core::AuditEntry e, Callback<core::AuditEntry> d) override {
     in_.append_audit(std::move(e), std::move(d));
   }
-  void list_audit(std::int64_t after, int limit,
-                  Callback<std::vector<core::AuditEntry>> d) override {
-    in_.list_audit(after, limit, std::move(d));
+  void list_audit(AuditQuery q, Callback<std::vector<core::AuditEntry>> d) override {
+    in_.list_audit(std::move(q), std::move(d));
+  }
+  void get_ns_settings(std::string ns, Callback<NamespaceSettings> d) override {
+    in_.get_ns_settings(std::move(ns), std::move(d));
+  }
+  void put_ns_settings(PutNsSettingsCmd c, Callback<NamespaceSettings> d) override {
+    in_.put_ns_settings(std::move(c), std::move(d));
+  }
+  void summarize_namespaces(std::optional<std::string> ns, std::int64_t cap,
+                            Callback<std::vector<NamespaceSummary>> d) override {
+    in_.summarize_namespaces(std::move(ns), cap, std::move(d));
   }
   void acquire_lock(AcquireLockCmd c, Callback<AcquireLockReply> d) override {
     in_.acquire_lock(std::move(c), std::move(d));

@@ -141,11 +141,36 @@ class SyncStore {
         [&](auto cb) { s_.find_token_by_hash(std::move(hash), std::move(cb)); });
   }
   Result<std::vector<core::AuditEntry>> list_audit(std::int64_t after = 0, int limit = 1000) {
-    return CallAndWait<std::vector<core::AuditEntry>>(
-        [&](auto cb) { s_.list_audit(after, limit, std::move(cb)); });
+    AuditQuery q;
+    q.after = after;
+    q.limit = limit;
+    return list_audit(std::move(q));
   }
   Result<LockState> get_lock(LockRef ref) {
     return CallAndWait<LockState>([&](auto cb) { s_.get_lock(std::move(ref), std::move(cb)); });
+  }
+  Result<core::AuditEntry> append_audit(core::AuditEntry e) {
+    return CallAndWait<core::AuditEntry>(
+        [&](auto cb) { s_.append_audit(std::move(e), std::move(cb)); });
+  }
+  Result<std::vector<core::AuditEntry>> list_audit(AuditQuery q) {
+    return CallAndWait<std::vector<core::AuditEntry>>(
+        [&](auto cb) { s_.list_audit(std::move(q), std::move(cb)); });
+  }
+  Result<std::vector<NamespaceSummary>> summarize_namespaces(std::optional<std::string> ns,
+                                                             std::int64_t cap) {
+    return CallAndWait<std::vector<NamespaceSummary>>(
+        [&](auto cb) { s_.summarize_namespaces(std::move(ns), cap, std::move(cb)); });
+  }
+  Result<NamespaceSettings> get_ns_settings(std::string ns) {
+    return CallAndWait<NamespaceSettings>(
+        [&](auto cb) { s_.get_ns_settings(std::move(ns), std::move(cb)); });
+  }
+  Result<NamespaceSettings> put_ns_settings(std::string ns, NamespaceSettings st,
+                                            AuditNote audit = std::nullopt) {
+    return CallAndWait<NamespaceSettings>([&](auto cb) {
+      s_.put_ns_settings(PutNsSettingsCmd{std::move(ns), st, std::move(audit)}, std::move(cb));
+    });
   }
   Result<std::vector<core::LockRecord>> list_locks(std::string ns) {
     return CallAndWait<std::vector<core::LockRecord>>(

@@ -1,0 +1,86 @@
+"""examples/*/*.py as processes against a live ichido: receipt numbers for overlapping CSV exports
+from two machines at once, and a Maildir handled by three machines at once."""
+
+from __future__ import annotations
+
+import csv
+import mailbox
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, os.path.join(REPO, "clients", "testing"))
+
+from ichido_testing import Server, mail_message_ids  # noqa: E402
+
+
+class Examples(unittest.TestCase):
+    def setUp(self):
+        self.server = Server().start()
+        self.addCleanup(self.server.stop)
+        self.dir = tempfile.mkdtemp(prefix="ichido-examples-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def env(self, ns):
+        return dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "src"), ICHIDO_URL=self.server.url,
+                    ICHIDO_TOKEN=self.server.token("writer", ns), ICHIDO_NS=ns)
+
+    def test_receipt_numbers_from_two_overlapping_exports_at_once(self):
+        self.server.admin("PUT", "/v1/ns/forms/counters/receipts", {"max": 9999, "format": "R-{seq:4}", "require_key": True})
+        env = self.env("forms")
+        ids = [f"2_AB{i:04d}" for i in range(100)]
+
+        def export(name, part):
+            path = os.path.join(self.dir, name)
+            with open(path, "w", newline="", encoding="utf-8") as f:
+                w = csv.writer(f)
+                w.writerow(["response_id", "氏名"])
+                for i in part:
+                    w.writerow([i, "山田"])
+            return path
+
+        script = os.path.join(REPO, "examples", "receipt-numbers", "receipt_numbers.py")
+        a, b = export("a.csv", ids[:70]), export("b.csv", ids[30:])
+        procs = [subprocess.Popen([sys.executable, script, src, src + ".out"], env=env) for src in (a, b)]
+        self.assertEqual([p.wait(timeout=120) for p in procs], [0, 0])
+
+        def read(path):
+            with open(path, newline="", encoding="utf-8") as f:
+                return {r["response_id"]: r["receipt"] for r in csv.DictReader(f)}
+
+        ra, rb = read(a + ".out"), read(b + ".out")
+        for i in ids[30:70]:
+            self.assertEqual(ra[i], rb[i], "the overlap got the same numbers on both machines")
+        merged = {**ra, **rb}
+        self.assertEqual(sorted(merged.values()), [f"R-{n:04d}" for n in range(1, 101)])
+        again = subprocess.run([sys.executable, script, a, a + ".again"], env=env, capture_output=True, text=True)
+        self.assertEqual(again.returncode, 0, again.stderr)
+        self.assertEqual(read(a + ".again"), ra, "a re-run gives the same numbers")
+
+    def test_mailbox_once_from_three_machines_handles_each_mail_once(self):
+        env = self.env("mailbox")
+        box = mailbox.Maildir(os.path.join(self.dir, "support"), create=True)
+        ids = mail_message_ids(40)
+        for n, mid in enumerate(ids):
+            # Written as the bytes a mail server stores (UTF-8 headers, RFC 6532), not through
+            # EmailMessage, which would parse the Message-ID (and cut it at the first space).
+            subject = f"=?utf-8?b?{__import__('base64').b64encode(f'問い合わせ {n}'.encode()).decode()}?="
+            box.add(f"Message-ID: {mid}\r\nSubject: {subject}\r\n\r\n本文\r\n".encode("utf-8"))
+        ledger = os.path.join(self.dir, "handled.csv")
+        script = os.path.join(REPO, "examples", "shared-mailbox", "mailbox_once.py")
+        procs = [subprocess.Popen([sys.executable, script, "--maildir", box._path, "--ledger", ledger, "--lease", "5", "--until-done"], env=env)
+                 for _ in range(3)]
+        self.assertEqual([p.wait(timeout=120) for p in procs], [0, 0, 0])
+        with open(ledger, newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))
+        self.assertEqual(sorted(r[0] for r in rows), sorted(ids), "each mail handled exactly once")
+        self.assertEqual(sorted(r[1] for r in rows), sorted(f"問い合わせ {n}" for n in range(40)))
+
+
+if __name__ == "__main__":
+    unittest.main()

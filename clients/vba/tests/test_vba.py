@@ -1,0 +1,445 @@
+"""The VBA client (clients/vba/*.bas) and the VBA examples, checked and run by the VBA-subset
+interpreter (vba.py) against a live ichido. See clients/vba/README.md for what this does and does
+not prove."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+VBA_DIR = os.path.dirname(HERE)
+REPO = os.path.dirname(os.path.dirname(VBA_DIR))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(REPO, "clients", "testing"))
+
+import vba  # noqa: E402
+from fakes import MailItem, Worksheet  # noqa: E402
+from ichido_testing import LossyProxy, Server, Tethered, flaky_for_keys, mail_message_ids, readme_recipes  # noqa: E402
+
+JSON = os.path.join(VBA_DIR, "IchidoJson.bas")
+ICHIDO = os.path.join(VBA_DIR, "Ichido.bas")
+MAILBOX = os.path.join(REPO, "examples", "shared-mailbox", "SharedMailbox.bas")
+OUTLOOK_SESSION = os.path.join(REPO, "examples", "shared-mailbox", "ThisOutlookSession.cls")
+RECEIPTS = os.path.join(REPO, "examples", "receipt-numbers", "ReceiptNumbers.bas")
+
+
+def project(*extra, **kw):
+    return vba.Project([JSON, ICHIDO, *extra], **kw)
+
+
+def as_python(v):
+    """A value JsonParse returned, as Python's json module would have parsed it."""
+    if isinstance(v, vba.Dictionary):
+        return {vba.py_str(k): as_python(x) for k, x in v.d.items()}
+    if isinstance(v, vba.Collection):
+        return [as_python(x) for x in v.items]
+    if v is vba.NULL:
+        return None
+    if isinstance(v, str):
+        return vba.py_str(v)
+    return v
+
+
+class StaticChecks(unittest.TestCase):
+    def test_every_module_and_example_passes_the_checks(self):
+        host = {"application": object(), "olfolderinbox": 6, "activesheet": object()}
+        for files in ([JSON, ICHIDO], [JSON, ICHIDO, MAILBOX, OUTLOOK_SESSION], [JSON, ICHIDO, RECEIPTS]):
+            with self.subTest(files=[os.path.basename(f) for f in files]):
+                self.assertEqual(vba.Project(files, host=host).check(), [])
+
+    def test_the_checker_finds_what_the_old_readme_snippet_got_wrong(self):
+        # The VBA snippet the README had before: JsonEscape did not exist, http was undeclared.
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d, True)
+        bad = os.path.join(d, "Old.bas")
+        with open(bad, "w", encoding="utf-8") as f:
+            f.write(
+                'Attribute VB_Name = "Old"\nOption Explicit\n'
+                "Public Sub OnMail(ByVal mail As Object)\n"
+                "    Dim msgId As String\n"
+                '    msgId = mail.PropertyAccessor.GetProperty("x")\n'
+                '    Set http = CreateObject("MSXML2.ServerXMLHTTP.6.0")\n'
+                '    http.send "{""key"": """ & JsonEscape(msgId) & """}"\n'
+                "    Dim n As Long\n"
+                '    Set n = CreateObject("Scripting.Dictionary")\n'
+                "End Sub\n"
+                "Private Sub Report(ByVal a As Long, ByVal b As Long)\nEnd Sub\n"
+            )
+        problems = "\n".join(vba.Project([bad]).check())
+        self.assertIn("variable not declared: http", problems)
+        self.assertIn("not defined: JsonEscape", problems)
+        self.assertIn("Set on n declared As long", problems)
+        with self.assertRaises(vba.VbaError) as cm:  # `Report(1, 2)` as a statement does not compile
+            bad2 = os.path.join(d, "Old2.bas")
+            with open(bad2, "w", encoding="utf-8") as f:
+                f.write('Attribute VB_Name = "Old2"\nOption Explicit\nSub A()\n    Report(1, 2)\nEnd Sub\n')
+            vba.Project([bad2])
+        self.assertTrue(cm.exception.compile)
+
+    def test_the_checker_wants_option_explicit_and_ptrsafe(self):
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d, True)
+        path = os.path.join(d, "M.bas")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(
+                'Attribute VB_Name = "M"\n#If VBA7 Then\nPrivate Declare Sub Sleep Lib "kernel32" (ByVal ms As Long)\n'
+                "#Else\nPrivate Declare Sub Sleep Lib \"kernel32\" (ByVal ms As Long)\n#End If\n"
+                "Sub A()\n    x = 1\nEnd Sub\n"
+            )
+        problems = "\n".join(vba.Project([path]).check())
+        self.assertIn("no Option Explicit", problems)
+        self.assertIn("needs PtrSafe", problems)
+        self.assertIn("variable not declared: x", problems)
+
+
+class Json(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.pj = project()
+
+    def test_json_string_escapes_everything_and_round_trips(self):
+        for s in ["", "plain", 'quote " and backslash \\', "tab\tnew\nline\rcr\x08\x0c", "\x00\x01\x1f\x7f",
+                  "<CAF=x/y+z@mail.example.co.jp>", "受付番号 R-0001", "ｆｕｌｌ＿ｗｉｄｔｈ", "😀 emoji", "/ slash"]:
+            out = self.pj.call("JsonString", s)
+            self.assertTrue(out.isascii(), out)
+            self.assertEqual(json.loads(vba.py_str(out)), s)
+
+    def test_json_parse_matches_pythons_json(self):
+        for text in [
+            '{"value":1,"formatted":"R-0001","period":"","key":"form-1","replayed":false,"issued_at":"2026-04-01T09:30:00.123Z"}',
+            '{"outcome":"completed","result":{"ticket":"T-1","n":[1,2,{"x":null}]},"completed_at":"x"}',
+            '{"error":{"code":"counter_not_found","message":"No counter \'r\'.","details":{"field":"key"}}}',
+            '  [ 1 , -2 , 3.25 , -1.5e3, 9007199254740992, true, false, null, "", "\\u53d7\\u4ed8\\ud83d\\ude00\\n\\"\\\\\\/" ]  ',
+            '"just a string"', "42", "[]", "{}", '{"a":{},"b":[]}',
+        ]:
+            with self.subTest(text=text):
+                v = self.pj.call("JsonParse", text)
+                self.assertEqual(as_python(v), json.loads(text))
+                again = self.pj.call("JsonStringify", v)
+                self.assertEqual(json.loads(vba.py_str(again)), json.loads(text))
+
+    def test_invalid_json_raises_json_error_with_the_position(self):
+        for bad in ['{"a":1,}', "[1 2]", '"abc', "tru", '{"a" 1}', "", "{} x", '{"a":"\\q"}', '"\\u12"']:
+            with self.subTest(bad=bad):
+                with self.assertRaises(vba.VbaError) as cm:
+                    self.pj.call("JsonParse", bad)
+                self.assertEqual(cm.exception.number, vba.VB_OBJECT_ERROR + 7801)
+                self.assertIn("invalid JSON at position", cm.exception.description)
+
+    def test_numbers_are_exact_up_to_2_to_the_53(self):
+        for n in [0, 1, -1, 2147483647, 2147483648, 123456789012345, 9007199254740991, 9007199254740992]:
+            self.assertEqual(self.pj.call("JsonNumber", float(n)), str(n))
+            self.assertEqual(self.pj.call("JsonParse", str(n)), float(n))
+        self.assertEqual(self.pj.call("JsonNumber", 1.5), "1.5")
+
+
+class Live(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server().start()
+        cls.writer = cls.server.token("writer", "vba")
+        cls.scratch = tempfile.mkdtemp(prefix="ichido-vba-")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        shutil.rmtree(cls.scratch, ignore_errors=True)
+
+    def connected(self, url=None, **kw):
+        pj = project(**kw)
+        pj.call("IchidoConnect", url or self.server.url, self.writer, "vba")
+        return pj
+
+    def proxy(self, policy):
+        p = LossyProxy(self.server.port, policy)
+        self.addCleanup(p.close)
+        return p
+
+    def raises(self, pj, code, *call):
+        with self.assertRaises(vba.VbaError) as cm:
+            pj.call(*call)
+        self.assertEqual(cm.exception.number, vba.VB_OBJECT_ERROR + 7878, cm.exception)
+        self.assertEqual(pj.globals[("ichido", "ichidolastcode")][0], code)
+        self.assertTrue(cm.exception.description.startswith(code + ": "), cm.exception.description)
+        return cm.exception
+
+    def test_the_request_bodies_are_exactly_the_api_s(self):
+        self.server.admin("PUT", "/v1/ns/vba/counters/bodies", {"require_key": True})
+        pj = self.connected()
+        start = len(vba.ServerXMLHTTP.log)
+        pj.call("IchidoNextNumber", "bodies", "order-1", "first 受付")
+        claim = pj.call("IchidoBegin", "<m 1@例え.jp>", 90000, 0, "sha256:ab")
+        token = claim.vba_get("item", ["token"])
+        pj.call("IchidoComplete", "<m 1@例え.jp>", token, '{"ok":true}')
+        lock = pj.call("IchidoAcquire", "ledger", 0, 45000)
+        pj.call("IchidoRelease", "ledger", lock.vba_get("item", ["token"]))
+        sent = vba.ServerXMLHTTP.log[start:]
+        t = int(token)
+        lt = int(lock.vba_get("item", ["token"]))
+        rid = r'"request_id":"[0-9a-f]{32}"'
+        expected = [
+            ("POST", "/v1/ns/vba/counters/bodies/next", r'\{"key":"order-1","note":"first \\u53d7\\u4ed8"\}'),
+            ("POST", "/v1/ns/vba/once/begin", r'\{"key":"<m 1@\\u4f8b\\u3048\.jp>","owner":"PC-TEST:tester","lease_ms":90000,"wait_ms":0,' + rid + r',"fingerprint":"sha256:ab"\}'),
+            ("POST", "/v1/ns/vba/once/complete", r'\{"key":"<m 1@\\u4f8b\\u3048\.jp>","token":' + str(t) + r',"result":\{"ok":true\}\}'),
+            ("POST", "/v1/ns/vba/locks/ledger/acquire", r'\{"owner":"PC-TEST:tester","wait_ms":0,"lease_ms":45000,' + rid + r"\}"),
+            ("POST", "/v1/ns/vba/locks/ledger/release", r'\{"token":' + str(lt) + r"\}"),
+        ]
+        self.assertEqual(len(sent), len(expected))
+        for req, (method, path, body) in zip(sent, expected):
+            self.assertEqual(req["method"], method)
+            self.assertEqual(req["url"], self.server.url + path)
+            self.assertRegex(req["body"], "^" + body + "$")
+            self.assertEqual(req["headers"]["Content-Type"], "application/json")
+            self.assertEqual(req["headers"]["Authorization"], "Bearer " + self.writer)
+
+    def test_counters_same_key_same_number_and_errors(self):
+        self.server.admin("PUT", "/v1/ns/vba/counters/receipts", {"max": 2, "format": "R-{seq:4}", "require_key": True})
+        pj = self.connected()
+        a = pj.call("IchidoNextNumber", "receipts", "order-7")
+        self.assertEqual((a.vba_get("item", ["formatted"]), a.vba_get("item", ["replayed"])), ("R-0001", False))
+        b = pj.call("IchidoNextNumber", "receipts", "order-7")
+        self.assertEqual((b.vba_get("item", ["value"]), b.vba_get("item", ["replayed"])), (1.0, True))
+        pj.call("IchidoNextNumber", "receipts", "order-8")
+        e = self.raises(pj, "counter_exhausted", "IchidoNextNumber", "receipts", "order-9")
+        self.assertEqual(pj.globals[("ichido", "ichidolaststatus")][0], 409)
+        self.raises(pj, "counter_not_found", "IchidoNextNumber", "nope", "k")
+        self.raises(pj, "invalid_argument", "IchidoNextNumber", "receipts", "")
+        self.raises(pj, "invalid_argument", "IchidoNextNumber", "bad/name", "k")
+        self.assertIn("counter_exhausted", e.description)
+
+    def test_once_outcomes_fail_and_dead(self):
+        pj = self.connected()
+        key = "<CAF=x/y+z 受付@mail.example.co.jp>"
+        c = pj.call("IchidoBegin", key)
+        self.assertEqual(c.vba_get("item", ["outcome"]), "acquired")
+        other = self.connected(environ={"COMPUTERNAME": "PC-B", "USERNAME": "b"})
+        busy = other.call("IchidoBegin", key)
+        self.assertEqual((busy.vba_get("item", ["outcome"]), busy.vba_get("item", ["owner"])), ("in_progress", "PC-TEST:tester"))
+        pj.call("IchidoComplete", key, c.vba_get("item", ["token"]), '{"ticket":"T-1"}', c.vba_get("item", ["lease_end_ms"]))
+        done = other.call("IchidoBegin", key)
+        self.assertEqual(done.vba_get("item", ["outcome"]), "completed")
+        self.assertEqual(as_python(done.vba_get("item", ["result"])), {"ticket": "T-1"})
+        _, rec = self.server.admin("GET", "/v1/ns/vba/once?key=" + __import__("urllib.parse").parse.quote(key, safe=""))
+        self.assertEqual(rec["key"], key, "the key arrived intact")
+
+        f = pj.call("IchidoBegin", "fragile", 60000, 0, "", 1)
+        pj.call("IchidoFail", "fragile", f.vba_get("item", ["token"]), "smtp 550 ユーザー不明")
+        dead = pj.call("IchidoBegin", "fragile")
+        self.assertEqual(dead.vba_get("item", ["outcome"]), "dead")
+        self.assertEqual(dead.vba_get("item", ["last_error"]), "smtp 550 ユーザー不明")
+        self.raises(pj, "stale_token", "IchidoComplete", key, 999999.0)
+
+    def test_locks_acquire_release_and_the_holder(self):
+        pj = self.connected()
+        a = pj.call("IchidoAcquire", "printer", 0, 30000)
+        self.assertTrue(a.vba_get("item", ["acquired"]))
+        b = self.connected(environ={"COMPUTERNAME": "PC-B", "USERNAME": "b"}).call("IchidoAcquire", "printer", 200, 30000)
+        self.assertFalse(b.vba_get("item", ["acquired"]))
+        self.assertEqual(b.vba_get("item", ["holder"]).vba_get("item", ["owner"]), "PC-TEST:tester")
+        pj.call("IchidoRelease", "printer", a.vba_get("item", ["token"]))
+        self.raises(pj, "not_holder", "IchidoRelease", "printer", a.vba_get("item", ["token"]))
+
+    def test_forbidden_and_invalid_request_carry_status_and_details(self):
+        pj = project()
+        pj.call("IchidoConnect", self.server.url, self.server.token("reader", "vba"), "vba")
+        self.raises(pj, "forbidden", "IchidoBegin", "k")
+        self.assertEqual(pj.globals[("ichido", "ichidolaststatus")][0], 403)
+        w = self.connected()
+        self.raises(w, "invalid_request", "IchidoBegin", "k", 10)
+        self.assertEqual(w.globals[("ichido", "ichidolastdetails")][0].vba_get("item", ["field"]), "lease_ms")
+        self.raises(project(), "invalid_argument", "IchidoBegin", "k")  # not connected
+
+    def test_a_lost_begin_answer_is_retried_with_the_same_request_id(self):
+        done = []
+        proxy = self.proxy(lambda req: "drop_answer" if req["path"].endswith("/once/begin") and not done and not done.append(1) else "pass")
+        pj = self.connected(proxy.url)
+        c = pj.call("IchidoBegin", "lost-begin")
+        self.assertEqual(c.vba_get("item", ["outcome"]), "acquired")
+        self.assertTrue(c.vba_get("item", ["replayed"]))
+        begins = proxy.requests("/once/begin")
+        self.assertEqual(len(begins), 2)
+        self.assertEqual(begins[0]["body"]["request_id"], begins[1]["body"]["request_id"])
+
+    def test_503_is_retried_4xx_is_not(self):
+        n = []
+        proxy = self.proxy(lambda req: {"status": 503, "body": {"error": {"code": "store_unavailable", "message": "x", "details": {}}}}
+                           if "/counters/r503/" in req["path"] and len(n) < 2 and not n.append(1) else "pass")
+        self.server.admin("PUT", "/v1/ns/vba/counters/r503", {})
+        pj = self.connected(proxy.url)
+        self.assertEqual(pj.call("IchidoNextNumber", "r503", "k").vba_get("item", ["value"]), 1.0)
+        self.assertEqual(len(pj.sleeps), 2)
+        self.assertTrue(250 <= pj.sleeps[0] <= 500 and 500 <= pj.sleeps[1] <= 1000, pj.sleeps)
+        self.raises(pj, "counter_not_found", "IchidoNextNumber", "missing", "k")
+        self.assertEqual(len(proxy.requests("/counters/missing/next")), 1)
+
+    def test_complete_unreachable_until_the_lease_end_raises_complete_unconfirmed(self):
+        proxy = self.proxy(lambda req: "drop_request" if req["path"].endswith("/once/complete") else "pass")
+        pj = self.connected(proxy.url)
+        c = pj.call("IchidoBegin", "report-1", 1500)
+        started = time.monotonic()
+        self.raises(pj, "complete_unconfirmed", "IchidoComplete", "report-1", c.vba_get("item", ["token"]), '{"rows":3}', c.vba_get("item", ["lease_end_ms"]))
+        self.assertGreaterEqual(time.monotonic() - started, 0.8)
+        self.assertGreaterEqual(len(proxy.requests("/once/complete")), 2)
+        self.assertEqual(len(proxy.requests("/once/fail")), 0)
+
+    def test_https_with_the_servers_ca(self):
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d, True)
+        cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+                        "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", key, "-out", cert], check=True, capture_output=True)
+        tls = Server(args=["--tls-cert", cert, "--tls-key", key]).start()
+        self.addCleanup(tls.stop)
+        vba.ServerXMLHTTP.cafile = cert
+        self.addCleanup(setattr, vba.ServerXMLHTTP, "cafile", None)
+        pj = project()
+        pj.call("IchidoConnect", f"https://localhost:{tls.port}/", tls.admin_token, "tls")
+        self.assertEqual(pj.call("IchidoBegin", "over-tls").vba_get("item", ["outcome"]), "acquired")
+
+    def test_seed_000_the_excel_macro_numbers_orders_from_three_pcs_at_once(self):
+        self.server.admin("PUT", "/v1/ns/shop/counters/receipts", {"max": 9999, "format": "R-{seq:4}", "require_key": True})
+        token = self.server.token("writer", "shop")
+        proxy = self.proxy(flaky_for_keys(random.Random(3), "/counters/receipts/next"))
+        orders = {(r, 1): f"A{1000 + r}" for r in range(2, 32)}  # 30 orders in rows 2..31
+        sheets, errors = [], []
+
+        def pc(n):
+            try:
+                pj = project(RECEIPTS, environ={"COMPUTERNAME": f"PC-{n}", "USERNAME": "clerk"})
+                pj.sleep_scale = 0.2
+                pj.settings[("ichido", "connection", "url")] = proxy.url
+                pj.settings[("ichido", "connection", "token")] = token
+                sheet = Worksheet(orders)
+                pj.call("NumberOrders", sheet, 31)
+                self.assertEqual(pj.msgboxes, [])
+                sheets.append(sheet)
+            except Exception as e:  # reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=pc, args=(n,)) for n in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        numbers = [sheets[0].cells[(r, 2)] for r in range(2, 32)]
+        self.assertEqual(sorted(numbers), [f"R-{i:04d}" for i in range(1, 31)], "no duplicate, no gap")
+        for s in sheets[1:]:
+            self.assertEqual([s.cells[(r, 2)] for r in range(2, 32)], numbers, "every PC wrote the same numbers")
+        self.assertGreater(len(proxy.dropped("/next")), 0)
+
+    def test_seed_000_the_excel_macro_says_plainly_when_the_counter_is_exhausted(self):
+        server = Server().start()  # its own: the macro always uses namespace shop
+        self.addCleanup(server.stop)
+        server.admin("PUT", "/v1/ns/shop/counters/receipts", {"max": 1, "format": "R-{seq:4}", "require_key": True})
+        pj = project(RECEIPTS)
+        pj.settings[("ichido", "connection", "url")] = server.url
+        pj.settings[("ichido", "connection", "token")] = server.token("writer", "shop")
+        sheet = Worksheet({(2, 1): "B1", (3, 1): "B2", (4, 1): "B3"})
+        pj.call("NumberOrders", sheet, 4)
+        self.assertEqual(sheet.cells.get((2, 2)), "R-0001")
+        self.assertNotIn((3, 2), sheet.cells)
+        self.assertNotIn((4, 2), sheet.cells, "it stops at the first refusal")
+        self.assertEqual(pj.msgboxes, ["受付番号の上限に達しました。管理者に連絡してください。"])
+        # An unreachable server: a message that says a re-run is safe.
+        pj.settings[("ichido", "connection", "url")] = "http://127.0.0.1:9"
+        pj.sleep_scale = 0.01
+        pj.msgboxes.clear()
+        pj.call("NumberOrders", Worksheet({(2, 1): "C1"}), 2)
+        self.assertEqual(len(pj.msgboxes), 1)
+        self.assertIn("行 2 の受付番号を発行できませんでした: unreachable", pj.msgboxes[0])
+        self.assertIn("もう一度実行しても、番号が重複することはありません。", pj.msgboxes[0])
+
+    def test_seed_002_three_outlook_clients_on_100_mails_one_killed(self):
+        token = self.server.token("writer", "mailbox")
+        ids = mail_message_ids(100) + ["<絵文字😀+/@example.jp>"]
+        ids_file = os.path.join(self.scratch, "ids.json")
+        with open(ids_file, "w", encoding="utf-8") as f:
+            json.dump(ids, f, ensure_ascii=False)
+        ledger = os.path.join(self.scratch, "forwards.txt")
+        open(ledger, "w").close()
+        env = dict(os.environ, ICHIDO_URL=self.server.url, ICHIDO_TOKEN=token, LEASE_MS="1500")
+        killed = {}
+
+        def on_line(line, t):
+            if line.startswith("KILLME "):
+                killed["id"] = json.loads(line[7:])
+                t.kill()
+
+        clients = [
+            Tethered([sys.executable, os.path.join(HERE, "outlook_client.py"), name, ids_file, ledger, str(seed)],
+                     dict(env, KILL_AT="10" if name == "outlook-B" else "0"), on_line)
+            for seed, name in enumerate(["outlook-A", "outlook-B", "outlook-C"], start=11)
+        ]
+        codes = [c.wait() for c in clients]
+        self.assertEqual(codes[0], 0, clients[0].err)
+        self.assertEqual(codes[2], 0, clients[2].err)
+        self.assertNotEqual(codes[1], 0)
+        self.assertIn("id", killed, "client B reached its 10th forward")
+        with open(ledger, encoding="utf-8") as f:
+            forwarded = [line.split("\t", 1)[1] for line in f.read().splitlines()]
+        self.assertEqual(len(forwarded), len(ids), "each mail forwarded exactly once")
+        self.assertEqual(set(forwarded), set(ids))
+        import urllib.parse
+
+        for i in ids:
+            _, rec = self.server.admin("GET", "/v1/ns/mailbox/once?key=" + urllib.parse.quote(i, safe=""))
+            self.assertEqual(rec["state"], "completed", i)
+            self.assertEqual(rec["attempt"], 2 if i == killed["id"] else 1, i)
+
+
+class Readme(unittest.TestCase):
+    """The README's VBA recipe, exactly as written there, as a module of its own."""
+
+    def test_vba_outlook_item_add(self):
+        code = readme_recipes().get("vba/outlook-item-add")
+        self.assertIsNotNone(code, "README recipe vba/outlook-item-add is missing")
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d, True)
+        path = os.path.join(d, "Recipe.bas")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write('Attribute VB_Name = "Recipe"\nOption Explicit\n\n' + code + "\n")
+        self.assertEqual(project(path).check(), [])
+        server = Server().start()
+        self.addCleanup(server.stop)
+        token = server.token("writer", "mailbox")
+        ids = mail_message_ids(20)
+        forwarded, lock = [], threading.Lock()
+
+        def on_send(sent):
+            with lock:
+                forwarded.append(vba.py_str(sent.original.message_id))
+
+        errors = []
+
+        def client(n):
+            try:
+                pj = project(path, environ={"COMPUTERNAME": f"PC-{n}", "USERNAME": "staff"})
+                pj.call("IchidoConnect", server.url, token, "mailbox")
+                for i in ids:
+                    pj.call("HandleSharedMail", MailItem(vba.vba_str(i), "s", on_send))
+                self.assertEqual(pj.debug, [])
+            except Exception as e:  # reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=client, args=(n,)) for n in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        self.assertEqual(sorted(forwarded), sorted(ids), "each mail forwarded once, by one client")
+
+
+if __name__ == "__main__":
+    unittest.main()

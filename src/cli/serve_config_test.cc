@@ -1,0 +1,119 @@
+// `ichido serve --config FILE`: the file format, precedence of flags, and errors that name the
+// file, the line and the key.
+#include "cli/serve_config.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "cli/app.h"
+
+namespace ichido::cli {
+namespace {
+
+TEST(ConfigParse, KeysValuesQuotesCommentsAndTheServeSection) {
+  auto r = parse_config(
+      "# ichido\n\n[serve]\nlisten = \"0.0.0.0:7878\"  # all interfaces\ndata='/var/lib/ichido'\n"
+      "tls_cert = \"/etc/a \\\"b\\\".pem\"\nmax-connections = 20000\r\nmetrics-open = true\n",
+      "f.conf");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->size(), 5u);
+  EXPECT_EQ((*r)[0].key, "listen");
+  EXPECT_EQ((*r)[0].value, "0.0.0.0:7878");
+  EXPECT_EQ((*r)[0].line, 4);
+  EXPECT_EQ((*r)[1].value, "/var/lib/ichido");
+  EXPECT_EQ((*r)[2].key, "tls-cert");
+  EXPECT_EQ((*r)[2].value, "/etc/a \"b\".pem");
+  EXPECT_EQ((*r)[3].value, "20000");
+  EXPECT_EQ((*r)[4].value, "true");
+}
+
+TEST(ConfigParse, ErrorsNameTheFileAndLine) {
+  auto expect_error = [](const std::string& text, const std::string& part) {
+    auto r = parse_config(text, "x.conf");
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_NE(r.error().message.find(part), std::string::npos) << r.error().message;
+  };
+  expect_error("listen = 1\n\nlisten = 2\n", "x.conf:3: 'listen' is given twice");
+  expect_error("[server]\n", "x.conf:1: unknown section [server]");
+  expect_error("just words\n", "x.conf:1: expected key = value");
+  expect_error("data = \"/tmp\n", "x.conf:1: the string value of 'data' has no closing \"");
+  expect_error("data = /tmp/a b\n", "put it in \"quotes\"");
+  expect_error("data = \"a\" b\n", "unexpected text after the value of 'data'");
+  expect_error("Data = 1\n", "'Data' is not a key");
+  expect_error("data =\n", "the value of 'data' is missing");
+}
+
+class ServeConfigFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/ichido-conf-XXXXXX";
+    const int fd = ::mkstemp(tmpl);
+    ASSERT_GE(fd, 0);
+    ::close(fd);
+    path_ = tmpl;
+  }
+  void TearDown() override { std::remove(path_.c_str()); }
+  void write(const std::string& text) { std::ofstream(path_) << text; }
+  std::optional<int> parse(std::vector<std::string> args) {
+    args.insert(args.begin(), "ichido");
+    return cli_.parse(args, out_);
+  }
+
+  std::string path_;
+  server::ServeConfig served_;
+  Cli cli_{{.serve = [this](const server::ServeConfig& c) {
+    served_ = c;
+    return 0;
+  }}};
+  std::ostringstream sout_, serr_;
+  Output out_{sout_, serr_};
+};
+
+TEST_F(ServeConfigFile, FillsTheConfigAndFlagsWin) {
+  write(
+      "listen = \"0.0.0.0:9000\"\ndata = \"/srv/ichido\"\nmetrics-open = true\n"
+      "once-retention = 90d\nlog-format = json\nrequest-log = off\nmax-connections = 20\n");
+  ASSERT_FALSE(parse({"serve", "--config", path_, "--listen", "127.0.0.1:1"}).has_value())
+      << serr_.str();
+  EXPECT_EQ(cli_.run(out_), 0);
+  EXPECT_EQ(served_.listen, "127.0.0.1:1");  // the flag
+  EXPECT_EQ(served_.data_dir, "/srv/ichido");
+  EXPECT_TRUE(served_.metrics_open);
+  EXPECT_EQ(served_.once_retention_ms, std::int64_t{90} * 24 * 3600 * 1000);
+  EXPECT_EQ(served_.log_format, "json");
+  EXPECT_FALSE(served_.request_log);
+  EXPECT_EQ(served_.max_connections, 20u);
+}
+
+TEST_F(ServeConfigFile, UnknownKeyIsAUsageErrorNamingKeyAndLine) {
+  write("listen = \"0.0.0.0:9000\"\n\nlisten-port = 7\n");
+  EXPECT_EQ(parse({"serve", "--config", path_}), kExitUsage);
+  EXPECT_NE(serr_.str().find(path_ + ":3: unknown key 'listen-port'"), std::string::npos)
+      << serr_.str();
+}
+
+TEST_F(ServeConfigFile, ABadValueNamesKeyAndLine) {
+  write("threads = many\n");
+  EXPECT_EQ(parse({"serve", "--config", path_}), kExitUsage);
+  EXPECT_NE(serr_.str().find(path_ + ":1: 'threads'"), std::string::npos) << serr_.str();
+  write("log-format = xml\n");
+  EXPECT_EQ(parse({"serve", "--config", path_}), kExitUsage);
+  EXPECT_NE(serr_.str().find(":1: 'log-format'"), std::string::npos) << serr_.str();
+  write("no-auth = yes\n");
+  EXPECT_EQ(parse({"serve", "--config", path_}), kExitUsage);
+  EXPECT_NE(serr_.str().find("not true or false"), std::string::npos) << serr_.str();
+}
+
+TEST_F(ServeConfigFile, AMissingFileIsAUsageError) {
+  EXPECT_EQ(parse({"serve", "--config", "/nonexistent/ichido.conf"}), kExitUsage);
+  EXPECT_NE(serr_.str().find("cannot read the configuration file /nonexistent/ichido.conf"),
+            std::string::npos)
+      << serr_.str();
+}
+
+}  // namespace
+}  // namespace ichido::cli

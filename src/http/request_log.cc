@@ -1,0 +1,142 @@
+#include "http/request_log.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+
+namespace ichido::http {
+namespace {
+
+void append_json_string(std::string& out, std::string_view s) {
+  out += '"';
+  for (const unsigned char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  out += '"';
+}
+
+// Text fields are single tokens: anything that could split a line or a field is replaced.
+void append_text_field(std::string& out, std::string_view s) {
+  if (s.empty()) {
+    out += '-';
+    return;
+  }
+  for (const unsigned char c : s) out += (c <= 0x20 || c == 0x7f) ? '_' : static_cast<char>(c);
+}
+
+}  // namespace
+
+RequestLog::RequestLog(int fd, LogFormat format, std::size_t max_buffer_bytes)
+    : fd_(fd), format_(format), max_buffer_(max_buffer_bytes) {
+  writer_ = std::thread([this] { run(); });
+}
+
+RequestLog::~RequestLog() { stop(); }
+
+std::string RequestLog::format(const Entry& e, LogFormat f) {
+  std::string line;
+  line.reserve(160 + e.route.size());
+  char ms[32];
+  std::snprintf(ms, sizeof ms, "%.3f", static_cast<double>(e.duration_us) / 1000.0);
+  if (f == LogFormat::json) {
+    line += "{\"at\":";
+    append_json_string(line, format_rfc3339(e.at));
+    line += ",\"remote\":";
+    append_json_string(line, e.remote);
+    line += ",\"method\":";
+    append_json_string(line, e.method);
+    line += ",\"route\":";
+    append_json_string(line, e.route);
+    line += ",\"ns\":";
+    append_json_string(line, e.ns);
+    line += ",\"status\":" + std::to_string(e.status);
+    line += ",\"duration_ms\":";
+    line += ms;
+    line += ",\"token\":";
+    append_json_string(line, e.token_id);
+    line += "}\n";
+  } else {
+    line += format_rfc3339(e.at);
+    line += ' ';
+    append_text_field(line, e.remote);
+    line += ' ';
+    append_text_field(line, e.method);
+    line += ' ';
+    append_text_field(line, e.route);
+    line += " ns=";
+    append_text_field(line, e.ns);
+    line += ' ' + std::to_string(e.status) + ' ' + ms + "ms token=";
+    append_text_field(line, e.token_id);
+    line += '\n';
+  }
+  return line;
+}
+
+void RequestLog::write(const Entry& e) {
+  std::string line = format(e, format_);
+  MutexLock lk(mu_);
+  if (stopping_ || buffer_.size() + line.size() > max_buffer_) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  buffer_ += line;  // no wake-up: the writer comes by every kFlushInterval
+}
+
+void RequestLog::run() {
+  std::string out;
+  for (;;) {
+    {
+      MutexLock lk(mu_);
+      if (!stopping_) cv_.wait_until(mu_, std::chrono::steady_clock::now() + kFlushInterval);
+      if (buffer_.empty()) {
+        if (stopping_) return;
+        continue;
+      }
+      out.swap(buffer_);  // buffer_ gets the (cleared) old capacity back
+    }
+    std::size_t off = 0;
+    while (off < out.size()) {
+      const ssize_t n = ::write(fd_, out.data() + off, out.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;  // nowhere to log to (closed stderr): drop, never block requests
+      off += static_cast<std::size_t>(n);
+    }
+    out.clear();
+  }
+}
+
+void RequestLog::stop() {
+  {
+    MutexLock lk(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  if (writer_.joinable()) writer_.join();
+}
+
+}  // namespace ichido::http

@@ -1,0 +1,89 @@
+// The embedded store's data directory and what it knows about itself.
+//
+//   DIR/ichido.db (+ -wal, -shm)  the database (schema: schema.cc)
+//   DIR/ichido.id                 the store's identity: id, creation time, token high-water mark
+//   DIR/LOCK                      held (flock) by the one process serving the directory
+//   DIR/admin.token               the first admin token (server), DIR/tokens.rev (token CLI)
+//
+// Why ichido.id lives beside the database, not in it: a database file that was emptied or
+// deleted (`: > ichido.db`, a lost volume mount, a bad restore script) must not come back as an
+// empty store whose counters restart and whose fencing tokens start again at 1 — the seeds' first
+// rule, "if the stored number is missing, stop; never silently start again from 0". So:
+//   D1. A directory with neither file is new: the first open creates both (`make run` just works).
+//   D2. ichido.id present but ichido.db missing or empty: refused, naming the file and the ways
+//       out (restore a backup; or `--init` to start a new, empty store on purpose).
+//   D3. ichido.db present, ichido.id missing (a store from before ichido.id, a restored or copied
+//       file): adopted, the identity is written.
+//   D4. Fencing tokens never go below the high-water mark: every open moves the token sequence
+//       up to the mark (a restored older database cannot hand out tokens again), and the writer
+//       raises the mark (durably, before answering) before a token reaches it
+//       (reserve_tokens). So a restart may skip up to kTokenBlock tokens; tokens only ever grow.
+// Errors here are start-up errors: their messages say what is wrong with the directory and what
+// to do, in start-up words (not the API's "retry the same request").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ichido/clock.h"
+#include "ichido/result.h"
+#include "store/sqlite/db.h"
+
+namespace ichido::store::sqlite {
+
+inline constexpr std::int64_t kTokenBlock = 100000;
+
+struct Identity {
+  std::string store_id;  // 32 hex characters
+  TimeMs created_at = 0;
+  std::int64_t token_high_water = 0;  // no token above this was ever handed out
+};
+
+std::string db_path_of(const std::string& dir);
+std::string identity_path_of(const std::string& dir);
+
+// The identity file, nullopt when there is none. Errors: a file that cannot be read or parsed.
+Result<std::optional<Identity>> read_identity(const std::string& dir);
+// Writes it durably (temporary file, fsync, rename, fsync of the directory).
+Result<void> write_identity(const std::string& dir, const Identity& id);
+
+struct OpenDirOptions {
+  bool create_if_new = true;  // D1: create a store in a new directory (the server); the token
+                              // CLI passes false, so a typo in --data is not a new store
+  bool init = false;          // start a new store where D2 would refuse
+  std::string vfs;            // SQLite VFS name (tests inject faults); "" = default
+  // D4 at open: move the token sequence up to the mark and reserve the next block. Only the
+  // process that serves the directory does this; tools (the token CLI) leave tokens alone.
+  bool serve = true;
+};
+
+struct OpenedDir {
+  Identity identity;  // as written (or, read-only, as found)
+  // The database can only be read (a read-only file or mount): nothing was written — no
+  // migration (the schema must be current), no identity, no token move. D4's move of the token
+  // sequence up to `token_floor` is then left to the first write that succeeds.
+  bool read_only = false;
+  std::int64_t token_floor = 0;
+};
+
+// Opens the database of `dir` (creating the directory, 0700, when new) on `db`, applying D1–D4
+// and the schema migrations. The caller holds DIR/LOCK when it serves the directory. Errors:
+// store_unavailable (cannot create or open; D2; not a store and !create_if_new; an old schema on
+// a read-only database), store_corrupt (not a database, or damaged), and migrate()'s.
+Result<OpenedDir> open_data_dir(Db& db, const std::string& dir, const OpenDirOptions& options,
+                                TimeMs now);
+
+// Moves the token sequence up to `floor` (never down), in the caller's transaction if any.
+Result<void> raise_token_sequence(Db& db, std::int64_t floor);
+
+// PRAGMA quick_check (quick: O(pages), no index cross-checks) or integrity_check: the problems
+// found, at most `max` (empty: no damage found). Errors: the check could not run — a file that
+// is not a database at all comes back as one problem, not as an error.
+Result<std::vector<std::string>> integrity_check(Db& db, bool quick, int max);
+
+// The token sequence's current value in `db` (0 when no token was ever drawn).
+Result<std::int64_t> current_token(Db& db);
+
+}  // namespace ichido::store::sqlite

@@ -1,0 +1,274 @@
+// The embedded store's failure paths against SQLite's real behaviour, with faults injected below
+// it (store/testing/fault_vfs.h): a COMMIT whose WAL write or fsync fails, a full disk mid-batch,
+// SQLite rolling a transaction back by itself, a job that throws, a read-only database, damage,
+// the fatal latch — and recovery. Each test says which request got which answer and what the
+// store holds afterwards (reopened through the plain VFS, as a restarted server would).
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "store/sqlite/sqlite_store.h"
+#include "store/sqlite/test_peer.h"
+#include "store/testing/fault_vfs.h"
+#include "store/testing/sync_store.h"
+
+namespace ichido::store::sqlite {
+
+namespace {
+
+using store_testing::fault_plan;
+using store_testing::FaultPlan;
+using store_testing::SyncStore;
+using store_testing::TempDir;
+
+class SqliteFaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_testing::register_fault_vfs();
+    fault_plan().reset();
+  }
+  void TearDown() override { fault_plan().reset(); }
+
+  std::unique_ptr<SqliteStore> Open(bool faulty = true) {
+    Options o;
+    o.dir = dir_.path() + "/data";
+    o.clock = &clock_;
+    if (faulty) o.vfs = store_testing::kFaultVfs;
+    auto s = SqliteStore::open(std::move(o));
+    EXPECT_TRUE(s.ok()) << s.error().message;
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+  static CounterRef Ref() { return {"acme", "c"}; }
+  static NextCmd Next(const std::string& key) { return {Ref(), {key, ""}}; }
+  void MakeCounter(SqliteStore& s) {
+    core::CounterConfig c;
+    c.max = 1'000'000;
+    ASSERT_TRUE(SyncStore(s).create_counter({Ref(), c}).ok());
+  }
+  // The keys the counter holds, in value order, read through the plain VFS after a restart.
+  std::vector<std::string> KeysAfterRestart() {
+    fault_plan().reset();
+    auto s = Open(/*faulty=*/false);
+    if (!s) return {};
+    auto page = SyncStore(*s).list_issued({Ref(), std::nullopt, std::nullopt, 0, 1000});
+    std::vector<std::string> keys;
+    if (page.ok()) {
+      for (const auto& n : page->items) keys.push_back(n.key.value_or("?"));
+    }
+    s->close();
+    return keys;
+  }
+  // Holds the writer inside a batch (its answer callback blocks) so that what is submitted next
+  // lands in one batch; returns the release.
+  std::promise<void> HoldWriter(SqliteStore& s) {
+    std::promise<void> held, release;
+    auto released = release.get_future().share();
+    s.next(Next("gate"), [&held, released](Result<NextReply>) {
+      held.set_value();
+      released.wait_for(std::chrono::seconds(60));
+    });
+    EXPECT_EQ(held.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+    return release;
+  }
+  // Submits `keys` as nexts, releases the writer, waits for every answer: "<value>" or the code
+  // (with ":unknown" when details.outcome says so).
+  std::vector<std::string> NextAll(SqliteStore& s, std::promise<void>& release,
+                                   const std::vector<std::string>& keys) {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::string> out(keys.size());
+    std::size_t answered = 0;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      s.next(Next(keys[i]), [&, i](Result<NextReply> r) {
+        std::string what;
+        if (r.ok()) {
+          what = std::to_string(r->record.value);
+        } else {
+          what = std::string(to_string(r.error().code));
+          if (r.error().details.count("outcome")) what += ":unknown";
+        }
+        std::lock_guard lk(mu);
+        out[i] = what;
+        ++answered;
+        cv.notify_all();
+      });
+    }
+    release.set_value();
+    std::unique_lock lk(mu);
+    EXPECT_TRUE(cv.wait_for(lk, std::chrono::seconds(60), [&] { return answered == keys.size(); }));
+    return out;
+  }
+
+  ManualClock clock_{1'775'000'000'000};
+  TempDir dir_;
+};
+
+// A COMMIT whose WAL write fails: no answer of the batch is a success, each says the outcome is
+// unknown, the store latches (no more writes, unhealthy), and after a restart the batch is absent.
+TEST_F(SqliteFaultTest, ACommitWhoseWriteFailsAnswersNoSuccessAndLatches) {
+  auto s = Open();
+  ASSERT_TRUE(s);
+  MakeCounter(*s);
+  auto release = HoldWriter(*s);
+  fault_plan().fail_writes.store(1);
+  auto answers = NextAll(*s, release, {"a", "b", "c"});
+  EXPECT_EQ(answers, (std::vector<std::string>(3, "store_unavailable:unknown")));
+  EXPECT_GE(fault_plan().injected.load(), 1);
+  ASSERT_FALSE(s->check_health().ok()) << "the fatal latch must make /healthz fail";
+  EXPECT_FALSE(s->check_ready().ok());
+  auto later = SyncStore(*s).next(Next("d"));
+  ASSERT_FALSE(later.ok());
+  EXPECT_EQ(later.error().code, errc::store_unavailable) << "writes stay refused until restart";
+  EXPECT_TRUE(SyncStore(*s).get_counter(Ref()).ok()) << "reads still work";
+  s->close();
+  EXPECT_EQ(KeysAfterRestart(), (std::vector<std::string>{"gate"}));
+}
+
+// A COMMIT whose fsync fails: the frames may be in the WAL file (they are here: the write went
+// through), so "may or may not have been saved" is the only honest answer; after a restart SQLite
+// recovers them, and the store works again.
+TEST_F(SqliteFaultTest, ACommitWhoseFsyncFailsSaysOutcomeUnknownAndRecoversOnRestart) {
+  auto s = Open();
+  ASSERT_TRUE(s);
+  MakeCounter(*s);
+  auto release = HoldWriter(*s);
+  fault_plan().fail_syncs.store(1);
+  auto answers = NextAll(*s, release, {"a", "b"});
+  EXPECT_EQ(answers, (std::vector<std::string>(2, "store_unavailable:unknown")));
+  EXPECT_FALSE(s->check_health().ok());
+  s->close();
+  EXPECT_EQ(KeysAfterRestart(), (std::vector<std::string>{"gate", "a", "b"}));
+  auto again = Open(/*faulty=*/false);
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->check_health().ok());
+  auto n = SyncStore(*again).next(Next("e"));
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(n->record.value, 4);
+}
+
+// A full disk: the batch is rolled back (nothing changed, every answer 503 without "unknown"),
+// the store does not latch, and writes succeed again when space comes back.
+TEST_F(SqliteFaultTest, ADiskFullBatchChangesNothingAndTheStoreGoesOn) {
+  auto s = Open();
+  ASSERT_TRUE(s);
+  MakeCounter(*s);
+  auto release = HoldWriter(*s);
+  fault_plan().disk_full.store(true);
+  auto answers = NextAll(*s, release, {"a", "b", "c"});
+  EXPECT_EQ(answers, (std::vector<std::string>(3, "store_unavailable")));
+  EXPECT_TRUE(s->check_health().ok()) << "a full disk is not fatal";
+  fault_plan().disk_full.store(false);
+  auto d = SyncStore(*s).next(Next("d"));
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(d->record.value, 2) << "the failed batch consumed no number";
+  s->close();
+  EXPECT_EQ(KeysAfterRestart(), (std::vector<std::string>{"gate", "d"}));
+}
+
+// SQLite rolling the whole transaction back by itself mid-batch (here: a job ends it, as an
+// I/O error or a full disk during a statement would): none of the batch's answers is a success.
+TEST_F(SqliteFaultTest, SqlitesOwnRollbackFailsTheWholeBatch) {
+  auto s = Open(/*faulty=*/false);
+  ASSERT_TRUE(s);
+  MakeCounter(*s);
+  auto release = HoldWriter(*s);
+  // Submit a, a job that ends the transaction through SQL, then b.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> out(3);
+  int answered = 0;
+  auto record = [&](int i, std::string w) {
+    std::lock_guard lk(mu);
+    out[i] = std::move(w);
+    ++answered;
+    cv.notify_all();
+  };
+  s->next(Next("a"), [&](Result<NextReply> r) {
+    record(0, r.ok() ? "ok" : std::string(to_string(r.error().code)));
+  });
+  Job end_tx;
+  end_tx.apply = [](Tables& t, TimeMs) {
+    // A statement that ends the transaction: what SQLite's own rollback looks like to the writer.
+    auto* tables = dynamic_cast<SqliteTables*>(&t);
+    if (tables) (void)tables->db().exec("ROLLBACK", "roll back");
+    return true;
+  };
+  end_tx.finish = [&](const Error* e) { record(1, e ? std::string(to_string(e->code)) : "ok"); };
+  SqliteStoreTestPeer::submit_write(*s, std::move(end_tx));
+  s->next(Next("b"), [&](Result<NextReply> r) {
+    record(2, r.ok() ? "ok" : std::string(to_string(r.error().code)));
+  });
+  release.set_value();
+  {
+    std::unique_lock lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(60), [&] { return answered == 3; }));
+  }
+  EXPECT_EQ(out, (std::vector<std::string>(3, "store_unavailable")));
+  auto later = SyncStore(*s).next(Next("c"));
+  ASSERT_TRUE(later.ok()) << "not fatal: the store goes on";
+  s->close();
+  EXPECT_EQ(KeysAfterRestart(), (std::vector<std::string>{"gate", "c"}));
+}
+
+// A job that throws answers internal; the batch goes on without it and the writer survives.
+TEST_F(SqliteFaultTest, AJobThatThrowsAnswersInternalAndTheOthersCommit) {
+  auto s = Open(/*faulty=*/false);
+  ASSERT_TRUE(s);
+  MakeCounter(*s);
+  auto release = HoldWriter(*s);
+  std::promise<std::string> thrown;
+  Job job;
+  job.apply = [](Tables& t, TimeMs) -> bool {
+    (void)t.save_period(1, "", PeriodRow{900, 1, 0});  // written, then the job throws
+    throw std::runtime_error("a bug");
+  };
+  job.finish = [&thrown](const Error* e) {
+    thrown.set_value(e ? std::string(to_string(e->code)) : "finished");
+  };
+  auto a = std::async(std::launch::async, [&] { return SyncStore(*s).next(Next("a")); });
+  SqliteStoreTestPeer::submit_write(*s, std::move(job));
+  release.set_value();
+  auto f = thrown.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  // finish(nullptr) with no result: the TableStore wrapper answers internal; a hand-made job
+  // sees "finished" (committed without its writes).
+  EXPECT_EQ(f.get(), "finished");
+  auto ra = a.get();
+  ASSERT_TRUE(ra.ok());
+  auto info = SyncStore(*s).get_counter(Ref());
+  ASSERT_TRUE(info.ok());
+  EXPECT_LT(info->last_value, 900) << "the throwing job's write must not survive";
+  EXPECT_TRUE(SyncStore(*s).next(Next("b")).ok()) << "the writer thread survived";
+}
+
+// Read-only: the store opens, says it is not ready, and every write answers 503 saying why.
+TEST_F(SqliteFaultTest, AReadOnlyDatabaseIsNotReadyAndWritesSayWhy) {
+  {
+    auto s = Open(/*faulty=*/false);
+    ASSERT_TRUE(s);
+    MakeCounter(*s);
+    s->close();
+  }
+  fault_plan().read_only.store(true);
+  auto s = Open();
+  ASSERT_TRUE(s);
+  auto ready = s->check_ready();
+  ASSERT_FALSE(ready.ok());
+  EXPECT_NE(ready.error().message.find("read-only"), std::string::npos) << ready.error().message;
+  auto w = SyncStore(*s).next(Next("a"));
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.error().code, errc::store_unavailable);
+  EXPECT_NE(w.error().message.find("read-only"), std::string::npos) << w.error().message;
+  EXPECT_TRUE(SyncStore(*s).get_counter(Ref()).ok());
+}
+
+}  // namespace
+}  // namespace ichido::store::sqlite

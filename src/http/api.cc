@@ -67,8 +67,11 @@ BeastResponse Api::to_beast(Response r, unsigned version, bool keep_alive) {
   return res;
 }
 
-BeastResponse Api::error_response(const Error& e, unsigned version, bool keep_alive) {
-  return to_beast(Response::error(e), version, keep_alive);
+BeastResponse Api::error_response(const Error& e, unsigned version, bool keep_alive,
+                                  std::string_view method, std::string_view target) {
+  auto res = to_beast(Response::error(e), version, keep_alive);
+  if (contract_log_) contract_log_->record(method, target, "", res);
+  return res;
 }
 
 void Api::audit_failure(const Request& req, const Error& e, const std::string& actor) {
@@ -200,7 +203,10 @@ boost::asio::awaitable<BeastResponse> Api::handle(const BeastRequest& breq, std:
     e.token_id = routed.token_id;
     opt_.request_log->write(e);
   }
-  co_return to_beast(std::move(res), version, keep_alive);
+  auto out = to_beast(std::move(res), version, keep_alive);
+  if (contract_log_)
+    contract_log_->record(breq.method_string(), breq.target(), routed.pattern, out);
+  co_return out;
 }
 
 }  // namespace ichido::http

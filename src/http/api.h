@@ -15,6 +15,7 @@
 #include <atomic>
 #include <boost/asio/awaitable.hpp>
 
+#include "http/contract_log.h"
 #include "http/message.h"
 #include "http/metrics.h"
 #include "http/request_log.h"
@@ -52,8 +53,10 @@ class Api {
 
   // Never throws: a failure inside a handler becomes a 500 internal error response.
   boost::asio::awaitable<BeastResponse> handle(const BeastRequest& req, std::string remote = {});
-  // Builds the response for an error found before the request could be routed.
-  BeastResponse error_response(const Error& e, unsigned version, bool keep_alive);
+  // Builds the response for an error found before the request could be routed: `method` and
+  // `target` are what was read of the request line ("" when nothing was), for the contract log.
+  BeastResponse error_response(const Error& e, unsigned version, bool keep_alive,
+                               std::string_view method = {}, std::string_view target = {});
   const Router& router() const { return router_; }
   // True for requests that may park for a long time (lock acquire, once begin): the server watches
   // their connection while they wait, so a client that goes away leaves the line (see server.cc).
@@ -92,6 +95,8 @@ class Api {
   Router router_;
   std::atomic<std::int64_t> audit_window_{0};  // the second the count below belongs to
   std::atomic<int> audits_in_window_{0};
+  // ICHIDO_CONTRACT_LOG (tests only): every answer sent is recorded; null when unset.
+  const std::unique_ptr<ContractLog> contract_log_ = ContractLog::from_environment();
 };
 
 }  // namespace ichido::http

@@ -151,7 +151,8 @@ boost::asio::awaitable<Response> Api::route(Request& req, Routed& routed) {
   co_return res;
 }
 
-boost::asio::awaitable<BeastResponse> Api::handle(const BeastRequest& breq, std::string remote) {
+boost::asio::awaitable<BeastResponse> Api::handle(const BeastRequest& breq, std::string remote,
+                                                  std::string* route_out) {
   const unsigned version = breq.version();
   const bool keep_alive = breq.keep_alive();
   const auto started = std::chrono::steady_clock::now();

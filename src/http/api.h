@@ -52,7 +52,14 @@ class Api {
   Api(Store& store, Metrics& metrics, ApiOptions options = {});
 
   // Never throws: a failure inside a handler becomes a 500 internal error response.
-  boost::asio::awaitable<BeastResponse> handle(const BeastRequest& req, std::string remote = {});
+  // `route_out`, when given, receives the matched route's pattern ("" when none matched).
+  boost::asio::awaitable<BeastResponse> handle(const BeastRequest& req, std::string remote = {},
+                                               std::string* route_out = nullptr);
+  // Called by the server for every answer it is about to send (not for one whose client went
+  // away first): the contract log's record (ICHIDO_CONTRACT_LOG), nothing when it is off.
+  void sending(const BeastRequest& req, std::string_view route, const BeastResponse& res) {
+    if (contract_log_) contract_log_->record(req.method_string(), req.target(), route, res);
+  }
   // Builds the response for an error found before the request could be routed: `method` and
   // `target` are what was read of the request line ("" when nothing was), for the contract log.
   BeastResponse error_response(const Error& e, unsigned version, bool keep_alive,

@@ -22,12 +22,11 @@ bool keeps_body(std::string_view content_type) {
 std::unique_ptr<ContractLog> ContractLog::from_environment() {
   const char* dir = std::getenv("ICHIDO_CONTRACT_LOG");
   if (dir == nullptr || *dir == '\0') return nullptr;
-  const std::string path =
-      std::string(dir) + "/exchanges-" + std::to_string(::getpid()) + ".jsonl";
+  const std::string path = std::string(dir) + "/exchanges-" + std::to_string(::getpid()) + ".jsonl";
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) {
-    std::cerr << "ichido: ICHIDO_CONTRACT_LOG: cannot open " << path << ": "
-              << std::strerror(errno) << "\n";
+    std::cerr << "ichido: ICHIDO_CONTRACT_LOG: cannot open " << path << ": " << std::strerror(errno)
+              << "\n";
     return nullptr;
   }
   return std::unique_ptr<ContractLog>(new ContractLog(fd));

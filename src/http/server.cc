@@ -306,6 +306,7 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
     }
     auto req = parser.release();
     BeastResponse res;
+    std::string route;
     if (Api::may_wait(req)) {
       using namespace asio::experimental::awaitable_operators;
       // The wait may outlast the idle and read timeouts; the watch below reads through the
@@ -313,16 +314,17 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
       // it. The watch itself notices a client that goes away.
       tcp_layer.expires_never();
       // Named locals, not temporaries, inside co_await (g++ 12).
-      auto handling = api_.handle(req, remote);
+      auto handling = api_.handle(req, remote, &route);
       auto watching = watch_peer(stream, buffer, limits_.max_header_bytes + limits_.max_body_bytes);
       auto raced = std::move(handling) || std::move(watching);
       auto outcome = co_await std::move(raced);
       if (outcome.index() == 1) break;  // the client went away; its wait was cancelled
       res = std::move(std::get<0>(outcome));
     } else {
-      res = co_await api_.handle(req, remote);
+      res = co_await api_.handle(req, remote, &route);
     }
     if (draining_.load()) res.keep_alive(false);
+    api_.sending(req, route, res);
     keep_going = res.keep_alive();
     beast_http::response_serializer<beast_http::string_body> sr(res);
     boost::system::error_code wec = asio::error::would_block;

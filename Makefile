@@ -55,7 +55,7 @@ test: build
 	scripts/install-deps browser deploy
 	scripts/check-format
 	scripts/fuzz $(FUZZ_SECONDS)
-	ctest --test-dir build --output-on-failure --timeout 600
+	ICHIDO_CONTRACT_MIN_OPERATIONS=all ctest --test-dir build --output-on-failure --timeout 600
 
 # Longer fuzzing: make fuzz FUZZ_SECONDS=300
 fuzz:

@@ -6,7 +6,7 @@
 //     operation has an operationId and a success answer, every route that can answer 401, 403,
 //     413 or 503 says so, every answer with a body says its content type and schema.
 //
-//   node check.mjs contract DOC DIR [--min-operations N]
+//   node check.mjs contract DOC DIR [--min-operations N|all]
 //     Every exchange recorded in DIR/*.jsonl (ichido's ICHIDO_CONTRACT_LOG, src/http/contract_log.h)
 //     checked against the document: the path matched against the document's path templates
 //     (and against the route the server matched, when it did), the method, the status (an answer
@@ -236,7 +236,8 @@ export class ContractChecker {
     const status = String(ex.status);
     let res = op?.responses?.[status] ?? op?.responses?.[`${status[0]}XX`] ?? op?.responses?.default;
     let via = op ? `${method.toUpperCase()} ${template} ${status}` : null;
-    if (!res && this.anyRequest[status]) {
+    // Only for answers given before routing: a routed answer must be under its operation.
+    if (!res && !ex.route && this.anyRequest[status]) {
       res = this.anyRequest[status];
       via = `x-ichido-any-request ${status}`;
     }
@@ -351,7 +352,7 @@ async function main(argv) {
   }
   if (mode === 'contract' && docPath && dir) {
     let minOps = 0;
-    for (let i = 0; i < rest.length; i++) if (rest[i] === '--min-operations') minOps = Number(rest[++i]);
+    for (let i = 0; i < rest.length; i++) if (rest[i] === '--min-operations') minOps = rest[++i];
     const doc = await loadDocument(docPath);
     const checker = new ContractChecker(doc);
     const exchanges = readExchanges(dir);
@@ -364,6 +365,8 @@ async function main(argv) {
       }
     }
     const cov = checker.coverage();
+    if (minOps === 'all') minOps = cov.operations;
+    minOps = Number(minOps);
     console.log(`${exchanges.length} exchanges; ${cov.seen.length} of ${cov.operations} operations seen, ${cov.statusPairs} operation+status pairs`);
     if (cov.unseen.length) console.log(`never seen: ${cov.unseen.join(', ')}`);
     for (const [p, n] of failures) console.error(`${p}  [x${n}, e.g. ${example.get(p)}]`);

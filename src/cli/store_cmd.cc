@@ -45,9 +45,7 @@ class ProgressLine {
   void end() {
     if (shown_ && tty_) std::fprintf(stderr, "\n");
   }
-  double seconds() const {
-    return std::chrono::duration<double>(Clock::now() - start_).count();
-  }
+  double seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -79,8 +77,9 @@ void add_store_commands(CommandTree& tree) {
         if (!r.ok()) return fail(r.error());
         if (r->problems.empty()) {
           std::cout << "ok: " << r->db_path << " (" << mib(r->bytes) << ", " << r->pages
-                    << " pages, schema " << r->schema_version << "): "
-                    << (o->quick ? "quick_check" : "integrity_check") << " found no damage\n";
+                    << " pages, schema " << r->schema_version
+                    << "): " << (o->quick ? "quick_check" : "integrity_check")
+                    << " found no damage\n";
           return kExitOk;
         }
         std::cout << "damaged: " << r->db_path << " (" << r->problems.size()
@@ -101,8 +100,7 @@ void add_store_commands(CommandTree& tree) {
       "(it keeps answering); the file is checked before it gets its name",
       "ichido backup --data ./ichido-data --to /backup/ichido-$(date +%F).db", [o]() -> int {
         ProgressLine line("backup");
-        auto r =
-            sq::backup_store(o->data, o->to, [&](const sq::CopyProgress& p) { line(p); });
+        auto r = sq::backup_store(o->data, o->to, [&](const sq::CopyProgress& p) { line(p); });
         line.end();
         if (!r.ok()) return fail(r.error());
         char secs[32];
@@ -141,9 +139,10 @@ void add_store_commands(CommandTree& tree) {
       });
   restore->add_option("--from", o->from, "The backup file (from ichido backup)")->required();
   restore->add_option("--data", o->data, "Data directory to restore into")->capture_default_str();
-  restore->add_option("--token-floor", o->token_floor,
-                      "Fencing tokens continue above this (only needed when the directory has no "
-                      "ichido.id, e.g. on a new machine)")
+  restore
+      ->add_option("--token-floor", o->token_floor,
+                   "Fencing tokens continue above this (only needed when the directory has no "
+                   "ichido.id, e.g. on a new machine)")
       ->check(CLI::NonNegativeNumber);
 }
 

@@ -290,13 +290,11 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
       }
       if (err) {
         // The rest of the message cannot be trusted or skipped: answer, then close.
-        // What was read of the request line (the header is complete when the body was too
-        // large), for the contract log.
-        const bool header_read = parser.is_header_done();
-        auto res = api_.error_response(
-            *err, 11, false,
-            header_read ? std::string_view(parser.get().method_string()) : std::string_view(),
-            header_read ? std::string_view(parser.get().target()) : std::string_view());
+        // What was read of the request line (empty when it was not read to its end; always
+        // there when the body was too large), for the contract log.
+        auto res =
+            api_.error_response(*err, 11, false, std::string_view(parser.get().method_string()),
+                                std::string_view(parser.get().target()));
         tcp_layer.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
         auto [wec, wn] = co_await beast_http::async_write(stream, res, use_tuple);
         (void)wn;

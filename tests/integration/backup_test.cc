@@ -29,9 +29,9 @@ std::pair<int, std::string> ichido(const std::string& args) {
 }
 
 Reply acquire(ApiClient& api, const std::string& owner, std::int64_t wait_ms = 0) {
-  return api.send("POST", "/v1/ns/t/locks/L/acquire",
-                  json::serialize(json::object{
-                      {"owner", owner}, {"lease_ms", 1000}, {"wait_ms", wait_ms}}));
+  return api.send(
+      "POST", "/v1/ns/t/locks/L/acquire",
+      json::serialize(json::object{{"owner", owner}, {"lease_ms", 1000}, {"wait_ms", wait_ms}}));
 }
 
 // The whole audit trail of counter `name`, in value order.
@@ -39,8 +39,8 @@ std::vector<json::object> audit_trail(ApiClient& api, const std::string& name) {
   std::vector<json::object> out;
   std::int64_t after = 0;
   for (;;) {
-    auto r = api.send("GET", api.counter_path(name) + "/issued?limit=1000&after=" +
-                                 std::to_string(after));
+    auto r = api.send("GET",
+                      api.counter_path(name) + "/issued?limit=1000&after=" + std::to_string(after));
     EXPECT_EQ(r.status, 200) << r.body;
     if (r.status != 200) return out;
     const auto& items = r.at("items").as_array();
@@ -71,8 +71,8 @@ TEST(Backup, UnderLoadIsOneSnapshotAndTheRestoredStoreKeepsItsTrailAndTokensGoUp
   // Three clients issue keyed numbers and take the lock, until told to stop.
   std::atomic<bool> stop{false};
   std::mutex mu;
-  std::vector<Ack> acks;           // guarded by mu
-  std::int64_t max_token = 0;      // guarded by mu
+  std::vector<Ack> acks;       // guarded by mu
+  std::int64_t max_token = 0;  // guarded by mu
   std::vector<std::thread> load;
   for (int t = 0; t < 3; ++t) {
     load.emplace_back([&, t] {
@@ -96,10 +96,12 @@ TEST(Backup, UnderLoadIsOneSnapshotAndTheRestoredStoreKeepsItsTrailAndTokensGoUp
       }
     });
   }
-  ASSERT_TRUE(eventually([&] {
-    std::lock_guard<std::mutex> g(mu);
-    return acks.size() >= 4000;
-  }, std::chrono::milliseconds(60000)));
+  ASSERT_TRUE(eventually(
+      [&] {
+        std::lock_guard<std::mutex> g(mu);
+        return acks.size() >= 4000;
+      },
+      std::chrono::milliseconds(60000)));
   const auto backup_started = steady::now();
   auto [rc, out] = ichido("backup --data " + data + " --to " + file);
   ASSERT_EQ(rc, 0) << out;
@@ -173,9 +175,9 @@ TEST(Check, FindsDamageAndRestoreRefusesADamagedBackupChangingNothing) {
     ApiClient api(server.url());
     ASSERT_EQ(api.create("r", "{}").status, 201);
     for (int i = 0; i < 300; ++i) {
-      ASSERT_EQ(api.next("r", "a-fairly-long-key-so-the-rows-fill-pages-" + std::to_string(i))
-                    .status,
-                200);
+      ASSERT_EQ(
+          api.next("r", "a-fairly-long-key-so-the-rows-fill-pages-" + std::to_string(i)).status,
+          200);
     }
   }
   const std::string good = dir.path() + "/good.db", bad_dir = dir.path() + "/bad";
@@ -209,7 +211,8 @@ TEST(Check, FindsDamageAndRestoreRefusesADamagedBackupChangingNothing) {
 
   // A new machine: no ichido.id; --token-floor puts tokens above what the lost server gave.
   const std::string fresh = dir.path() + "/fresh";
-  auto [frc, fout] = ichido("restore --from " + good + " --data " + fresh + " --token-floor 700000");
+  auto [frc, fout] =
+      ichido("restore --from " + good + " --data " + fresh + " --token-floor 700000");
   ASSERT_EQ(frc, 0) << fout;
   EXPECT_NE(fout.find("no ichido.id"), std::string::npos) << fout;
   ServerProcess restored(fresh);

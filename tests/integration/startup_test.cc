@@ -127,8 +127,8 @@ TEST(Startup, APortInUseIsFoundBeforeTheDataDirectoryIsTouched) {
 TEST(Startup, TheTokenCliRefusesADirectoryWithoutAStoreUnlessInit) {
   TempDir dir;
   const std::string typo = dir.path() + "/ichido-dta";
-  const std::string create = std::string(ichido_binary()) + " token create --ns shop --role " +
-                             "writer --data " + typo;
+  const std::string create =
+      std::string(ichido_binary()) + " token create --ns shop --role " + "writer --data " + typo;
   auto [rc, out] = run_command(create + " 2>&1");
   EXPECT_NE(rc, 0) << out;
   EXPECT_NE(out.find("there is no ichido store in " + typo), std::string::npos) << out;

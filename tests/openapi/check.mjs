@@ -368,6 +368,7 @@ async function main(argv) {
     if (minOps === 'all') minOps = cov.operations;
     minOps = Number(minOps);
     console.log(`${exchanges.length} exchanges; ${cov.seen.length} of ${cov.operations} operations seen, ${cov.statusPairs} operation+status pairs`);
+    for (const [op, statuses] of [...checker.seen].sort()) console.log(`  ${op}: ${[...statuses].sort().join(' ')}`);
     if (cov.unseen.length) console.log(`never seen: ${cov.unseen.join(', ')}`);
     for (const [p, n] of failures) console.error(`${p}  [x${n}, e.g. ${example.get(p)}]`);
     if (cov.seen.length < minOps) {

@@ -232,8 +232,8 @@ Result<RestoreReport> restore_store(const std::string& from, const std::string& 
   auto problems = store_problems(backup, /*quick=*/false, 5, &version);
   if (!problems.ok()) return std::move(problems).error();
   if (!problems->empty()) {
-    return Error(errc::store_corrupt, from + " cannot be restored: " + problems->front() +
-                                          ". Nothing was changed.");
+    return Error(errc::store_corrupt,
+                 from + " cannot be restored: " + problems->front() + ". Nothing was changed.");
   }
   if (version > current_schema_version()) {
     return unavailable(from + " was written by a newer ichido (schema " + std::to_string(version) +

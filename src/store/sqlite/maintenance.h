@@ -63,8 +63,8 @@ struct RestoreOptions {
 };
 
 struct RestoreReport {
-  std::string replaced;  // where the replaced database went ("" when there was none)
-  bool kept_identity = false;        // the directory's ichido.id was kept (M4)
+  std::string replaced;        // where the replaced database went ("" when there was none)
+  bool kept_identity = false;  // the directory's ichido.id was kept (M4)
   std::int64_t tokens_continue_above = 0;
 };
 

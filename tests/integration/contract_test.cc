@@ -65,17 +65,18 @@ TEST_F(ContractTour, EveryOperationSucceedsAsDocumented) {
   auto begun = expect({"POST", o + "/begin", R"({"key":"<m1@example.jp>","owner":"pc-a"})", 200});
   const std::string token = std::to_string(begun.num("token"));
   expect({"POST", o + "/begin", R"({"key":"<m1@example.jp>","owner":"pc-b"})", 200});
-  expect({"POST", o + "/renew", R"({"key":"<m1@example.jp>","lease_ms":60000,"token":)" + token + "}",
-          200});
+  expect({"POST", o + "/renew",
+          R"({"key":"<m1@example.jp>","lease_ms":60000,"token":)" + token + "}", 200});
   expect({"GET", o + "?key=%3Cm1%40example.jp%3E", "", 200});
   expect({"GET", o + "?state=processing", "", 200});
-  expect({"POST", o + "/complete", R"({"key":"<m1@example.jp>","result":{"t":1},"token":)" + token + "}",
-          200});
+  expect({"POST", o + "/complete",
+          R"({"key":"<m1@example.jp>","result":{"t":1},"token":)" + token + "}", 200});
   expect({"POST", o + "/begin", R"({"key":"<m1@example.jp>"})", 200});
   auto second = expect({"POST", o + "/begin", R"({"key":"m2","max_attempts":1})", 200});
-  expect({"POST", o + "/fail",
-          R"({"key":"m2","error":"smtp timeout","token":)" + std::to_string(second.num("token")) + "}",
-          200});
+  expect(
+      {"POST", o + "/fail",
+       R"({"key":"m2","error":"smtp timeout","token":)" + std::to_string(second.num("token")) + "}",
+       200});
   expect({"POST", o + "/begin", R"({"key":"m2"})", 200});  // dead
   expect({"GET", o + "?state=dead&limit=10", "", 200});
   expect({"POST", o + "/reset", R"({"key":"m2"})", 200});

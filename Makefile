@@ -49,10 +49,11 @@ uninstall:
 	rm -f "$(DESTDIR)$(BINDIR)/ichido" "$(DESTDIR)$(PREFIX)/lib/systemd/system/ichido.service"
 
 # Every test: the clang-format check, a short fuzz run of each libFuzzer target (clang, ASan+UBSan), then CTest
-# (which includes the dashboard in headless chromium and the packaging checks; their Debian packages
-# are installed first so that a fresh machine's first run does not spend a test's timeout on apt).
+# (which includes the dashboard in headless chromium, the packaging checks and the PostgreSQL store's
+# tests on a throwaway cluster that CTest starts and removes: scripts/pg-test-cluster; their Debian
+# packages are installed first so that a fresh machine's first run does not spend a test's timeout on apt).
 test: build
-	scripts/install-deps browser deploy
+	scripts/install-deps browser deploy postgres
 	scripts/check-format
 	scripts/fuzz $(FUZZ_SECONDS)
 	ICHIDO_CONTRACT_MIN_OPERATIONS=all ctest --test-dir build --output-on-failure --timeout 600

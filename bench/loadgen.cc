@@ -117,6 +117,8 @@ enum class Target { ichido, etcd, redis, postgres };
 struct Options {
   std::string url = "http://127.0.0.1:7878";
   std::string host, port, prefix;
+  // --url with several comma-separated http URLs (same prefix): (host, port) of each.
+  std::vector<std::pair<std::string, std::string>> hosts;
   std::string host_header;  // HOST:PORT as written in the URL (IPv6 keeps its brackets)
   Target target = Target::ichido;
   unsigned connections = 16;
@@ -175,7 +177,9 @@ struct Workloads {
 struct Shared {
   const Options& opt;
   const Workloads& workload;
-  std::vector<tcp::endpoint> endpoints;
+  // One endpoint list per URL of --url; connection c uses list c % size (several nodes behind
+  // one load generator, like a load balancer in front of them).
+  std::vector<std::vector<tcp::endpoint>> endpoints;
   std::string fixed_headers;  // Host, auth, …, each ending in CRLF
   Clock::time_point start, measure_start, end;
   ErrorSamples samples;
@@ -215,10 +219,11 @@ void build_request(const Shared& sh, const HttpRequest& spec, std::string& out) 
 }
 
 // Connects (retrying with a 100 ms back-off until the run ends). Returns false when the run ended.
-asio::awaitable<bool> tcp_connect(Shared& sh, ThreadStats& st, tcp::socket& sock) {
+asio::awaitable<bool> tcp_connect(Shared& sh, ThreadStats& st, tcp::socket& sock, unsigned conn) {
   beast::error_code ec;
+  const auto& endpoints = sh.endpoints[conn % sh.endpoints.size()];
   while (Clock::now() < sh.end) {
-    co_await asio::async_connect(sock, sh.endpoints, asio::redirect_error(asio::use_awaitable, ec));
+    co_await asio::async_connect(sock, endpoints, asio::redirect_error(asio::use_awaitable, ec));
     if (!ec) {
       sock.set_option(tcp::no_delay(true), ec);
       co_return true;
@@ -252,7 +257,7 @@ asio::awaitable<void> http_loop(Shared& sh, ThreadStats& st, unsigned conn) {
 
   while (Clock::now() < sh.end || (connected && in_op && w.finish_ops())) {
     if (!connected) {
-      if (!co_await tcp_connect(sh, st, sock)) break;
+      if (!co_await tcp_connect(sh, st, sock, conn)) break;
       connected = true;
       st.retries += op.retries;
       op = OpState{};
@@ -375,7 +380,7 @@ asio::awaitable<void> resp_loop(Shared& sh, ThreadStats& st, unsigned conn) {
 
   while (Clock::now() < sh.end) {
     if (!connected) {
-      if (!co_await tcp_connect(sh, st, sock)) break;
+      if (!co_await tcp_connect(sh, st, sock, conn)) break;
       connected = true;
       op = OpState{};
       in.clear();
@@ -563,7 +568,8 @@ void usage(std::FILE* to) {
       "usage: ichido-loadgen [options]\n"
       "  --target T           ichido (default) | etcd | redis | postgres\n"
       "  --url URL            http://HOST:PORT[/PREFIX] (ichido, etcd), redis://HOST:PORT,\n"
-      "                       or a libpq URI/conninfo (postgres)\n"
+      "                       or a libpq URI/conninfo (postgres); several comma-separated http\n"
+      "                       URLs spread the connections over them (connection c: URL c %% n)\n"
       "  --connections N      keep-alive connections, each a closed loop (1-%u, default 16)\n"
       "  --threads N          io threads (1-%u, default 1)\n"
       "  --duration D         measured time, e.g. 10s, 500ms (default 10s, max 1h)\n"
@@ -592,10 +598,30 @@ bool valid_name(std::string_view s) {
 }
 
 // Accepts http://HOST[:PORT][/PREFIX] (no TLS) or redis://HOST[:PORT]; a postgres URL goes to
-// libpq.
+// libpq. For http, a comma-separated list of such URLs spreads the connections over them (the
+// prefix and Host header of the first are used for all).
+bool parse_one_url(Options& o);
 bool parse_url(Options& o) {
+  if (o.target == Target::postgres) return !o.url.empty();
+  const std::string all = o.url;
+  std::vector<std::string> urls;
+  for (std::size_t at = 0; at <= all.size();) {
+    const auto comma = all.find(',', at);
+    urls.push_back(all.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  if (urls.size() > 1 && o.target == Target::redis) return false;
+  for (std::size_t i = urls.size(); i-- > 0;) {  // the first last, so that o keeps its parts
+    o.url = urls[i];
+    if (!parse_one_url(o)) return false;
+    o.hosts.insert(o.hosts.begin(), {o.host, o.port});
+  }
+  o.url = all;
+  return true;
+}
+bool parse_one_url(Options& o) {
   std::string_view u = o.url;
-  if (o.target == Target::postgres) return !u.empty();
   const std::string_view scheme = o.target == Target::redis ? "redis://" : "http://";
   if (!u.starts_with(scheme)) return false;
   u.remove_prefix(scheme.size());
@@ -805,13 +831,15 @@ int run(const Options& opt) {
   } else {
     asio::io_context resolver_ctx;
     tcp::resolver resolver(resolver_ctx);
-    beast::error_code ec;
-    for (const auto& r : resolver.resolve(opt.host, opt.port, ec))
-      sh.endpoints.push_back(r.endpoint());
-    if (ec || sh.endpoints.empty()) {
-      std::fprintf(stderr, "ichido-loadgen: cannot resolve %s:%s: %s\n", opt.host.c_str(),
-                   opt.port.c_str(), ec.message().c_str());
-      return 1;
+    for (const auto& [host, port] : opt.hosts) {
+      beast::error_code ec;
+      auto& eps = sh.endpoints.emplace_back();
+      for (const auto& r : resolver.resolve(host, port, ec)) eps.push_back(r.endpoint());
+      if (ec || eps.empty()) {
+        std::fprintf(stderr, "ichido-loadgen: cannot resolve %s:%s: %s\n", host.c_str(),
+                     port.c_str(), ec.message().c_str());
+        return 1;
+      }
     }
   }
   sh.fixed_headers = "Host: " + opt.host_header + "\r\nUser-Agent: ichido-loadgen\r\n";

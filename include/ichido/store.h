@@ -161,6 +161,10 @@ struct OncePage {
 struct PurgeOnceCmd {
   TimeMs older_than = 0;
   int limit = 100;
+  // When set, older_than is ignored: the cut-off is the store's clock minus this, read in the
+  // purge's transaction (with PostgreSQL the database's clock, so every node purges alike
+  // whatever its own clock says).
+  std::optional<std::int64_t> retention_ms;
 };
 
 // --- locks -----------------------------------------------------------------------------------

@@ -25,8 +25,27 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
   });
   cmd->add_option("--listen", cfg->listen, "HOST:PORT to listen on; port 0 picks a free port")
       ->capture_default_str();
-  cmd->add_option("--data", cfg->data_dir, "Directory of the embedded store (created if missing)")
+  cmd->add_option("--data", cfg->data_dir,
+                  "Directory of the embedded store (created if missing); with --store it only "
+                  "holds this node's files (the first admin token)")
       ->capture_default_str();
+  cmd->add_option("--store", cfg->store_url,
+                  "PostgreSQL instead of the embedded store, shared by any number of nodes: a "
+                  "libpq URI or conninfo, e.g. postgres://ichido@db1:5432/ichido or "
+                  "'host=db1,db2 dbname=ichido target_session_attrs=read-write' (password: "
+                  "PGPASSWORD or ~/.pgpass rather than the URI; env ICHIDO_STORE)")
+      ->envname("ICHIDO_STORE");
+  cmd->add_option("--store-schema", cfg->store_schema,
+                  "PostgreSQL schema holding ichido's tables (created on first start)")
+      ->capture_default_str();
+  cmd->add_option("--store-connections", cfg->store_connections,
+                  "PostgreSQL write connections of this node (batches on different keys commit "
+                  "in parallel)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_flag("--store-no-prepare", cfg->store_no_prepare,
+                "Send PostgreSQL statements unnamed instead of preparing them once per "
+                "connection: needed behind PgBouncer older than 1.21 in transaction pooling mode");
   cmd->add_flag("--init", cfg->init,
                 "Start a new, empty store in --data although its database was lost (it held a "
                 "store: ichido.id is there). Counters and records start over; fencing tokens "
@@ -42,7 +61,8 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
         cfg->min_free_disk = *bytes;
       },
       "/readyz reports not ready while the data directory's disk has less free space than "
-      "this (default 0: never; writes fail cleanly with 503 when the disk is full anyway)");
+      "this (default 0: never; writes fail cleanly with 503 when the disk is full anyway). Not "
+      "with --store: PostgreSQL's disk is the database server's to watch");
   cmd->footer(cmd->get_footer() +
               "\n\nExit codes of serve: 0 stopped cleanly; 1 the store could not be opened (the "
               "log says why; may pass); 2 bad flags or configuration; 3 cannot listen on the "

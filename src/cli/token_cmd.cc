@@ -8,6 +8,7 @@
 #include "cli/duration.h"
 #include "cli/output.h"
 #include "core/auth.h"
+#include "store/postgres/token_admin.h"
 #include "store/sqlite/token_admin.h"
 
 namespace ichido::cli {
@@ -36,6 +37,8 @@ int fail(const Error& e) {
 
 struct TokenOptions {
   std::string data = "./ichido-data";
+  std::string store;  // PostgreSQL URL: the store of several nodes instead of --data
+  std::string schema = "ichido";
   std::string ns;
   std::string role;
   std::string expires;
@@ -45,11 +48,29 @@ struct TokenOptions {
   bool init = false;
 };
 
+store::postgres::StoreAddress address(const TokenOptions& o) {
+  return store::postgres::StoreAddress{o.store, o.schema};
+}
+
+// --data DIR or --store URL (the same choice as `ichido serve`), on each subcommand.
+void add_location_options(CLI::App* cmd, TokenOptions* o) {
+  auto* data = cmd->add_option("--data", o->data, "Data directory of the server (embedded store)")
+                   ->capture_default_str();
+  auto* store = cmd->add_option("--store", o->store,
+                                "PostgreSQL store of the nodes instead (libpq URI or conninfo, as "
+                                "given to ichido serve --store; env ICHIDO_STORE)")
+                    ->envname("ICHIDO_STORE");
+  data->excludes(store);
+  cmd->add_option("--store-schema", o->schema, "PostgreSQL schema of ichido's tables")
+      ->capture_default_str();
+}
+
 }  // namespace
 
 void add_token_commands(CommandTree& tree) {
   CLI::App* group =
-      tree.add_group(tree.root(), "token", "API tokens on a data directory (create, list, revoke)",
+      tree.add_group(tree.root(), "token",
+                     "API tokens on a data directory or PostgreSQL store (create, list, revoke)",
                      "ichido token create --data ./ichido-data --ns shop --role writer");
   auto o = std::make_shared<TokenOptions>();
   const ConnectionOptions* conn = &tree.connection();  // read after parsing
@@ -61,23 +82,33 @@ void add_token_commands(CommandTree& tree) {
       [o]() -> int {
         auto role = core::parse_role(o->role);
         if (!role.ok()) return fail(role.error());
-        std::optional<TimeMs> expires_at;
-        const TimeMs now = SystemClock::instance().now_ms();
+        std::optional<std::int64_t> expires_in;
         if (!o->expires.empty()) {
           auto ms = parse_duration_ms(o->expires);
           if (!ms) {
             return fail(
                 invalid_field("expires", "--expires wants a duration such as 90d, 12h or 30m."));
           }
-          expires_at = now + *ms;
+          expires_in = *ms;
         }
+        if (!o->store.empty()) {
+          // The database's clock decides created_at and expires_at, as on every node.
+          auto made = store::postgres::create_token_in_store(address(*o), *role, o->ns, o->label,
+                                                             expires_in);
+          if (!made.ok()) return fail(made.error());
+          std::cout << made->secret << "\n";
+          return kExitOk;
+        }
+        const TimeMs now = SystemClock::instance().now_ms();
+        std::optional<TimeMs> expires_at;
+        if (expires_in) expires_at = now + *expires_in;
         auto made = store::sqlite::create_token_in_dir(o->data, *role, o->ns, o->label, expires_at,
                                                        now, o->init);
         if (!made.ok()) return fail(made.error());
         std::cout << made->secret << "\n";
         return kExitOk;
       });
-  create->add_option("--data", o->data, "Data directory of the server")->capture_default_str();
+  add_location_options(create, o.get());
   create->add_option("--ns", o->ns, "Namespace the token may use, or '*' for all (and admin calls)")
       ->required();
   create->add_option("--role", o->role, "reader (GET only), writer (all but admin) or admin")
@@ -91,7 +122,8 @@ void add_token_commands(CommandTree& tree) {
   CLI::App* list = tree.add_local_command(
       *group, "list", "List tokens (ids, roles, scopes, expiry; never the secrets)",
       "ichido token list --data ./ichido-data", [o, conn]() -> int {
-        auto tokens = store::sqlite::list_tokens_in_dir(o->data);
+        auto tokens = o->store.empty() ? store::sqlite::list_tokens_in_dir(o->data)
+                                       : store::postgres::list_tokens_in_store(address(*o));
         if (!tokens.ok()) return fail(tokens.error());
         if (o->json || conn->json) {
           json::array items;
@@ -112,20 +144,21 @@ void add_token_commands(CommandTree& tree) {
         }
         return kExitOk;
       });
-  list->add_option("--data", o->data, "Data directory of the server")->capture_default_str();
+  add_location_options(list, o.get());
   list->add_flag("--json", o->json, "Print JSON");
 
   CLI::App* revoke = tree.add_local_command(
       *group, "revoke", "Revoke a token by id (effective within a second on a running server)",
       "ichido token revoke 3f9a0c1d2e4b5a6f --data ./ichido-data", [o]() -> int {
-        auto t =
-            store::sqlite::revoke_token_in_dir(o->data, o->id, SystemClock::instance().now_ms());
+        auto t = o->store.empty() ? store::sqlite::revoke_token_in_dir(
+                                        o->data, o->id, SystemClock::instance().now_ms())
+                                  : store::postgres::revoke_token_in_store(address(*o), o->id);
         if (!t.ok()) return fail(t.error());
         std::cout << "revoked " << t->id << "\n";
         return kExitOk;
       });
   revoke->add_option("id", o->id, "The token's id (from `ichido token list`)")->required();
-  revoke->add_option("--data", o->data, "Data directory of the server")->capture_default_str();
+  add_location_options(revoke, o.get());
 }
 
 }  // namespace ichido::cli

@@ -204,10 +204,8 @@ boost::asio::awaitable<BeastResponse> Api::handle(const BeastRequest& breq, std:
     e.token_id = routed.token_id;
     opt_.request_log->write(e);
   }
-  auto out = to_beast(std::move(res), version, keep_alive);
-  if (contract_log_)
-    contract_log_->record(breq.method_string(), breq.target(), routed.pattern, out);
-  co_return out;
+  if (route_out) *route_out = routed.pattern;
+  co_return to_beast(std::move(res), version, keep_alive);
 }
 
 }  // namespace ichido::http

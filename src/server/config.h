@@ -9,11 +9,17 @@
 namespace ichido::server {
 
 struct ServeConfig {
-  std::string listen = "127.0.0.1:7878";  // HOST:PORT; port 0 picks a free port
-  std::string data_dir = "./ichido-data";
+  std::string listen = "127.0.0.1:7878";   // HOST:PORT; port 0 picks a free port
+  std::string data_dir = "./ichido-data";  // the embedded store; with store_url: node-local files
   bool init = false;  // start a new, empty store where the database was lost (--init)
   // /readyz fails below this much free disk in the data directory (--min-free-disk; 0: never).
   std::uint64_t min_free_disk = 0;
+  // PostgreSQL (several stateless nodes on one database): a libpq URI or key=value conninfo
+  // (multi-host lists allowed). Empty: the embedded store in data_dir.
+  std::string store_url;
+  std::string store_schema = "ichido";  // the PostgreSQL schema holding ichido's tables
+  int store_connections = 4;            // write connections (each its own group commit)
+  bool store_no_prepare = false;        // unnamed statements only (PgBouncer < 1.21)
   bool no_auth = false;       // accept calls without a token; only when listening on loopback
   bool metrics_open = false;  // /metrics without a token
   std::string tls_cert;       // PEM certificate chain; with tls_key: serve HTTPS only

@@ -17,6 +17,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <future>
 #include <iostream>
 #include <thread>
@@ -27,6 +28,7 @@
 #include "server/config.h"
 #include "server/listen_address.h"
 #include "service/token_auth.h"
+#include "store/postgres/pg_store.h"
 #include "store/sqlite/sqlite_store.h"
 #include "store/sqlite/token_admin.h"
 
@@ -73,7 +75,7 @@ boost::asio::awaitable<void> purge_once_records(const ServerLog& log, service::O
     if (ec) co_return;
     std::int64_t purged = 0;
     for (;;) {
-      PurgeOnceCmd cmd{SystemClock::instance().now_ms() - retention_ms, kPurgeBatch};
+      PurgeOnceCmd cmd{0, kPurgeBatch, retention_ms};  // cut-off on the store's clock
       auto n = co_await once.purge(cmd);
       if (!n.ok()) {
         log("once retention: purge failed (will retry): " + n.error().message);
@@ -102,8 +104,9 @@ boost::asio::awaitable<void> refresh_overview(const ServerLog& log,
 }
 
 // First start with authentication on and no token yet: mint an admin token scoped to every
-// namespace and write it to DIR/admin.token (0600). Returns the file's path.
-Result<std::string> create_first_admin_token(Store& store, const std::string& dir) {
+// namespace and write it to DIR/admin.token (0600). Returns the file's path, or "" when another
+// node sharing the store made the first token meanwhile (then this one writes no file).
+Result<std::string> create_first_admin_token(store::TableStore& store, const std::string& dir) {
   const std::string secret = new_token_secret();
   auto info =
       core::make_token(new_token_id(), secret, core::Role::admin, std::string(core::kAllNamespaces),
@@ -115,12 +118,15 @@ Result<std::string> create_first_admin_token(Store& store, const std::string& di
   audit.status = 201;
   audit.remote = "local";
   audit.detail = "id " + info->id + ", written to " + dir + "/admin.token";
-  std::promise<Result<core::TokenInfo>> p;
+  std::promise<Result<bool>> p;
   auto f = p.get_future();
-  store.create_token(CreateTokenCmd{std::move(*info), std::move(audit)},
-                     [&p](Result<core::TokenInfo> r) { p.set_value(std::move(r)); });
+  store.create_first_token(std::move(*info), std::move(audit),
+                           [&p](Result<bool> r) { p.set_value(std::move(r)); });
   auto stored = f.get();
   if (!stored.ok()) return std::move(stored).error();
+  if (!*stored) return std::string();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);  // with --store, --data may not exist yet
   const std::string path = dir + "/admin.token";
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Error(errc::internal, "cannot write " + path);
@@ -130,6 +136,36 @@ Result<std::string> create_first_admin_token(Store& store, const std::string& di
   ::close(fd);
   if (!ok) return Error(errc::internal, "cannot write " + path);
   return path;
+}
+
+// The embedded store in cfg.data_dir, or PostgreSQL when cfg.store_url is set. Logs where
+// (never the URL itself: it may carry a password).
+Result<std::unique_ptr<store::TableStore>> open_store(const ServerLog& log,
+                                                      const ServeConfig& cfg) {
+  if (cfg.store_url.empty()) {
+    store::sqlite::Options o;
+    o.dir = cfg.data_dir;
+    o.init = cfg.init;
+    o.min_free_disk = cfg.min_free_disk;
+    auto s = store::sqlite::SqliteStore::open(o);
+    if (!s.ok()) return std::move(s).error();
+    log("store " + (*s)->identity().store_id + " opened at " + (*s)->db_path() +
+        (cfg.init ? " (--init: a new, empty store)" : ""));
+    return std::unique_ptr<store::TableStore>(std::move(*s));
+  }
+  store::postgres::Options o;
+  o.url = cfg.store_url;
+  o.schema = cfg.store_schema;
+  o.lanes = cfg.store_connections;
+  o.statements = cfg.store_no_prepare ? store::postgres::PgConn::Mode::unnamed
+                                      : store::postgres::PgConn::Mode::prepared;
+  auto s = store::postgres::PgStore::open(o);
+  if (!s.ok()) return std::move(s).error();
+  log("store " + (*s)->store_id() + " opened: PostgreSQL at " + (*s)->describe() + " (" +
+      std::to_string(o.lanes) + " write connections" +
+      (cfg.store_no_prepare ? ", unnamed statements" : "") + "; node-local files in " +
+      cfg.data_dir + ")");
+  return std::unique_ptr<store::TableStore>(std::move(*s));
 }
 
 // Raises the soft limit on open files to the hard limit: the common default soft limit (1024)
@@ -187,11 +223,13 @@ int run_server(const ServeConfig& cfg) {
   }
   raise_fd_limit(log, cfg.max_connections);
 
-  store::sqlite::Options sopt;
-  sopt.dir = cfg.data_dir;
-  sopt.init = cfg.init;
-  sopt.min_free_disk = cfg.min_free_disk;
-  auto store = store::sqlite::SqliteStore::open(sopt);
+  if (!cfg.store_url.empty() && (cfg.init || cfg.min_free_disk > 0)) {
+    log(std::string("cannot start: ") + (cfg.init ? "--init" : "--min-free-disk") +
+        " is for the embedded store (--data); with --store the first node creates the schema in "
+        "an empty database, and the database server watches its own disk.");
+    return kExitUsage;
+  }
+  auto store = open_store(log, cfg);
   if (!store.ok()) {
     const Error& e = store.error();
     log("cannot start: " + e.message);
@@ -199,11 +237,15 @@ int run_server(const ServeConfig& cfg) {
         e.code == errc::store_corrupt || e.details.count("needs_operator") > 0;
     return operator_needed ? kExitNeedsOperator : kExitStoreFailed;
   }
-  log("store " + (*store)->identity().store_id + " opened at " + (*store)->db_path() +
-      (cfg.init ? " (--init: a new, empty store)" : ""));
   http::Metrics metrics;
   service::AuthOptions auth_opt;
-  auth_opt.external_revision = [dir = cfg.data_dir] { return store::sqlite::tokens_revision(dir); };
+  if (cfg.store_url.empty()) {
+    // `ichido token` on the data directory (A3). On PostgreSQL, other processes' changes arrive
+    // with the periodic refresh (and unknown tokens are looked up at once, A1).
+    auth_opt.external_revision = [dir = cfg.data_dir] {
+      return store::sqlite::tokens_revision(dir);
+    };
+  }
   service::Authenticator auth(**store, SystemClock::instance(), std::move(auth_opt));
   if (cfg.no_auth) {
     log("WARNING: --no-auth: every caller on this machine can use every call, admin ones too");
@@ -220,10 +262,15 @@ int run_server(const ServeConfig& cfg) {
         (*store)->close();
         return kExitStoreFailed;
       }
-      log("first start: an admin token was written to " + *made +
-          " (mode 0600); use it as \"Authorization: Bearer <token>\" or "
-          "export ICHIDO_TOKEN=$(cat " +
-          *made + ")");
+      if (made->empty()) {
+        log("another node created the first admin token (in its --data directory); make more "
+            "with: ichido token create --store URL --ns NS --role ROLE");
+      } else {
+        log("first start: an admin token was written to " + *made +
+            " (mode 0600); use it as \"Authorization: Bearer <token>\" or "
+            "export ICHIDO_TOKEN=$(cat " +
+            *made + ")");
+      }
       (void)auth.load_blocking();
     }
   }

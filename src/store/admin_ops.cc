@@ -7,13 +7,35 @@
 namespace ichido::store {
 
 void TableStore::create_token(CreateTokenCmd cmd, Callback<core::TokenInfo> done) {
+  auto keys = std::vector<std::int64_t>{job_key("token", cmd.token.id, "")};
   write_audited<core::TokenInfo>(
       [token = std::move(cmd.token)](Tables& t, TimeMs) -> Result<core::TokenInfo> {
         ICHIDO_TRY(core::validate_scope(token.scope));
         ICHIDO_TRY(t.insert_token(token));
         return token;
       },
-      std::move(cmd.audit), std::move(done));
+      std::move(cmd.audit), std::move(done), std::move(keys));
+}
+
+void TableStore::create_first_token(core::TokenInfo token, AuditNote audit, Callback<bool> done) {
+  std::vector<std::int64_t> keys{job_key("token-bootstrap", "", "")};
+  if (audit) keys.push_back(job_key("audit", "", ""));
+  write<bool>(
+      [token = std::move(token), audit = std::move(audit)](Tables& t,
+                                                           TimeMs now) mutable -> Result<bool> {
+        auto existing = t.list_tokens();
+        if (!existing.ok()) return std::move(existing).error();
+        if (!existing->empty()) return false;
+        token.created_at = now;
+        ICHIDO_TRY(t.insert_token(token));
+        if (audit) {
+          if (audit->at == 0) audit->at = now;
+          auto id = t.insert_audit(*audit);
+          if (!id.ok()) return std::move(id).error();
+        }
+        return true;
+      },
+      std::move(done), std::move(keys));
 }
 
 Result<core::TokenInfo> revoke_token_rows(Tables& t, const std::string& id, TimeMs now) {
@@ -32,9 +54,10 @@ Result<core::TokenInfo> revoke_token_rows(Tables& t, const std::string& id, Time
 }
 
 void TableStore::revoke_token(RevokeTokenCmd cmd, Callback<core::TokenInfo> done) {
+  auto keys = std::vector<std::int64_t>{job_key("token", cmd.id, "")};
   write_audited<core::TokenInfo>(
       [id = std::move(cmd.id)](Tables& t, TimeMs now) { return revoke_token_rows(t, id, now); },
-      std::move(cmd.audit), std::move(done));
+      std::move(cmd.audit), std::move(done), std::move(keys));
 }
 
 void TableStore::list_tokens(Callback<std::vector<core::TokenInfo>> done) {
@@ -50,6 +73,7 @@ void TableStore::find_token_by_hash(std::string hash,
 }
 
 void TableStore::append_audit(core::AuditEntry entry, Callback<core::AuditEntry> done) {
+  auto keys = std::vector<std::int64_t>{job_key("audit", "", "")};
   write<core::AuditEntry>(
       [entry = std::move(entry)](Tables& t, TimeMs now) mutable -> Result<core::AuditEntry> {
         if (entry.at == 0) entry.at = now;
@@ -58,7 +82,7 @@ void TableStore::append_audit(core::AuditEntry entry, Callback<core::AuditEntry>
         entry.id = *id;
         return entry;
       },
-      std::move(done));
+      std::move(done), std::move(keys));
 }
 
 void TableStore::list_audit(AuditQuery q, Callback<std::vector<core::AuditEntry>> done) {
@@ -85,6 +109,7 @@ void TableStore::get_ns_settings(std::string ns, Callback<NamespaceSettings> don
 }
 
 void TableStore::put_ns_settings(PutNsSettingsCmd cmd, Callback<NamespaceSettings> done) {
+  auto keys = std::vector<std::int64_t>{job_key("ns-settings", cmd.ns, "")};
   write_audited<NamespaceSettings>(
       [ns = std::move(cmd.ns), settings = cmd.settings](Tables& t,
                                                         TimeMs) -> Result<NamespaceSettings> {
@@ -92,7 +117,7 @@ void TableStore::put_ns_settings(PutNsSettingsCmd cmd, Callback<NamespaceSetting
         ICHIDO_TRY(t.save_ns_settings(ns, settings));
         return settings;
       },
-      std::move(cmd.audit), std::move(done));
+      std::move(cmd.audit), std::move(done), std::move(keys));
 }
 
 void TableStore::summarize_namespaces(std::optional<std::string> only_ns, std::int64_t cap,

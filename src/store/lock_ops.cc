@@ -7,6 +7,11 @@
 namespace ichido::store {
 
 void TableStore::acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> done) {
+  auto keys = lock_keys(cmd.ref);
+  auto prefetch = [ref = cmd.ref](Tables& t) {
+    t.prefetch_lock(ref.ns, ref.name);
+    t.prefetch_token();
+  };
   write<AcquireLockReply>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<AcquireLockReply> {
         ICHIDO_TRY(core::validate_lease_ms(cmd.lease_ms));
@@ -34,10 +39,12 @@ void TableStore::acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> don
         ICHIDO_TRY(t.save_lock(cmd.ref.ns, grant));
         return AcquireLockReply{true, false, std::move(grant), now};
       },
-      std::move(done));
+      std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::release_lock(ReleaseLockCmd cmd, Callback<Unit> done) {
+  auto keys = lock_keys(cmd.ref);
+  auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_lock(ref.ns, ref.name); };
   write<Unit>(
       [cmd = std::move(cmd)](Tables& t, TimeMs) -> Result<Unit> {
         auto current = t.find_lock(cmd.ref.ns, cmd.ref.name);
@@ -46,10 +53,12 @@ void TableStore::release_lock(ReleaseLockCmd cmd, Callback<Unit> done) {
         ICHIDO_TRY(t.delete_lock(cmd.ref.ns, cmd.ref.name));
         return Unit{};
       },
-      std::move(done));
+      std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::renew_lock(RenewLockCmd cmd, Callback<core::LockRecord> done) {
+  auto keys = lock_keys(cmd.ref);
+  auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_lock(ref.ns, ref.name); };
   write<core::LockRecord>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<core::LockRecord> {
         auto current = t.find_lock(cmd.ref.ns, cmd.ref.name);
@@ -59,10 +68,12 @@ void TableStore::renew_lock(RenewLockCmd cmd, Callback<core::LockRecord> done) {
         ICHIDO_TRY(t.save_lock(cmd.ref.ns, *renewed));
         return std::move(*renewed);
       },
-      std::move(done));
+      std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::force_release_lock(ForceReleaseCmd cmd, Callback<ForceReleaseReply> done) {
+  auto keys = lock_keys(cmd.ref);
+  auto prefetch = [r = cmd.ref](Tables& t) { t.prefetch_lock(r.ns, r.name); };
   write_audited<ForceReleaseReply>(
       [ref = std::move(cmd.ref)](Tables& t, TimeMs) -> Result<ForceReleaseReply> {
         auto current = t.find_lock(ref.ns, ref.name);
@@ -71,7 +82,7 @@ void TableStore::force_release_lock(ForceReleaseCmd cmd, Callback<ForceReleaseRe
         ICHIDO_TRY(t.delete_lock(ref.ns, ref.name));
         return ForceReleaseReply{true, std::move(*current)};
       },
-      std::move(cmd.audit), std::move(done));
+      std::move(cmd.audit), std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::get_lock(LockRef ref, Callback<LockState> done) {

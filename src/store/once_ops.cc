@@ -24,6 +24,11 @@ Result<void> save_checked(Tables& t, const std::string& ns, const OnceRecord& re
 }  // namespace
 
 void TableStore::begin_once(BeginOnceCmd cmd, Callback<BeginOnceReply> done) {
+  auto keys = once_keys(cmd.ref);
+  auto prefetch = [ref = cmd.ref](Tables& t) {
+    t.prefetch_once(ref.ns, ref.key);
+    t.prefetch_token();
+  };
   write<BeginOnceReply>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<BeginOnceReply> {
         auto existing = load(t, cmd.ref);
@@ -38,10 +43,12 @@ void TableStore::begin_once(BeginOnceCmd cmd, Callback<BeginOnceReply> done) {
         if (d->write) ICHIDO_TRY(save_checked(t, cmd.ref.ns, d->record));
         return BeginOnceReply{d->outcome, std::move(d->record), d->retry_after_ms, d->replayed};
       },
-      std::move(done));
+      std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::complete_once(CompleteOnceCmd cmd, Callback<OnceRecord> done) {
+  auto keys = once_keys(cmd.ref);
+  auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_once(ref.ns, ref.key); };
   write<OnceRecord>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<OnceRecord> {
         auto existing = load(t, cmd.ref);
@@ -52,10 +59,12 @@ void TableStore::complete_once(CompleteOnceCmd cmd, Callback<OnceRecord> done) {
         if (c->write) ICHIDO_TRY(save_checked(t, cmd.ref.ns, c->record));
         return std::move(c->record);
       },
-      std::move(done));
+      std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::fail_once(FailOnceCmd cmd, Callback<OnceRecord> done) {
+  auto keys = once_keys(cmd.ref);
+  auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_once(ref.ns, ref.key); };
   write<OnceRecord>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<OnceRecord> {
         auto existing = load(t, cmd.ref);
@@ -66,10 +75,12 @@ void TableStore::fail_once(FailOnceCmd cmd, Callback<OnceRecord> done) {
         if (c->write) ICHIDO_TRY(save_checked(t, cmd.ref.ns, c->record));
         return std::move(c->record);
       },
-      std::move(done));
+      std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::renew_once(RenewOnceCmd cmd, Callback<OnceRecord> done) {
+  auto keys = once_keys(cmd.ref);
+  auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_once(ref.ns, ref.key); };
   write<OnceRecord>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<OnceRecord> {
         auto existing = load(t, cmd.ref);
@@ -80,7 +91,7 @@ void TableStore::renew_once(RenewOnceCmd cmd, Callback<OnceRecord> done) {
         ICHIDO_TRY(save_checked(t, cmd.ref.ns, *r));
         return std::move(*r);
       },
-      std::move(done));
+      std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::get_once(OnceRef ref, Callback<OnceRecord> done) {
@@ -114,6 +125,8 @@ void TableStore::list_once(OnceQuery q, Callback<OncePage> done) {
 }
 
 void TableStore::abandon_once(AbandonOnceCmd cmd, Callback<bool> done) {
+  auto keys = once_keys(cmd.ref);
+  auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_once(ref.ns, ref.key); };
   write<bool>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<bool> {
         auto existing = load(t, cmd.ref);
@@ -128,10 +141,12 @@ void TableStore::abandon_once(AbandonOnceCmd cmd, Callback<bool> done) {
         }
         return true;
       },
-      std::move(done));
+      std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::reset_once(ResetOnceCmd cmd, Callback<OnceRecord> done) {
+  auto keys = once_keys(cmd.ref);
+  auto prefetch = [r = cmd.ref](Tables& t) { t.prefetch_once(r.ns, r.key); };
   write_audited<OnceRecord>(
       [ref = std::move(cmd.ref)](Tables& t, TimeMs) -> Result<OnceRecord> {
         auto existing = load(t, ref);
@@ -141,17 +156,21 @@ void TableStore::reset_once(ResetOnceCmd cmd, Callback<OnceRecord> done) {
         if (!deleted.ok()) return std::move(deleted).error();
         return std::move(**existing);
       },
-      std::move(cmd.audit), std::move(done));
+      std::move(cmd.audit), std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::purge_once(PurgeOnceCmd cmd, Callback<std::int64_t> done) {
+  auto keys = std::vector<std::int64_t>{};
   write<std::int64_t>(
       [cmd](Tables& t, TimeMs now) -> Result<std::int64_t> {
         if (cmd.limit < 1 || cmd.limit > kMaxOnceLimit) {
           return invalid_field("limit", "The purge batch must be 1 to 1000 records.");
         }
         // Namespace by namespace (an index probe each), each with its own retention: a
-        // namespace keeping records longer never slows the purge of the others.
+        // namespace keeping records longer never slows the purge of the others. The default
+        // cut-off is the store's clock minus cmd.retention_ms when set (with PostgreSQL the
+        // database's clock, so every node purges alike).
+        const TimeMs default_cutoff = cmd.retention_ms ? now - *cmd.retention_ms : cmd.older_than;
         auto names = t.list_namespaces();
         if (!names.ok()) return std::move(names).error();
         std::int64_t purged = 0;
@@ -160,7 +179,7 @@ void TableStore::purge_once(PurgeOnceCmd cmd, Callback<std::int64_t> done) {
           if (!settings.ok()) return std::move(settings).error();
           const TimeMs cutoff = *settings && (*settings)->once_retention_ms
                                     ? now - *(*settings)->once_retention_ms
-                                    : cmd.older_than;
+                                    : default_cutoff;
           auto n = t.purge_once_in(ns, cutoff, cmd.limit - static_cast<int>(purged));
           if (!n.ok()) return std::move(n).error();
           purged += *n;
@@ -168,7 +187,7 @@ void TableStore::purge_once(PurgeOnceCmd cmd, Callback<std::int64_t> done) {
         }
         return purged;
       },
-      std::move(done));
+      std::move(done), std::move(keys));
 }
 
 }  // namespace ichido::store

@@ -3,6 +3,23 @@
 #include <utility>
 
 namespace ichido::store {
+
+std::int64_t job_key(std::string_view kind, std::string_view a, std::string_view b) {
+  std::uint64_t h = 14695981039346656037ull;  // FNV-1a 64 offset basis
+  auto mix = [&h](std::string_view s) {
+    for (unsigned char c : s) {
+      h ^= c;
+      h *= 1099511628211ull;  // FNV-1a 64 prime
+    }
+  };
+  mix(kind);
+  mix(std::string_view("\0", 1));
+  mix(a);
+  mix(std::string_view("\0", 1));
+  mix(b);
+  return static_cast<std::int64_t>(h);
+}
+
 namespace {
 
 Result<CounterRow> load_counter(Tables& t, const CounterRef& ref) {
@@ -52,6 +69,8 @@ Result<std::string> resolve_period(const core::CounterConfig& c, const core::Tod
 }  // namespace
 
 void TableStore::create_counter(CreateCounterCmd cmd, Callback<CreateCounterReply> done) {
+  auto keys = counter_keys(cmd.ref);
+  auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_counter(ref.ns, ref.name); };
   AuditNote audit = std::move(cmd.audit);
   write_audited<CreateCounterReply>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<CreateCounterReply> {
@@ -74,11 +93,16 @@ void TableStore::create_counter(CreateCounterCmd cmd, Callback<CreateCounterRepl
         if (!info.ok()) return std::move(info).error();
         return CreateCounterReply{*outcome == core::CreateOutcome::created, std::move(*info)};
       },
-      std::move(audit), std::move(done),
+      std::move(audit), std::move(done), std::move(keys), std::move(prefetch),
       +[](const CreateCounterReply& r) { return r.created ? 201 : 200; });
 }
 
 void TableStore::next(NextCmd cmd, Callback<NextReply> done) {
+  auto keys = counter_keys(cmd.ref);
+  auto prefetch = [ref = cmd.ref, key = cmd.next.key](Tables& t) {
+    t.prefetch_counter(ref.ns, ref.name);
+    if (key) t.prefetch_issued_by_key(ref.ns, ref.name, *key);
+  };
   write<NextReply>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<NextReply> {
         auto row = load_counter(t, cmd.ref);
@@ -104,10 +128,12 @@ void TableStore::next(NextCmd cmd, Callback<NextReply> done) {
         }
         return NextReply{std::move(d->record), d->replayed};
       },
-      std::move(done));
+      std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::void_number(VoidCmd cmd, Callback<core::IssuedNumber> done) {
+  auto keys = counter_keys(cmd.ref);
+  auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_counter(ref.ns, ref.name); };
   AuditNote audit = std::move(cmd.audit);
   write_audited<core::IssuedNumber>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<core::IssuedNumber> {
@@ -135,10 +161,12 @@ void TableStore::void_number(VoidCmd cmd, Callback<core::IssuedNumber> done) {
         }
         return std::move(*rec);
       },
-      std::move(audit), std::move(done));
+      std::move(audit), std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::set_last_value(SetCmd cmd, Callback<core::CounterInfo> done) {
+  auto keys = counter_keys(cmd.ref);
+  auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_counter(ref.ns, ref.name); };
   AuditNote audit = std::move(cmd.audit);
   write_audited<core::CounterInfo>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<core::CounterInfo> {
@@ -158,7 +186,7 @@ void TableStore::set_last_value(SetCmd cmd, Callback<core::CounterInfo> done) {
         ICHIDO_TRY(t.save_period(row->id, today->period, p));
         return info_of(t, *row, now);
       },
-      std::move(audit), std::move(done));
+      std::move(audit), std::move(done), std::move(keys), std::move(prefetch));
 }
 
 void TableStore::get_counter(CounterRef ref, Callback<core::CounterInfo> done) {

@@ -5,16 +5,39 @@
 // (load rows, ask core, save rows) is shared, so the backends cannot drift apart.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "ichido/clock.h"
 #include "ichido/store.h"
 #include "store/tables.h"
 
 namespace ichido::store {
+
+// The key of one record a write job reads and writes (a counter, a once key, a lock, a token),
+// for stores shared by several processes: the PostgreSQL store takes a transaction-scoped
+// advisory lock on every key of a batch, in sorted order, before it reads the clock and runs the
+// jobs, so two nodes never interleave on one record (docs/decisions/071). Single-process stores
+// ignore keys (their writer is already serial).
+//
+// FNV-1a 64 of kind '\0' a '\0' b. It is part of the PostgreSQL store's protocol between nodes:
+// two nodes that hashed differently would no longer exclude each other, so it never changes.
+// A collision only makes two unrelated records share a lock.
+std::int64_t job_key(std::string_view kind, std::string_view a, std::string_view b);
+inline std::vector<std::int64_t> counter_keys(const CounterRef& r) {
+  return {job_key("counter", r.ns, r.name)};
+}
+inline std::vector<std::int64_t> once_keys(const OnceRef& r) {
+  return {job_key("once", r.ns, r.key)};
+}
+inline std::vector<std::int64_t> lock_keys(const LockRef& r) {
+  return {job_key("lock", r.ns, r.name)};
+}
 
 // One unit of work for a backend. `apply` runs inside a transaction and returns true when its
 // changes should be kept (false: the backend rolls back just this job). `finish` runs after the
@@ -23,6 +46,13 @@ namespace ichido::store {
 struct Job {
   std::function<bool(Tables&, TimeMs now)> apply;
   std::function<void(const Error* store_error)> finish;
+  // Write jobs: the job_key of every record `apply` may write (and the reads its decision rests
+  // on). Empty for reads, and for writes that need no exclusion or take care of it themselves
+  // (purge: Tables::purge_once).
+  std::vector<std::int64_t> keys;
+  // Optional: announces the rows `apply` will look up (Tables::prefetch_*). Called on every job
+  // of a batch, after the batch's key locks are taken, before the first job runs.
+  std::function<void(Tables&)> prefetch;
 };
 
 class TableStore : public Store {
@@ -57,6 +87,12 @@ class TableStore : public Store {
   void put_ns_settings(PutNsSettingsCmd cmd, Callback<NamespaceSettings> done) override;
   void summarize_namespaces(std::optional<std::string> only_ns, std::int64_t cap,
                             Callback<std::vector<NamespaceSummary>> done) override;
+  // Not in Store: stores `token` (its created_at set to the store's clock) only when the store
+  // holds no token at all — the first start's admin token — and answers whether it did. Atomic
+  // across processes sharing the store: of several nodes starting together on an empty
+  // PostgreSQL database, exactly one gets true. (admin_ops.cc)
+  // `audit` is appended in the same transaction when the token is stored.
+  void create_first_token(core::TokenInfo token, AuditNote audit, Callback<bool> done);
   // Locks: defined in lock_ops.cc.
   void acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> done) override;
   void release_lock(ReleaseLockCmd cmd, Callback<Unit> done) override;
@@ -70,10 +106,15 @@ class TableStore : public Store {
   virtual void submit_write(Job job) = 0;
   virtual void submit_read(Job job) = 0;
 
-  // Runs `fn` as a write (durable) or read job and delivers its result to `done`.
+  // Runs `fn` as a write (durable) or read job and delivers its result to `done`. `keys`: see
+  // Job::keys.
   template <class T>
-  void write(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done) {
-    submit_write(make_job<T>(std::move(fn), std::move(done)));
+  void write(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done,
+             std::vector<std::int64_t> keys, std::function<void(Tables&)> prefetch = {}) {
+    Job job = make_job<T>(std::move(fn), std::move(done));
+    job.keys = std::move(keys);
+    job.prefetch = std::move(prefetch);
+    submit_write(std::move(job));
   }
   template <class T>
   void read(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done) {
@@ -82,14 +123,18 @@ class TableStore : public Store {
 
   // Runs `fn` as a write job; when it succeeds and `audit` is set, appends the audit entry in
   // the same transaction (the Store contract for admin mutations). `status_of` may adjust the
-  // entry's status from the result (create_counter: 201 or 200).
+  // entry's status from the result (create_counter: 201 or 200). `keys` and `prefetch`: as for
+  // write(); an audited job also takes the audit log's key (audit ids in commit order).
   template <class T>
   void write_audited(std::function<Result<T>(Tables&, TimeMs)> fn, AuditNote audit,
-                     Callback<T> done, int (*status_of)(const T&) = nullptr) {
+                     Callback<T> done, std::vector<std::int64_t> keys,
+                     std::function<void(Tables&)> prefetch = {},
+                     int (*status_of)(const T&) = nullptr) {
     if (!audit) {
-      write<T>(std::move(fn), std::move(done));
+      write<T>(std::move(fn), std::move(done), std::move(keys), std::move(prefetch));
       return;
     }
+    keys.push_back(job_key("audit", "", ""));
     write<T>(
         [fn = std::move(fn), entry = std::move(*audit), status_of](Tables& t,
                                                                    TimeMs now) -> Result<T> {
@@ -102,7 +147,7 @@ class TableStore : public Store {
           if (!id.ok()) return std::move(id).error();
           return r;
         },
-        std::move(done));
+        std::move(done), std::move(keys), std::move(prefetch));
   }
 
   template <class T>

@@ -41,6 +41,19 @@ class Tables {
  public:
   virtual ~Tables() = default;
 
+  // --- prefetch hints (optional) ---
+  // A write batch announces, before its jobs run, the rows they will look up, so that a store
+  // whose every statement is a network round trip (PostgreSQL) can fetch them all at once. The
+  // lookups themselves (find_*) still happen and must answer exactly as without the hint. A
+  // store may ignore hints (the default).
+  virtual void prefetch_counter(const std::string& /*ns*/, const std::string& /*name*/) {}
+  virtual void prefetch_issued_by_key(const std::string& /*ns*/, const std::string& /*name*/,
+                                      const std::string& /*key*/) {}
+  virtual void prefetch_once(const std::string& /*ns*/, const std::string& /*key*/) {}
+  virtual void prefetch_lock(const std::string& /*ns*/, const std::string& /*name*/) {}
+  // The job may draw one token (next_token) when its decision grants.
+  virtual void prefetch_token() {}
+
   // --- the store's one durable token sequence (fencing tokens of locks and once records) ---
   // Returns the next value: unique and strictly increasing across restarts (it is written in
   // the same transaction as the record that carries it).

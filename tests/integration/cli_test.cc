@@ -222,6 +222,7 @@ TEST(CliOnceRun, WhenCompleteCannotReachTheServerItSaysTheCommandSucceededAndHow
 
   // The server comes back (same data, a new port): the printed command records the success.
   ServerProcess again(dir.path() + "/data");
+  again.share_store(server);  // over PostgreSQL: the same schema (a no-op on the embedded store)
   ASSERT_TRUE(again.start(&err)) << err;
   std::string command = m[0].str();
   command.replace(command.find(url), url.size(), again.url().to_string());

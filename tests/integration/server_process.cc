@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -12,9 +13,50 @@
 #include <sstream>
 #include <thread>
 
+#include "store/postgres/pg_conn.h"
+#include "store/testing/pg_test_env.h"
+
 namespace ichido::testing {
 
 const char* ichido_binary() { return ICHIDO_BINARY; }
+
+bool on_postgres() {
+  const char* s = std::getenv("ICHIDO_TEST_STORE");
+  return s && std::string(s) == "postgres";
+}
+
+namespace {
+
+// The URL of the tests' PostgreSQL: pg_test_env.h's variables, else the file of the CTest
+// fixture this build configured.
+std::string test_pg_url() {
+  auto u = store_testing::pg_test_url();
+  if (u.url) return *u.url;
+  std::ifstream in(ICHIDO_DEFAULT_PG_URL_FILE);
+  std::string url;
+  std::getline(in, url);
+  return url;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      q += "'\\''";
+    } else {
+      q.push_back(c);
+    }
+  }
+  return q + "'";
+}
+
+Result<std::unique_ptr<store::postgres::PgConn>> admin_conn(const std::string& url) {
+  store::postgres::PgConn::Settings s;
+  s.conninfo = url;
+  return store::postgres::PgConn::connect(s);
+}
+
+}  // namespace
 
 TempDir::TempDir() {
   std::string tmpl = (std::filesystem::temp_directory_path() / "ichido-test-XXXXXX").string();
@@ -28,10 +70,63 @@ TempDir::~TempDir() {
 }
 
 ServerProcess::ServerProcess(std::string data_dir, std::vector<std::string> extra_args, bool auth)
-    : data_dir_(std::move(data_dir)), extra_args_(std::move(extra_args)), auth_(auth) {}
+    : data_dir_(std::move(data_dir)), extra_args_(std::move(extra_args)), auth_(auth) {
+  if (on_postgres()) {
+    static std::atomic<int> n{0};
+    pg_url_ = test_pg_url();
+    pg_schema_ = "it_" + std::to_string(::getpid()) + "_" + std::to_string(n.fetch_add(1));
+  }
+}
 
 ServerProcess::~ServerProcess() {
   if (pid_ > 0) kill9();
+  if (owns_schema_ && !pg_schema_.empty() && !pg_url_.empty()) {
+    if (auto c = admin_conn(pg_url_); c.ok()) {
+      (void)(*c)->exec_script("DROP SCHEMA IF EXISTS \"" + pg_schema_ + "\" CASCADE");
+    }
+  }
+}
+
+void ServerProcess::share_store(const ServerProcess& other) {
+  set_store(other.pg_url_, other.pg_schema_);
+}
+
+void ServerProcess::set_store(std::string url, std::string schema) {
+  if (owns_schema_ && !pg_schema_.empty() && !pg_url_.empty()) {
+    if (auto c = admin_conn(pg_url_); c.ok()) {
+      (void)(*c)->exec_script("DROP SCHEMA IF EXISTS \"" + pg_schema_ + "\" CASCADE");
+    }
+  }
+  pg_url_ = std::move(url);
+  pg_schema_ = std::move(schema);
+  owns_schema_ = false;
+}
+
+std::string ServerProcess::store_args() const {
+  if (pg_schema_.empty()) return "--data " + shell_quote(data_dir_);
+  return "--store " + shell_quote(pg_url_) + " --store-schema " + pg_schema_;
+}
+
+std::string ServerProcess::store_dump() const {
+  if (pg_schema_.empty()) return "";
+  auto c = admin_conn(pg_url_);
+  if (!c.ok()) return "cannot connect: " + c.error().message;
+  const store::postgres::Stmt tables{
+      "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+      "WHERE n.nspname = $1 AND c.relkind = 'r' ORDER BY 1"};
+  auto names = (*c)->query(tables, store::postgres::Params().text(pg_schema_));
+  if (!names.ok()) return "cannot list tables: " + names.error().message;
+  std::string out;
+  for (int i = 0; i < names->rows(); ++i) {
+    const store::postgres::Stmt rows{
+        "SELECT coalesce(string_agg(row_to_json(t)::text, E'\\n'), "
+        "'') FROM \"" +
+        pg_schema_ + "\"." + names->str(i, 0) + " t"};
+    auto r = (*c)->query(rows, store::postgres::Params());
+    if (!r.ok()) return "cannot read " + names->str(i, 0) + ": " + r.error().message;
+    out += names->str(i, 0) + ":\n" + r->str(0, 0) + "\n";
+  }
+  return out;
 }
 
 std::string ServerProcess::log() const {
@@ -57,16 +152,36 @@ bool ServerProcess::start(std::string* error) {
   }
   std::vector<std::string> args = {ichido_binary(), "serve",  "--listen",
                                    "127.0.0.1:0",   "--data", data_dir_};
+  if (!pg_schema_.empty()) {
+    if (pg_url_.empty()) {
+      *error = "ICHIDO_TEST_STORE=postgres but no PostgreSQL URL (did pg_cluster_start run?)";
+      return false;
+    }
+    args.insert(args.end(), {"--store", pg_url_, "--store-schema", pg_schema_});
+  }
   if (!auth_) args.push_back("--no-auth");
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // The environment is built before fork(): the child of a multi-threaded test may only call
+  // async-signal-safe functions until it execs.
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e) {
+    const std::string entry = *e;
+    bool overridden = false;
+    for (const auto& [k, v] : env_) overridden |= entry.rfind(k + "=", 0) == 0;
+    if (!overridden) env_strings.push_back(entry);
+  }
+  for (const auto& [k, v] : env_) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::dup2(fd, STDOUT_FILENO);
     ::dup2(fd, STDERR_FILENO);
-    ::execv(argv[0], argv.data());
+    ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
   ::close(fd);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/client.h"
@@ -26,13 +27,37 @@ class TempDir {
   std::string path_;
 };
 
+// The store every ServerProcess of this test run uses: the embedded one (default), or PostgreSQL
+// when $ICHIDO_TEST_STORE is "postgres" — CTest runs the whole integration suite a second time
+// that way (tests named pg.*), against the throwaway cluster of the `pg` fixture.
+bool on_postgres();
+
 class ServerProcess {
  public:
-  // `data_dir`: the store's directory; the log goes to data_dir + ".log". Without `auth` the
-  // server runs with --no-auth.
+  // `data_dir`: the store's directory (with PostgreSQL: the node's own files); the log goes to
+  // data_dir + ".log". Without `auth` the server runs with --no-auth. On PostgreSQL each
+  // ServerProcess gets a schema of its own (kept across restarts, dropped by the destructor).
   explicit ServerProcess(std::string data_dir, std::vector<std::string> extra_args = {},
                          bool auth = false);
   ~ServerProcess();  // kills the server if it still runs
+
+  // The arguments that name this server's store for `ichido serve` and `ichido token`:
+  // "--data DIR", or "--store URL --store-schema S" (shell-quoted, for run_command).
+  std::string store_args() const;
+  // PostgreSQL only: every row of the server's tables as JSON text, bytea values hex-encoded
+  // (to check what the database holds). Empty on the embedded store.
+  std::string store_dump() const;
+
+  // PostgreSQL only, before start(): use the same database and schema as `other` (another node
+  // of one deployment; the schema stays `other`'s to drop).
+  void share_store(const ServerProcess& other);
+  // PostgreSQL only, before start(): this URL and schema (a cluster the test runs itself; the
+  // schema is not dropped by this object).
+  void set_store(std::string url, std::string schema);
+  const std::string& store_url() const { return pg_url_; }
+  const std::string& store_schema() const { return pg_schema_; }
+  // Environment variables the server process gets in addition to the test's (e.g. libfaketime).
+  void set_env(std::vector<std::pair<std::string, std::string>> env) { env_ = std::move(env); }
 
   // Starts the server and waits (bounded, 20 s) until it prints its listening line.
   // Returns false (with the log in `error`) when it exits or never becomes ready.
@@ -54,6 +79,10 @@ class ServerProcess {
 
  private:
   std::string data_dir_;
+  std::string pg_url_;       // on_postgres(): the server's database
+  std::string pg_schema_;    // on_postgres(): its schema
+  bool owns_schema_ = true;  // drop pg_schema_ in the destructor
+  std::vector<std::pair<std::string, std::string>> env_;
   std::vector<std::string> extra_args_;
   bool auth_ = false;
   pid_t pid_ = -1;

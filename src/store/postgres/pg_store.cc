@@ -1,0 +1,553 @@
+#include "store/postgres/pg_store.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "store/postgres/schema.h"
+
+namespace ichido::store::postgres {
+namespace {
+
+using Steady = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kFirstBackoff{100};
+constexpr milliseconds kMaxBackoff{1000};
+constexpr milliseconds kProbeHealthy{500};
+constexpr milliseconds kProbeUnhealthy{200};
+
+Error closed_error() {
+  return Error(errc::store_unavailable,
+               "The store is unavailable (the server is shutting down); nothing was changed, retry "
+               "later.");
+}
+
+Error unknown_outcome(const Error& cause) {
+  Error e(errc::store_unavailable,
+          "The connection to PostgreSQL was lost while the change was being committed, so it is "
+          "not known whether it was saved (" +
+              cause.message +
+              "). Retrying with the same key or token is safe: it answers what was saved.");
+  e.details.emplace("outcome", std::string("unknown"));
+  return e;
+}
+
+}  // namespace
+
+struct PgStore::Lane {
+  Mutex mu;
+  CondVar cv;
+  std::deque<Job> queue GUARDED_BY(mu);
+  std::thread thread;
+  // The lane thread's own.
+  std::unique_ptr<PgConn> conn;
+  Steady::time_point retry_at{};
+  milliseconds backoff = kFirstBackoff;
+};
+
+struct PgStore::Reader {
+  std::thread thread;
+  std::unique_ptr<PgConn> conn;  // the reader thread's own
+  Steady::time_point retry_at{};
+  milliseconds backoff = kFirstBackoff;
+};
+
+PgConn::Settings connection_settings(const Options& o) {
+  PgConn::Settings s;
+  s.conninfo = o.url;
+  s.io_timeout_ms = o.io_timeout_ms;
+  s.connect_timeout_s = o.connect_timeout_s;
+  s.mode = o.statements;
+  s.application_name = o.application_name;
+  return s;
+}
+
+Result<std::unique_ptr<PgConn>> open_checked(const PgConn::Settings& settings) {
+  auto c = PgConn::connect(settings);
+  if (!c.ok()) return std::move(c).error();
+  const Stmt check{
+      "SELECT current_setting('fsync'), current_setting('synchronous_commit'), "
+      "current_setting('server_version_num')::int8"};
+  auto r = (*c)->query(check, Params());
+  if (!r.ok()) return std::move(r).error();
+  ICHIDO_TRY((*c)->sync());
+  const std::string fsync = r->str(0, 0);
+  const std::string sync_commit = r->str(0, 1);
+  if (fsync == "off" || sync_commit == "off") {
+    return Error(errc::store_unavailable,
+                 "PostgreSQL at " + (*c)->server() + " runs with fsync=" + fsync +
+                     " and synchronous_commit=" + sync_commit +
+                     ": a committed change could be lost in a crash, and ichido answers only "
+                     "durable changes. Turn both on for the database ichido uses.");
+  }
+  if (r->i64(0, 2) < 140000) {
+    return Error(errc::store_unavailable, "PostgreSQL at " + (*c)->server() +
+                                              " is older than 14; ichido needs 14 or newer.");
+  }
+  return c;
+}
+
+PgStore::PgStore(Options options)
+    : opt_(std::move(options)), sql_(opt_.schema), settings_(connection_settings(opt_)) {}
+
+Result<std::unique_ptr<PgStore>> PgStore::open(Options options) {
+  ICHIDO_TRY(validate_schema_name(options.schema));
+  if (options.lanes < 1 || options.readers < 1 || options.max_batch < 1) {
+    return invalid_field("lanes", "The PostgreSQL store needs at least one lane and one reader.");
+  }
+  std::unique_ptr<PgStore> s(new PgStore(std::move(options)));
+  auto started = s->start();
+  if (!started.ok()) {
+    s->close();
+    return std::move(started).error();
+  }
+  return s;
+}
+
+Result<void> PgStore::start() {
+  // The first connection proves the settings and runs the migrations; it becomes lane 0's.
+  auto first = open_checked(settings_);
+  if (!first.ok()) return std::move(first).error();
+  if (opt_.migrate) {
+    auto m = migrate(**first, opt_.schema);
+    if (!m.ok()) return std::move(m).error();
+  }
+  describe_ = (*first)->server() + "/" + opt_.schema;
+  {
+    auto id = (*first)->query(sql_.find_store_id, Params());
+    if (!id.ok()) return std::move(id).error();
+    ICHIDO_TRY((*first)->sync());
+    if (id->rows() != 1) {
+      return Error(errc::store_unavailable, "The schema \"" + opt_.schema + "\" at " +
+                                                (*first)->server() +
+                                                " has no store identity row; an operator must "
+                                                "look (was it edited by hand?).")
+          .with("needs_operator", std::string("true"));
+    }
+    store_id_ = id->str(0, 0);
+  }
+  {
+    MutexLock lk(health_mu_);
+    healthy_ = true;
+  }
+  for (int i = 0; i < opt_.lanes; ++i) lanes_.push_back(std::make_unique<Lane>());
+  lanes_[0]->conn = std::move(*first);
+  for (int i = 0; i < opt_.readers; ++i) readers_.push_back(std::make_unique<Reader>());
+  for (auto& l : lanes_) l->thread = std::thread([this, lane = l.get()] { lane_loop(*lane); });
+  for (auto& r : readers_) r->thread = std::thread([this, rd = r.get()] { reader_loop(*rd); });
+  monitor_ = std::thread([this] { monitor_loop(); });
+  return {};
+}
+
+PgStore::~PgStore() { close(); }
+
+void PgStore::close() {
+  std::call_once(close_once_, [this] {
+    closing_.store(true);
+    for (auto& l : lanes_) {
+      { MutexLock lk(l->mu); }  // a lane between its check and its wait sees closing_
+      l->cv.notify_all();
+    }
+    { MutexLock lk(read_mu_); }
+    read_cv_.notify_all();
+    { MutexLock lk(health_mu_); }
+    health_cv_.notify_all();
+    for (auto& l : lanes_) {
+      if (l->thread.joinable()) l->thread.join();
+    }
+    for (auto& r : readers_) {
+      if (r->thread.joinable()) r->thread.join();
+    }
+    if (monitor_.joinable()) monitor_.join();
+    for (auto& l : lanes_) l->conn.reset();
+    for (auto& r : readers_) r->conn.reset();
+  });
+}
+
+void PgStore::submit_write(Job job) {
+  static const Error full(errc::store_unavailable,
+                          "The store is unavailable (too many queued writes); nothing was "
+                          "changed, retry later.");
+  if (!lanes_.empty() && !closing_.load()) {
+    // One key's jobs always go to the same lane, so they commit in the order they came.
+    const std::uint64_t h = job.keys.empty() ? 0 : static_cast<std::uint64_t>(job.keys.front());
+    Lane& lane = *lanes_[h % lanes_.size()];
+    MutexLock lk(lane.mu);
+    if (!closing_.load()) {
+      if (lane.queue.size() >= opt_.max_queue) {
+        lk.unlock();
+        job.finish(&full);
+        return;
+      }
+      lane.queue.push_back(std::move(job));
+      lane.cv.notify_one();
+      return;
+    }
+  }
+  const Error e = closed_error();
+  job.finish(&e);
+}
+
+void PgStore::submit_read(Job job) {
+  static const Error full(errc::store_unavailable,
+                          "The store is unavailable (too many queued reads); nothing was "
+                          "changed, retry later.");
+  {
+    MutexLock lk(read_mu_);
+    if (!closing_.load() && !readers_.empty() && read_queue_.size() < opt_.max_queue) {
+      read_queue_.push_back(std::move(job));
+      read_cv_.notify_one();
+      return;
+    }
+  }
+  if (closing_.load() || readers_.empty()) {
+    const Error e = closed_error();
+    job.finish(&e);
+  } else {
+    job.finish(&full);
+  }
+}
+
+PgConn* PgStore::ensure(std::unique_ptr<PgConn>& slot, Steady::time_point& retry_at,
+                        milliseconds& backoff, Error& error) {
+  if (slot && !slot->broken()) return slot.get();
+  slot.reset();
+  const auto now = Steady::now();
+  if (now < retry_at) {
+    if (error.message.empty()) error = pg_unavailable("reconnecting");
+    return nullptr;
+  }
+  auto c = open_checked(settings_);
+  if (!c.ok()) {
+    error = std::move(c).error();
+    retry_at = now + backoff;
+    backoff = std::min(backoff * 2, kMaxBackoff);
+    mark_unhealthy(error.message);
+    return nullptr;
+  }
+  backoff = kFirstBackoff;
+  retry_at = {};
+  slot = std::move(*c);
+  return slot.get();
+}
+
+void PgStore::mark_unhealthy(const std::string& why) {
+  {
+    MutexLock lk(health_mu_);
+    healthy_ = false;
+    health_reason_ = why;
+    recheck_ = true;
+  }
+  health_cv_.notify_all();
+}
+
+// --- writes ------------------------------------------------------------------------------------
+
+void PgStore::lane_loop(Lane& lane) {
+  std::vector<Job> batch;
+  for (;;) {
+    {
+      MutexLock lk(lane.mu);
+      while (!closing_.load() && lane.queue.empty()) lane.cv.wait(lane.mu);
+      if (lane.queue.empty()) return;  // closing and drained
+      while (!lane.queue.empty() && batch.size() < opt_.max_batch) {
+        batch.push_back(std::move(lane.queue.front()));
+        lane.queue.pop_front();
+      }
+    }
+    run_batch(lane, batch);
+    batch.clear();
+  }
+}
+
+void PgStore::run_batch(Lane& lane, std::vector<Job>& batch) {
+  std::vector<std::int64_t> keys;
+  for (const auto& j : batch) keys.insert(keys.end(), j.keys.begin(), j.keys.end());
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+
+  auto fail_all = [&](const Error& e) {
+    failed_commits_.fetch_add(1);
+    for (auto& j : batch) j.finish(&e);
+  };
+  {
+    std::optional<Error> lost;
+    {
+      MutexLock lk(health_mu_);
+      lost = identity_lost_;
+    }
+    if (lost) return fail_all(*lost);
+  }
+  bool isolate = false;
+  bool reconnected = false;
+  int retries = 0;
+  std::vector<std::optional<Error>> job_errors;
+  for (;;) {
+    Error error;
+    PgConn* conn = ensure(lane.conn, lane.retry_at, lane.backoff, error);
+    if (!conn) return fail_all(error);
+    const Outcome o = attempt(*conn, batch, keys, isolate, job_errors, error);
+    switch (o) {
+      case Outcome::committed:
+        commits_.fetch_add(1);
+        committed_commands_.fetch_add(batch.size());
+        for (std::size_t i = 0; i < batch.size(); ++i) {
+          batch[i].finish(job_errors[i] ? &*job_errors[i] : nullptr);
+        }
+        return;
+      case Outcome::isolate:
+        if (isolate) return fail_all(error);  // cannot happen: isolated attempts do not ask
+        isolated_batches_.fetch_add(1);
+        isolate = true;
+        continue;
+      case Outcome::retry:
+        if (++retries <= opt_.max_retries) continue;
+        return fail_all(error);
+      case Outcome::lost:
+        lane.conn.reset();
+        if (!reconnected) {
+          reconnected = true;  // the transaction never committed: run it on a new connection
+          continue;
+        }
+        mark_unhealthy(error.message);
+        return fail_all(error);
+      case Outcome::unavailable:
+        lane.conn.reset();  // e.g. read-only after a failover: reconnect picks the host again
+        mark_unhealthy(error.message);
+        return fail_all(error);
+      case Outcome::unknown:
+        lane.conn.reset();
+        mark_unhealthy(error.message);
+        return fail_all(unknown_outcome(error));
+    }
+  }
+}
+
+// One try at a batch (see the class comment). Leaves the connection idle, outside a
+// transaction, unless it is broken. `error` is set for every outcome but committed.
+PgStore::Outcome PgStore::attempt(PgConn& c, std::vector<Job>& batch,
+                                  const std::vector<std::int64_t>& keys, bool isolate,
+                                  std::vector<std::optional<Error>>& job_errors, Error& error) {
+  auto outcome_of_failure = [&](const Error& e, bool commit_sent) -> Outcome {
+    error = e;
+    if (c.broken()) return commit_sent ? Outcome::unknown : Outcome::lost;
+    const PgFailure f = c.failure();
+    (void)c.sync();  // end the failed segment, then leave the aborted transaction
+    c.send(sql_.rollback, Params());
+    (void)c.sync();
+    if (c.broken()) return commit_sent ? Outcome::unknown : Outcome::lost;
+    switch (f) {
+      case PgFailure::retry:
+        return Outcome::retry;
+      case PgFailure::unavailable:
+        return Outcome::unavailable;
+      case PgFailure::statement:
+      case PgFailure::none:
+        return isolate ? Outcome::unavailable : Outcome::isolate;
+    }
+    return Outcome::unavailable;
+  };
+
+  PgTables t(c, sql_);
+  t.set_batch_mode(!isolate);
+  t.set_token_batch(static_cast<int>(std::min<std::size_t>(batch.size(), 64)));
+  c.send(sql_.begin_write, Params());
+  c.send(sql_.tx_settings, Params()
+                               .text(std::to_string(opt_.lock_timeout_ms))
+                               .text(std::to_string(opt_.idle_in_tx_timeout_ms)));
+  TimeMs now = 0;
+  c.send_read(sql_.lock_keys_now, Params().i64_array(keys),
+              [&now](const PgResult& r) { now = r.i64(0, 1); });
+  if (!isolate) {
+    // Every row the jobs announce, and the tokens they may draw, behind the locks in the same
+    // pipeline: the whole start of the batch is one round trip.
+    for (auto& job : batch) {
+      if (job.prefetch) job.prefetch(t);
+    }
+    t.end_prefetch();
+  }
+  if (auto r = c.wait_results(); !r.ok()) return outcome_of_failure(r.error(), false);
+  if (opt_.clock) now = opt_.clock->now_ms();
+  job_errors.assign(batch.size(), std::nullopt);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    Job& job = batch[i];
+    if (isolate) c.send(sql_.savepoint, Params());
+    const std::uint64_t writes_before = t.writes();
+    bool keep = job.apply(t, now);
+    if (c.broken()) return outcome_of_failure(pg_unavailable("the connection was lost"), false);
+    if (isolate) {
+      // Wait for every statement of this job, so that a failure is known to be its own.
+      if (auto s = c.sync(); !s.ok()) {
+        if (c.broken() || c.failure() == PgFailure::retry ||
+            c.failure() == PgFailure::unavailable) {
+          return outcome_of_failure(s.error(), false);
+        }
+        job_errors[i] = s.error();
+        keep = false;
+      }
+      if (!keep) c.send(sql_.rollback_to_savepoint, Params());
+      c.send(sql_.release_savepoint, Params());
+    } else if (c.failure() != PgFailure::none) {
+      // A statement of this job or a pipelined write of an earlier one failed: the transaction
+      // is aborted.
+      return outcome_of_failure(pg_unavailable("a statement failed"), false);
+    } else if (!keep && t.writes() != writes_before) {
+      error = pg_unavailable("a failed command had written");
+      (void)c.sync();
+      c.send(sql_.rollback, Params());
+      if (auto s = c.sync(); !s.ok() || c.broken()) return outcome_of_failure(s.error(), false);
+      return Outcome::isolate;
+    }
+  }
+  if (auto r = t.flush_writes(); !r.ok()) return outcome_of_failure(r.error(), false);
+  // Part B (waking waiters on other nodes) adds its statements here: after the jobs, before the
+  // COMMIT, in the same transaction.
+  c.send(sql_.commit, Params());
+  if (auto s = c.sync(); !s.ok()) {
+    // Either a pipelined statement failed (the COMMIT was skipped, nothing was saved) or the
+    // COMMIT itself failed (rolled back) — unless the connection broke: then nobody knows.
+    return outcome_of_failure(s.error(), true);
+  }
+  return Outcome::committed;
+}
+
+// --- reads -------------------------------------------------------------------------------------
+
+void PgStore::reader_loop(Reader& rd) {
+  for (;;) {
+    Job job;
+    {
+      MutexLock lk(read_mu_);
+      while (!closing_.load() && read_queue_.empty()) read_cv_.wait(read_mu_);
+      if (read_queue_.empty()) return;
+      job = std::move(read_queue_.front());
+      read_queue_.pop_front();
+    }
+    // A read that lost its connection runs once more on a new one (it changed nothing).
+    for (int attempt = 0;; ++attempt) {
+      Error error;
+      PgConn* c = ensure(rd.conn, rd.retry_at, rd.backoff, error);
+      if (!c) {
+        job.finish(&error);
+        break;
+      }
+      PgTables t(*c, sql_);
+      c->send(sql_.begin_read, Params());
+      auto now = c->query(sql_.now, Params());
+      if (now.ok()) {
+        (void)job.apply(t, opt_.clock ? opt_.clock->now_ms() : now->i64(0, 0));
+      }
+      if (c->broken()) {
+        rd.conn.reset();
+        if (attempt == 0) continue;
+        job.finish(now.ok() ? nullptr : &now.error());  // the job's own answer says why
+        break;
+      }
+      // Read only: nothing to commit. When all went well the ROLLBACK is sent and not waited
+      // for (the next read reads its answer); after a failure the segment is ended first.
+      if (c->failure() == PgFailure::none) {
+        c->send(sql_.rollback, Params());
+        (void)c->sync_nowait();
+      } else {
+        (void)c->sync();
+        c->send(sql_.rollback, Params());
+        (void)c->sync();
+      }
+      if (c->broken()) rd.conn.reset();
+      job.finish(now.ok() ? nullptr : &now.error());
+      break;
+    }
+  }
+}
+
+// --- health ------------------------------------------------------------------------------------
+
+void PgStore::monitor_loop() {
+  std::unique_ptr<PgConn> conn;
+  for (;;) {
+    bool ok = false;
+    std::string why;
+    {
+      auto c = conn && !conn->broken() ? Result<std::unique_ptr<PgConn>>(std::move(conn))
+                                       : open_checked(settings_);
+      if (c.ok()) {
+        conn = std::move(*c);
+        auto r = conn->query(sql_.probe, Params());
+        (void)conn->sync();
+        if (!r.ok()) {
+          why = r.error().message;
+        } else if (r->boolean(0, 0)) {
+          why = "PostgreSQL at " + conn->server() + " is a standby (in recovery), not a primary";
+        } else if (r->boolean(0, 1)) {
+          why = "PostgreSQL at " + conn->server() + " is read-only";
+        } else {
+          ok = true;
+          const std::string id = r->opt_str(0, 2).value_or("");
+          const std::int64_t version = r->i64(0, 3);
+          const std::int64_t token = r->i64(0, 4);
+          std::string lost;
+          if (id != store_id_) {
+            lost = "the database at " + conn->server() + " is another store now (store " +
+                   (id.empty() ? std::string("none") : id) + ", this node opened store " +
+                   store_id_ + "): was the URL pointed elsewhere or the database replaced?";
+          } else if (version > current_schema_version()) {
+            lost = "a newer ichido upgraded the schema to version " + std::to_string(version) +
+                   " (this build knows " + std::to_string(current_schema_version()) +
+                   "): run the newer version on every node";
+          } else if (token < highest_token_seen_) {
+            lost = "the fencing token sequence went back from " +
+                   std::to_string(highest_token_seen_) + " to " + std::to_string(token) +
+                   ": an older backup was restored under running nodes; raise the sequence "
+                   "above every token handed out (setval) before serving again";
+          }
+          highest_token_seen_ = std::max(highest_token_seen_, token);
+          if (!lost.empty()) {
+            MutexLock lk(health_mu_);
+            if (!identity_lost_) {
+              identity_lost_ =
+                  Error(errc::store_unavailable, "The store refuses to serve: " + lost +
+                                                     ". Restart the node "
+                                                     "once an operator has checked.")
+                      .with("needs_operator", std::string("true"));
+            }
+          }
+        }
+        if (!ok) conn.reset();  // reconnect: a multi-host URI may lead elsewhere now
+      } else {
+        why = c.error().message;
+      }
+    }
+    MutexLock lk(health_mu_);
+    healthy_ = ok;
+    health_reason_ = why;
+    recheck_ = false;
+    const auto until = Steady::now() + (ok ? kProbeHealthy : kProbeUnhealthy);
+    while (!closing_.load() && !recheck_) {
+      if (!health_cv_.wait_until(health_mu_, until)) break;
+    }
+    if (closing_.load()) return;
+  }
+}
+
+Result<void> PgStore::check_health() {
+  MutexLock lk(health_mu_);
+  if (identity_lost_) return *identity_lost_;
+  return {};
+}
+
+Result<void> PgStore::check_ready() {
+  if (closing_.load()) return closed_error();
+  MutexLock lk(health_mu_);
+  if (identity_lost_) return *identity_lost_;
+  if (!healthy_) {
+    return Error(errc::store_unavailable, "The store is unavailable (" + health_reason_ + ").");
+  }
+  return {};
+}
+
+StoreStats PgStore::stats() const {
+  return StoreStats{commits_.load(), committed_commands_.load(), failed_commits_.load(),
+                    isolated_batches_.load()};
+}
+
+}  // namespace ichido::store::postgres

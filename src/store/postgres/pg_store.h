@@ -1,0 +1,163 @@
+// PgStore: the store of several stateless ichido nodes sharing one PostgreSQL database
+// (docs/decisions/070-073). Same TableStore command logic and core rulebook as the embedded
+// store; only how rows are found and saved, and how jobs are run, differ.
+//
+// Writes: `lanes` write connections, each owned by one thread that does group commit like the
+// SQLite writer: it takes every job queued on its lane (up to max_batch) and runs them in ONE
+// READ COMMITTED transaction:
+//
+//   1. BEGIN; transaction-scoped settings (lock_timeout, idle_in_transaction_session_timeout);
+//      pg_advisory_xact_lock on every key of the batch (Job::keys, sorted, deduplicated), then
+//      the database's clock — one round trip in pipeline mode. Every node takes the locks of a
+//      key before reading or writing its rows, so two nodes never interleave on one record, and
+//      sorted order means no two batches can deadlock on them.
+//   2. The jobs, in queue order, with that `now` (optimistic: no savepoints, writes pipelined).
+//   3. COMMIT (the database fsyncs; with synchronous replication the standby too), then every
+//      job's `finish`. No answer leaves before its COMMIT succeeded.
+//
+// A job routes to lane job_key % lanes, so one key's jobs stay in order on one lane and jobs on
+// different keys commit in parallel. If a job fails after it wrote, or a statement fails, the
+// transaction is rolled back and the batch runs again with a SAVEPOINT per job (isolated), so
+// only the failing job fails. Serialization failures and deadlocks (40001, 40P01) re-run the batch
+// (up to max_retries). A connection lost before COMMIT was sent re-runs the batch once on a new
+// connection (libpq picks the host again: a multi-host URI follows a failover); lost after COMMIT
+// was sent, the outcome is unknown: the jobs fail with store_unavailable and
+// details.outcome = "unknown" (a keyed retry is safe: it replays or finds the record).
+//
+// Time: `now` is always the database's clock (clock_timestamp() read after the batch's locks), so
+// nodes with different clocks decide identically. Options::clock replaces it in tests only.
+//
+// Reads: `readers` connections, each read job in a REPEATABLE READ READ ONLY transaction (one
+// snapshot that contains every COMMIT acknowledged before it started, on any node).
+//
+// Health: a monitor connection probes every 500 ms (pg_is_in_recovery, transaction_read_only);
+// check_ready() fails while the database is unreachable, read-only or in recovery, and right after
+// any lane saw it unavailable. check_health() (/healthz) fails, latched, when the database
+// under the URL is no longer the store this node opened (docs/decisions/074): another store_id,
+// a schema newer than this build (a newer node upgraded it), or a token sequence that went
+// backwards (an older backup restored under running nodes); writes are then refused too. Lanes and
+// readers reconnect by themselves (at most every 100 ms to 1 s while it stays down); nothing needs
+// a restart.
+//
+// Session state: none. Everything is transaction-scoped, so the store works through PgBouncer in
+// transaction pooling mode (with Options::statements = unnamed before PgBouncer 1.21).
+//
+// Lifecycle: open() (connects, migrates, checks durability settings) → use → close() (drains
+// queued jobs). Thread-safety: all public methods are safe from any thread.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/mutex.h"
+#include "ichido/clock.h"
+#include "store/postgres/pg_conn.h"
+#include "store/postgres/pg_tables.h"
+#include "store/table_store.h"
+
+namespace ichido::store::postgres {
+
+struct Options {
+  std::string url;                 // libpq URI or key=value conninfo (multi-host lists allowed)
+  std::string schema = "ichido";   // the PostgreSQL schema holding ichido's tables
+  int lanes = 4;                   // write connections: batches on different keys in parallel
+  int readers = 2;                 // read connections
+  std::size_t max_batch = 256;     // jobs per transaction at most
+  std::size_t max_queue = 100000;  // queued jobs per lane beyond this are refused (503)
+  PgConn::Mode statements = PgConn::Mode::prepared;
+  int io_timeout_ms = 20000;                // a statement's answer must come within this
+  int connect_timeout_s = 5;                // per host, unless the URL sets connect_timeout
+  int lock_timeout_ms = 10000;              // waiting for another node's key lock at most this
+  int idle_in_tx_timeout_ms = 10000;        // a frozen node's transaction is ended after this
+  int max_retries = 10;                     // re-runs after serialization failures / deadlocks
+  bool migrate = true;                      // create or upgrade the schema at open()
+  std::string application_name = "ichido";  // shown in pg_stat_activity
+  Clock* clock = nullptr;                   // tests only: replaces the database's clock
+};
+
+// The connection settings every connection of a store with these options uses.
+PgConn::Settings connection_settings(const Options& o);
+
+// Opens a connection and checks that what it commits is durable (fsync and synchronous_commit
+// not off). Errors: store_unavailable.
+Result<std::unique_ptr<PgConn>> open_checked(const PgConn::Settings& settings);
+
+class PgStore final : public TableStore {
+  friend class PgStoreTestPeer;  // tests submit hand-made jobs
+
+ public:
+  // Connects, migrates (Options::migrate) and starts the threads. Errors: store_unavailable
+  // (unreachable, newer schema, durability off), invalid_request (field schema).
+  static Result<std::unique_ptr<PgStore>> open(Options options);
+  ~PgStore() override;
+
+  Result<void> check_ready() override;
+  Result<void> check_health() override;
+  StoreStats stats() const override;
+  void close() override;
+
+  // "host:port/schema" of the first connection, for logs.
+  const std::string& describe() const { return describe_; }
+  // The store's identity (schema table store_identity, made with the schema): 32 hex digits.
+  const std::string& store_id() const { return store_id_; }
+
+ protected:
+  void submit_write(Job job) override;
+  void submit_read(Job job) override;
+
+ private:
+  struct Lane;
+  struct Reader;
+  enum class Outcome { committed, isolate, retry, lost, unavailable, unknown };
+
+  explicit PgStore(Options options);
+  Result<void> start();
+  void lane_loop(Lane& lane);
+  void run_batch(Lane& lane, std::vector<Job>& batch);
+  Outcome attempt(PgConn& conn, std::vector<Job>& batch, const std::vector<std::int64_t>& keys,
+                  bool isolate, std::vector<std::optional<Error>>& job_errors, Error& error);
+  void reader_loop(Reader& reader);
+  void monitor_loop();
+  // A usable connection in `slot`, connecting when needed (not more often than the backoff).
+  PgConn* ensure(std::unique_ptr<PgConn>& slot, std::chrono::steady_clock::time_point& retry_at,
+                 std::chrono::milliseconds& backoff, Error& error);
+  void mark_unhealthy(const std::string& why);
+
+  // Constant after construction.
+  const Options opt_;
+  const Sql sql_;
+  const PgConn::Settings settings_;
+  std::string describe_;
+  std::string store_id_;  // set by start()
+
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::vector<std::unique_ptr<Reader>> readers_;
+  Mutex read_mu_;
+  CondVar read_cv_;  // readers wait here
+  std::deque<Job> read_queue_ GUARDED_BY(read_mu_);
+
+  Mutex health_mu_;
+  CondVar health_cv_;  // the monitor waits here
+  bool healthy_ GUARDED_BY(health_mu_) = false;
+  std::string health_reason_ GUARDED_BY(health_mu_);
+  bool recheck_ GUARDED_BY(health_mu_) = false;  // a lane saw a failure: probe now
+  // Latched: the database is no longer this store (see check_health); never cleared.
+  std::optional<Error> identity_lost_ GUARDED_BY(health_mu_);
+  std::int64_t highest_token_seen_ = 0;  // the monitor thread's own
+  std::thread monitor_;
+
+  std::atomic<bool> closing_{false};
+  std::atomic<std::uint64_t> commits_{0};
+  std::atomic<std::uint64_t> committed_commands_{0};
+  std::atomic<std::uint64_t> failed_commits_{0};
+  std::atomic<std::uint64_t> isolated_batches_{0};
+  std::once_flag close_once_;
+};
+
+}  // namespace ichido::store::postgres

@@ -1,0 +1,429 @@
+// What only the PostgreSQL store promises, beyond the conformance suite: migrations that many
+// nodes may run at once, refusal of a newer schema, the database's clock, a failing statement
+// that fails only its own command, and connections that are replaced when the server drops them.
+// Runs against the server of store/testing/pg_test_env.h (skipped when none is configured).
+#include "store/postgres/pg_store.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "store/postgres/schema.h"
+#include "store/testing/pg_test_env.h"
+#include "store/testing/sync_store.h"
+
+namespace ichido::store::postgres {
+
+class PgStoreTestPeer {
+ public:
+  static void submit_write(PgStore& s, Job job) { s.submit_write(std::move(job)); }
+};
+
+namespace {
+
+using store_testing::SyncStore;
+
+// The number issued, or the error's code. Out of line: inlined into the callbacks below, g++ 12
+// warns (falsely) that the variant's value may be uninitialized.
+[[gnu::noinline]] std::string Outcome(const Result<NextReply>& r) {
+  if (!r.ok()) return std::string(to_string(r.error().code));
+  return std::to_string(r.value().record.value);
+}
+// `what(value)`, or the error's code (out of line for the same reason).
+template <class T, class F>
+[[gnu::noinline]] std::string Describe(const Result<T>& r, F what) {
+  if (!r.ok()) return std::string(to_string(r.error().code));
+  return what(r.value());
+}
+
+class PgStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto u = store_testing::pg_test_url();
+    if (!u.error.empty()) FAIL() << u.error;
+    if (!u.url) GTEST_SKIP() << "no PostgreSQL server: set ICHIDO_TEST_PG_URL (make test does)";
+    url_ = *u.url;
+    static std::atomic<int> n{0};
+    schema_ = "pgstore_" + std::to_string(::getpid()) + "_" + std::to_string(n.fetch_add(1));
+  }
+  void TearDown() override {
+    if (url_.empty()) return;
+    auto c = Admin();
+    if (c) (void)c->exec_script("DROP SCHEMA IF EXISTS \"" + schema_ + "\" CASCADE");
+  }
+  Options Opts() {
+    Options o;
+    o.url = url_;
+    o.schema = schema_;
+    o.lanes = 2;
+    o.readers = 1;
+    o.application_name = "ichido-" + schema_;
+    return o;
+  }
+  std::unique_ptr<PgConn> Admin() {
+    PgConn::Settings s;
+    s.conninfo = url_;
+    auto c = PgConn::connect(s);
+    EXPECT_TRUE(c.ok()) << c.error().message;
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+  std::string Value(const std::string& sql) {
+    auto c = Admin();
+    if (!c) return "";
+    auto r = c->query(Stmt{"SELECT (" + sql + ")::text"}, Params());
+    if (!r.ok()) return "error: " + r.error().message;
+    return r->rows() && !r->is_null(0, 0) ? r->str(0, 0) : "";
+  }
+  CounterRef Ref(const std::string& name) { return {"acme", name}; }
+  static core::CounterConfig Config() {
+    return core::CounterConfig{0, 9999, "R-{seq:4}", core::Period::none, "UTC", false};
+  }
+
+  std::string url_, schema_;
+};
+
+TEST_F(PgStoreTest, StoresOpeningTogetherMigrateOnceAndAllWork) {
+  constexpr int kStores = 4;
+  std::vector<Result<std::unique_ptr<PgStore>>> stores;
+  for (int i = 0; i < kStores; ++i) stores.emplace_back(Error());
+  std::vector<std::thread> ts;
+  for (int i = 0; i < kStores; ++i) {
+    ts.emplace_back([&, i] { stores[i] = PgStore::open(Opts()); });
+  }
+  for (auto& t : ts) t.join();
+  for (auto& s : stores) ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(Value("SELECT count(*) FROM \"" + schema_ + "\".schema_version"),
+            std::to_string(current_schema_version()));
+  SyncStore a(**stores[0]), b(**stores[3]);
+  ASSERT_TRUE(a.create_counter({Ref("c"), Config()}).ok());
+  auto n = b.next({Ref("c"), {std::string("k"), ""}});
+  ASSERT_TRUE(n.ok()) << n.error().message;
+  EXPECT_EQ(n->record.value, 1);
+  for (auto& s : stores) (*s)->close();
+}
+
+TEST_F(PgStoreTest, ASchemaWrittenByANewerIchidoIsRefused) {
+  {
+    auto s = PgStore::open(Opts());
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    (*s)->close();
+  }
+  auto c = Admin();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(c->exec_script("INSERT INTO \"" + schema_ + "\".schema_version (version) VALUES (" +
+                             std::to_string(current_schema_version() + 1) + ")")
+                  .ok());
+  auto s = PgStore::open(Opts());
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, errc::store_unavailable);
+  EXPECT_NE(s.error().message.find("newer ichido"), std::string::npos) << s.error().message;
+  EXPECT_EQ(s.error().details.count("needs_operator"), 1u);  // serve exits with code 4
+}
+
+// check_health() after the monitor's next probes (every 500 ms): the first failure, or ok once
+// `probes` probe intervals passed without one.
+Result<void> HealthAfterProbes(PgStore& s, int probes) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(600 * probes);
+  while (std::chrono::steady_clock::now() < until) {
+    if (auto h = s.check_health(); !h.ok()) return h;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return s.check_health();
+}
+
+// docs/decisions/074: the database is the store's identity. A node whose URL now leads to
+// another store (or whose token sequence went backwards) stops serving, latched.
+TEST_F(PgStoreTest, AnotherStoreUnderTheUrlIsRefusedLatched) {
+  auto s = PgStore::open(Opts());
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  ASSERT_EQ((*s)->store_id().size(), 32u) << (*s)->store_id();
+  EXPECT_EQ(Value("SELECT store_id FROM \"" + schema_ + "\".store_identity"), (*s)->store_id());
+  SyncStore st(**s);
+  ASSERT_TRUE(st.create_counter({Ref("c"), Config()}).ok());
+  EXPECT_TRUE(HealthAfterProbes(**s, 2).ok());
+  auto c = Admin();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(
+      c->exec_script("UPDATE \"" + schema_ + "\".store_identity SET store_id = 'another'").ok());
+  auto h = HealthAfterProbes(**s, 3);
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.error().message.find("another store"), std::string::npos) << h.error().message;
+  EXPECT_FALSE((*s)->check_ready().ok());
+  auto n = st.next({Ref("c"), {std::string("k"), ""}});
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.error().code, errc::store_unavailable);
+  // Latched: putting the row back does not make the node serve again (an operator restarts it).
+  ASSERT_TRUE(c->exec_script("UPDATE \"" + schema_ + "\".store_identity SET store_id = '" +
+                             (*s)->store_id() + "'")
+                  .ok());
+  EXPECT_FALSE(HealthAfterProbes(**s, 2).ok());
+  (*s)->close();
+}
+
+TEST_F(PgStoreTest, ATokenSequenceGoingBackwardsIsRefusedLatched) {
+  auto s = PgStore::open(Opts());
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  SyncStore st(**s);
+  for (int i = 0; i < 3; ++i) {
+    auto r = st.acquire_lock({{"acme", "l" + std::to_string(i)}, "me", 60000, std::nullopt});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+  }
+  EXPECT_TRUE(HealthAfterProbes(**s, 2).ok());  // the monitor has seen the sequence
+  auto c = Admin();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(c->exec_script("ALTER SEQUENCE \"" + schema_ + "\".token_seq RESTART").ok());
+  auto h = HealthAfterProbes(**s, 3);
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.error().message.find("went back"), std::string::npos) << h.error().message;
+  (*s)->close();
+}
+
+TEST_F(PgStoreTest, AnUnreachableDatabaseIsStoreUnavailable) {
+  Options o = Opts();
+  o.url = "postgresql://postgres@127.0.0.1:1/postgres?connect_timeout=2";
+  const auto started = std::chrono::steady_clock::now();
+  auto s = PgStore::open(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, errc::store_unavailable);
+  EXPECT_NE(s.error().message.find("cannot connect"), std::string::npos) << s.error().message;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
+}
+
+TEST_F(PgStoreTest, TimeComesFromTheDatabaseClock) {
+  auto s = PgStore::open(Opts());  // no Options::clock: the database's
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  SyncStore sync(**s);
+  const std::string now_ms = "floor(extract(epoch from clock_timestamp()) * 1000)::int8";
+  const std::int64_t before = std::stoll(Value("SELECT " + now_ms));
+  auto c = sync.create_counter({Ref("c"), Config()});
+  const std::int64_t after = std::stoll(Value("SELECT " + now_ms));
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_GE(c->info.created_at, before);
+  EXPECT_LE(c->info.created_at, after);
+  auto l = sync.acquire_lock({{"acme", "l"}, "me", 30000});
+  ASSERT_TRUE(l.ok());
+  EXPECT_GE(l->now, c->info.created_at) << "never backwards";
+  EXPECT_EQ(l->record.lease_expires_at, l->now + 30000);
+  (*s)->close();
+}
+
+// Like the SQLite writer: a batch runs without savepoints; a job that fails after it wrote, or
+// whose statement the server rejects, is undone alone by a second run with a savepoint per job.
+TEST_F(PgStoreTest, AFailingJobIsUndoneAloneInItsBatch) {
+  Options o = Opts();
+  o.lanes = 1;  // every job in one lane, so they share batches
+  auto opened = PgStore::open(o);
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  PgStore& store = **opened;
+  SyncStore sync(store);
+  ASSERT_TRUE(sync.create_counter({Ref("c"), Config()}).ok());
+  core::TokenInfo tok{"dup-id", "h1", core::Role::reader, "acme",
+                      "",       1,    std::nullopt,       std::nullopt};
+  ASSERT_TRUE(sync.create_counter({Ref("d"), Config()}).ok());
+  {
+    std::promise<Result<core::TokenInfo>> p;
+    store.create_token(CreateTokenCmd{tok, std::nullopt},
+                       [&](Result<core::TokenInfo> r) { p.set_value(std::move(r)); });
+    ASSERT_TRUE(p.get_future().get().ok());
+  }
+  const StoreStats before = store.stats();
+
+  // Hold the lane (a callback runs on its thread) so that everything below lands in one batch.
+  std::promise<void> held, release;
+  auto released = release.get_future().share();
+  store.next({Ref("c"), {std::string("gate"), ""}}, [&](Result<NextReply>) {
+    held.set_value();
+    released.wait_for(std::chrono::seconds(60));
+  });
+  ASSERT_EQ(held.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+
+  std::mutex mu;
+  std::condition_variable cv;
+  int answered = 0;
+  std::vector<std::string> outcomes(6);
+  auto record = [&](int i, std::string what) {
+    std::lock_guard lk(mu);
+    outcomes[i] = std::move(what);
+    ++answered;
+    cv.notify_all();
+  };
+  auto next = [&](int i, const std::string& key) {
+    store.next({Ref("c"), {key, ""}}, [&, i](Result<NextReply> r) { record(i, Outcome(r)); });
+  };
+  next(0, "a");
+  {
+    Job job;  // writes, then fails: its write must vanish
+    job.apply = [](Tables& t, TimeMs) {
+      (void)t.save_period(1, "", PeriodRow{500, 9, 0});
+      return false;
+    };
+    job.finish = [&](const Error* e) {
+      record(1, e ? std::string(to_string(e->code)) : "rejected");
+    };
+    job.keys = counter_keys(Ref("c"));
+    PgStoreTestPeer::submit_write(store, std::move(job));
+  }
+  next(2, "b");
+  {
+    // A statement the server rejects (duplicate primary key): the transaction is aborted, so the
+    // batch runs again, and only this command fails.
+    store.create_token(CreateTokenCmd{tok, std::nullopt}, [&](Result<core::TokenInfo> r) {
+      record(3, r.ok() ? "stored" : std::string(to_string(r.error().code)));
+    });
+  }
+  next(4, "c");
+  store.next({{"acme", "d"}, {std::string("x"), ""}},
+             [&](Result<NextReply> r) { record(5, Outcome(r)); });
+  release.set_value();
+  {
+    std::unique_lock lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(60), [&] { return answered == 6; }));
+  }
+  EXPECT_EQ(outcomes,
+            (std::vector<std::string>{"2", "rejected", "3", "store_unavailable", "4", "1"}));
+  const StoreStats after = store.stats();
+  EXPECT_EQ(after.isolated_batches - before.isolated_batches, 1u);
+  EXPECT_EQ(after.commits - before.commits, 2u);  // the gate's, then the batch's
+  auto info = sync.get_counter(Ref("c"));
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->last_value, 4);
+  EXPECT_EQ(info->issued_count, 4);
+  store.close();
+}
+
+// In one batch, commands on the same records see each other's writes (the batch remembers and
+// prefetches rows; what it remembers must follow its own writes exactly).
+TEST_F(PgStoreTest, CommandsOnOneRecordInOneBatchSeeEachOthersWrites) {
+  Options o = Opts();
+  o.lanes = 1;
+  auto opened = PgStore::open(o);
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  PgStore& store = **opened;
+  SyncStore sync(store);
+  ASSERT_TRUE(sync.create_counter({Ref("gate"), Config()}).ok());
+
+  std::promise<void> held, release;
+  auto released = release.get_future().share();
+  store.next({Ref("gate"), {std::string("g"), ""}}, [&](Result<NextReply>) {
+    held.set_value();
+    released.wait_for(std::chrono::seconds(60));
+  });
+  ASSERT_EQ(held.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+
+  std::mutex mu;
+  std::condition_variable cv;
+  int answered = 0;
+  std::vector<std::string> out(10);
+  auto record = [&](int i, std::string what) {
+    std::lock_guard lk(mu);
+    out[i] = std::move(what);
+    ++answered;
+    cv.notify_all();
+  };
+  // A counter created in the batch, numbered twice with one key and once with another.
+  store.create_counter({Ref("c"), Config()}, [&](Result<CreateCounterReply> r) {
+    record(0, Describe(r, [](const CreateCounterReply& c) {
+             return std::string(c.created ? "created" : "existed");
+           }));
+  });
+  auto next = [&](int i, const std::string& key) {
+    store.next({Ref("c"), {key, ""}}, [&, i](Result<NextReply> r) {
+      record(i, Describe(r, [](const NextReply& n) {
+               return std::to_string(n.record.value) + (n.replayed ? " replayed" : "");
+             }));
+    });
+  };
+  next(1, "k");
+  next(2, "k");
+  next(3, "k2");
+  // A once key claimed twice, a lock acquired twice, then released and acquired again.
+  auto begin = [&](int i, const std::string& owner) {
+    store.begin_once({{"acme", "o"}, core::BeginCommand{owner, 60000}},
+                     [&, i](Result<BeginOnceReply> r) {
+                       record(i, Describe(r, [](const BeginOnceReply& b) {
+                                return std::string(core::to_string(b.outcome));
+                              }));
+                     });
+  };
+  begin(4, "A");
+  begin(5, "B");
+  std::int64_t token = 0;
+  auto acquire = [&](int i, const std::string& owner) {
+    store.acquire_lock({{"acme", "l"}, owner, 60000}, [&, i](Result<AcquireLockReply> r) {
+      record(i, Describe(r, [&, i](const AcquireLockReply& a) {
+               if (a.acquired && i == 6) token = a.record.token;
+               return std::string(a.acquired ? "acquired" : "busy");
+             }));
+    });
+  };
+  acquire(6, "A");
+  acquire(7, "B");
+  // A release with a token nobody holds fails and must not free the lock.
+  store.release_lock({{"acme", "l"}, 0}, [&](Result<Unit> r) {
+    record(8, Describe(r, [](const Unit&) { return std::string("released"); }));
+  });
+  acquire(9, "C");
+  release.set_value();
+  {
+    std::unique_lock lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(60), [&] { return answered == 10; }));
+  }
+  EXPECT_EQ(out[0], "created");
+  EXPECT_EQ(out[1], "1");
+  EXPECT_EQ(out[2], "1 replayed");
+  EXPECT_EQ(out[3], "2");
+  EXPECT_EQ(out[4], "acquired");
+  EXPECT_EQ(out[5], "in_progress");
+  EXPECT_EQ(out[6], "acquired");
+  EXPECT_EQ(out[7], "busy");
+  EXPECT_EQ(out[8], "not_holder");  // token 0 is nobody's
+  EXPECT_EQ(out[9], "busy");
+  // And what was committed is what the batch said.
+  auto l = sync.get_lock({"acme", "l"});
+  ASSERT_TRUE(l.ok());
+  ASSERT_TRUE(l->holder.has_value());
+  EXPECT_EQ(l->holder->owner, "A");
+  EXPECT_EQ(l->holder->token, token);
+  auto once = sync.get_once({"acme", "o"});
+  ASSERT_TRUE(once.ok());
+  EXPECT_EQ(once->owner, "A");
+  auto info = sync.get_counter(Ref("c"));
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->last_value, 2);
+  EXPECT_EQ(info->issued_count, 2);
+  store.close();
+}
+
+// The server ends every connection of the store (a restart, a failover, a pooler recycling
+// connections): the next commands run on new connections without an error.
+TEST_F(PgStoreTest, DroppedConnectionsAreReplacedWithoutFailingCommands) {
+  auto opened = PgStore::open(Opts());
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  PgStore& store = **opened;
+  SyncStore sync(store);
+  ASSERT_TRUE(sync.create_counter({Ref("c"), Config()}).ok());
+  ASSERT_TRUE(sync.get_counter(Ref("c")).ok());
+  for (int round = 0; round < 3; ++round) {
+    const std::string killed = Value(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+        "application_name = 'ichido-" +
+        schema_ + "'");
+    EXPECT_NE(killed, "0") << "round " << round;
+    auto n = sync.next({Ref("c"), {"k" + std::to_string(round), ""}});
+    ASSERT_TRUE(n.ok()) << n.error().message;
+    EXPECT_EQ(n->record.value, round + 1);
+    auto g = sync.get_counter(Ref("c"));
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    EXPECT_EQ(g->last_value, round + 1);
+  }
+  EXPECT_EQ(store.stats().failed_commits, 0u);
+  store.close();
+}
+
+}  // namespace
+}  // namespace ichido::store::postgres

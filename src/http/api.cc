@@ -112,9 +112,12 @@ BeastResponse Api::to_beast(Response r, unsigned version, bool keep_alive,
 }
 
 BeastResponse Api::error_response(const Error& e, unsigned version, bool keep_alive,
-                                  const BeastRequest* header) {
-  return to_beast(Response::error(e), version, keep_alive,
-                  header ? cors_origin(*header) : std::string_view());
+                                  const BeastRequest* header, std::string_view method,
+                                  std::string_view target) {
+  auto res = to_beast(Response::error(e), version, keep_alive,
+                      header ? cors_origin(*header) : std::string_view());
+  if (contract_log_) contract_log_->record(method, target, "", res);
+  return res;
 }
 
 void Api::audit_failure(const Request& req, const Error& e, const std::string& actor) {
@@ -198,19 +201,21 @@ boost::asio::awaitable<Response> Api::route(Request& req, Routed& routed, bool* 
   co_return res;
 }
 
-boost::asio::awaitable<BeastResponse> Api::handle(const BeastRequest& breq, std::string remote) {
-  auto res = co_await serve(breq, std::move(remote), false);
+boost::asio::awaitable<BeastResponse> Api::handle(const BeastRequest& breq, std::string remote,
+                                                  std::string* route_out) {
+  auto res = co_await serve(breq, std::move(remote), false, route_out);
   co_return std::move(*res);
 }
 
 boost::asio::awaitable<std::optional<BeastResponse>> Api::admit(const BeastRequest& header,
-                                                                std::string remote) {
-  return serve(header, std::move(remote), true);
+                                                                std::string remote,
+                                                                std::string* route_out) {
+  return serve(header, std::move(remote), true, route_out);
 }
 
 boost::asio::awaitable<std::optional<BeastResponse>> Api::serve(const BeastRequest& breq,
-                                                                std::string remote,
-                                                                bool admit_only) {
+                                                                std::string remote, bool admit_only,
+                                                                std::string* route_out) {
   const unsigned version = breq.version();
   const bool keep_alive = breq.keep_alive();
   const auto started = std::chrono::steady_clock::now();
@@ -268,6 +273,7 @@ boost::asio::awaitable<std::optional<BeastResponse>> Api::serve(const BeastReque
     e.token_id = routed.token_id;
     opt_.request_log->write(e);
   }
+  if (route_out) *route_out = routed.pattern;
   co_return to_beast(std::move(res), version, keep_alive, origin);
 }
 

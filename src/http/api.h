@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "http/contract_log.h"
 #include "http/message.h"
 #include "http/metrics.h"
 #include "http/request_log.h"
@@ -70,18 +71,30 @@ class Api {
   Api(Store& store, Metrics& metrics, ApiOptions options = {});
 
   // Never throws: a failure inside a handler becomes a 500 internal error response.
-  boost::asio::awaitable<BeastResponse> handle(const BeastRequest& req, std::string remote = {});
+  // `route_out`, when given, receives the matched route's pattern ("" when none matched).
+  boost::asio::awaitable<BeastResponse> handle(const BeastRequest& req, std::string remote = {},
+                                               std::string* route_out = nullptr);
   // `Expect: 100-continue` (RFC 9110 §10.1.1): decides from the header alone (`header`, whose
   // body is not read yet) whether the request is refused whatever its body — the URL, the token
   // (401), the route (404/405), the role or scope (403): then that final answer, counted and
   // logged like any answer. nullopt: the request is admitted; read its body and handle() it
   // (which checks everything again). Never throws; does not run a handler or change anything.
+  // `route_out` as for handle().
   boost::asio::awaitable<std::optional<BeastResponse>> admit(const BeastRequest& header,
-                                                             std::string remote = {});
+                                                             std::string remote = {},
+                                                             std::string* route_out = nullptr);
+  // Called by the server for every answer it is about to send (not for one whose client went
+  // away first): the contract log's record (ICHIDO_CONTRACT_LOG), nothing when it is off.
+  void sending(const BeastRequest& req, std::string_view route, const BeastResponse& res) {
+    if (contract_log_) contract_log_->record(req.method_string(), req.target(), route, res);
+  }
   // Builds the response for an error found before the request could be routed. `header`: the
   // request's header when it was read (its Origin header decides the CORS headers), else null.
+  // `method` and `target` are what was read of the request line ("" when nothing was), for the
+  // contract log.
   BeastResponse error_response(const Error& e, unsigned version, bool keep_alive,
-                               const BeastRequest* header = nullptr);
+                               const BeastRequest* header = nullptr, std::string_view method = {},
+                               std::string_view target = {});
   const Router& router() const { return router_; }
   // True for requests that may park for a long time (lock acquire, once begin): the server watches
   // their connection while they wait, so a client that goes away leaves the line (see server.cc).
@@ -107,7 +120,8 @@ class Api {
   // whether they passed (the returned Response is then meaningless).
   boost::asio::awaitable<Response> route(Request& req, Routed& routed, bool* admitted = nullptr);
   boost::asio::awaitable<std::optional<BeastResponse>> serve(const BeastRequest& req,
-                                                             std::string remote, bool admit_only);
+                                                             std::string remote, bool admit_only,
+                                                             std::string* route_out);
   // The request's Origin when CORS is on and cors_origins allows it, else empty (no allocation).
   std::string_view cors_origin(const BeastRequest& req) const;
   Response cors_preflight(const BeastRequest& req, std::string_view origin) const;
@@ -130,6 +144,8 @@ class Api {
   std::string cors_methods_;  // every method some route has, for Access-Control-Allow-Methods
   std::atomic<std::int64_t> audit_window_{0};  // the second the count below belongs to
   std::atomic<int> audits_in_window_{0};
+  // ICHIDO_CONTRACT_LOG (tests only): every answer sent is recorded; null when unset.
+  const std::unique_ptr<ContractLog> contract_log_ = ContractLog::from_environment();
 };
 
 }  // namespace ichido::http

@@ -282,11 +282,13 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
     }
     if (!ec && !parser.is_done() && buffer.size() == 0 && expects_continue(parser.get())) {
       // RFC 9110 §10.1.1. (A client that already sent part of the body is not waiting: no 100.)
-      auto decided = co_await api_.admit(parser.get(), remote);
+      std::string admit_route;
+      auto decided = co_await api_.admit(parser.get(), remote, &admit_route);
       if (decided) {
         // Refused whatever the body says (401, 404, 405, 414…): the answer now, without
         // reading the body; the body will not be read, so the connection closes after it.
         decided->keep_alive(false);
+        api_.sending(parser.get(), admit_route, *decided);
         tcp_layer.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
         auto [wec, wn] = co_await beast_http::async_write(stream, *decided, use_tuple);
         (void)wn;
@@ -338,9 +340,12 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
       if (err) {
         // The rest of the message cannot be trusted or skipped: answer, then close.
         // The header was read whole when the body is too large (Content-Length): its Origin
-        // decides the CORS headers, so a browser sees the 413.
+        // decides the CORS headers, so a browser sees the 413. What was read of the request
+        // line (empty when it was not read to its end) goes to the contract log.
         auto res = api_.error_response(
-            *err, 11, false, ec == beast_http::error::body_limit ? &parser.get() : nullptr);
+            *err, 11, false, ec == beast_http::error::body_limit ? &parser.get() : nullptr,
+            std::string_view(parser.get().method_string()),
+            std::string_view(parser.get().target()));
         tcp_layer.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
         auto [wec, wn] = co_await beast_http::async_write(stream, res, use_tuple);
         (void)wn;
@@ -350,6 +355,7 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
     }
     auto req = parser.release();
     BeastResponse res;
+    std::string route;
     if (Api::may_wait(req)) {
       using namespace asio::experimental::awaitable_operators;
       // The wait may outlast the idle and read timeouts; the watch below reads through the
@@ -357,16 +363,17 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
       // it. The watch itself notices a client that goes away.
       tcp_layer.expires_never();
       // Named locals, not temporaries, inside co_await (g++ 12).
-      auto handling = api_.handle(req, remote);
+      auto handling = api_.handle(req, remote, &route);
       auto watching = watch_peer(stream, buffer, limits_.max_header_bytes + limits_.max_body_bytes);
       auto raced = std::move(handling) || std::move(watching);
       auto outcome = co_await std::move(raced);
       if (outcome.index() == 1) break;  // the client went away; its wait was cancelled
       res = std::move(std::get<0>(outcome));
     } else {
-      res = co_await api_.handle(req, remote);
+      res = co_await api_.handle(req, remote, &route);
     }
     if (draining_.load()) res.keep_alive(false);
+    api_.sending(req, route, res);
     keep_going = res.keep_alive();
     beast_http::response_serializer<beast_http::string_body> sr(res);
     boost::system::error_code wec = asio::error::would_block;

@@ -125,7 +125,7 @@ class PgConn {
   PgConn& operator=(const PgConn&) = delete;
 
   // Queues `stmt`; its result is checked later (by the next query() or sync()). Never blocks for
-  // the server.
+  // the server, except to read the answers of a segment ended by sync_nowait() (see there).
   void send(const Stmt& stmt, const Params& params);
   // Queues `stmt`; when its result is read (by a later query(), sync() or wait_results()) it is
   // handed to `on_result`, on the caller's thread, in statement order. Not called when the

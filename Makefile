@@ -58,7 +58,7 @@ test: build
 	scripts/fuzz $(FUZZ_SECONDS)
 	ctest --test-dir build --output-on-failure --timeout 600
 
-# The fault harness (docs/reliability.md), ~8 min: 120 kill -9 cycles under mixed load, a full
+# The fault harness (docs/reliability.md), ~8 min: 300 kill -9 cycles under mixed load, a full
 # disk, SIGSTOP longer than the leases, damaged data dirs; every answer checked against the history.
 # make soak SOAK_ARGS="--cycles 300 --seed 42" for a longer or repeatable run. (make test runs a
 # 3-minute version.)

@@ -165,6 +165,43 @@ TEST(PgFailure, ACommitWhoseAnswerIsLostIs503OutcomeUnknownAndAKeyedRetryAnswers
   EXPECT_TRUE(eventually([&] { return readyz(d.node(0)) == 200; }));
 }
 
+// The protocol-level cause of reads that hung behind PgBouncer (transaction pooling): a
+// connection that ends a pipeline segment with a Sync and, before that Sync's ReadyForQuery came
+// back, sends the next segment (ended by a Flush, as every query() is). PgBouncer forwards the new
+// segment to the same server connection, then releases that server to its pool when the
+// ReadyForQuery "idle" passes, and drops the new segment's answers ("got packet from server when
+// not linked"): the client waits for an answer that never comes. The server-side sleeps only
+// widen the window so that the interleaving happens on every run: the first keeps the server busy
+// while the second segment is forwarded, the second makes its answer come after the release.
+TEST(PgFailure, ASegmentSentBeforeTheLastSyncIsAnsweredIsNotLostBehindPgBouncer) {
+  TempDir dir;
+  PgCluster db(dir.path() + "/db"), bouncer(dir.path() + "/bouncer");
+  std::string err;
+  ASSERT_TRUE(db.start(&err)) << err;
+  ASSERT_TRUE(bouncer.start_pgbouncer_for(db, &err)) << err;
+  using store::postgres::Params;
+  using store::postgres::PgConn;
+  using store::postgres::Stmt;
+  PgConn::Settings s;
+  s.conninfo = bouncer.url();
+  s.mode = PgConn::Mode::unnamed;
+  s.io_timeout_ms = 5000;
+  auto c = PgConn::connect(s);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  PgConn& conn = **c;
+  for (int round = 0; round < 3; ++round) {
+    conn.send(Stmt{"SELECT pg_sleep(0.3)"}, Params());
+    ASSERT_TRUE(conn.sync_nowait().ok());
+    const auto start = std::chrono::steady_clock::now();
+    auto r = conn.query(Stmt{"SELECT 42::int8 FROM pg_sleep(0.3)"}, Params());
+    ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.error().message;
+    EXPECT_EQ(r->i64(0, 0), 42);
+    ASSERT_TRUE(conn.sync().ok());
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  }
+  EXPECT_FALSE(conn.broken());
+}
+
 TEST(PgFailure, NodesBehindPgBouncerInTransactionModeKeepEveryGuarantee) {
   TempDir dir;
   PgCluster db(dir.path() + "/db"), bouncer(dir.path() + "/bouncer");

@@ -268,10 +268,16 @@ void PgConn::queue(const Stmt& stmt, const Params& params, Entry kind,
   if (!segment_open_) {
     // A new pipeline segment starts clean. (After a failure the server skips everything until
     // the next sync point, so the failure sticks to the segment, not to one statement.)
-    segment_open_ = true;
     failure_ = PgFailure::none;
     sqlstate_.clear();
     message_.clear();
+    // Segments ended by sync_nowait() are read to their last ReadyForQuery before anything new
+    // is sent (see sync_nowait()). Their failure, if any, is this segment's (reported by the
+    // next query() or sync(), as sync_nowait() promises); a lost connection stops here.
+    while (!pending_.empty()) {
+      if (!read_front(nullptr).ok()) return;
+    }
+    segment_open_ = true;
   }
   const int n = params.size();
   std::vector<const char*> values(n);

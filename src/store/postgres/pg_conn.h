@@ -125,7 +125,7 @@ class PgConn {
   PgConn& operator=(const PgConn&) = delete;
 
   // Queues `stmt`; its result is checked later (by the next query() or sync()). Never blocks for
-  // the server.
+  // the server, except to read the answers of a segment ended by sync_nowait() (see there).
   void send(const Stmt& stmt, const Params& params);
   // Queues `stmt`; when its result is read (by a later query(), sync() or wait_results()) it is
   // handed to `on_result`, on the caller's thread, in statement order. Not called when the
@@ -145,7 +145,11 @@ class PgConn {
   Result<void> sync();
   // Ends the pipeline segment like sync() but does not wait: its results are read (and checked)
   // by the next query() or sync(). For statements whose answer nobody needs now (a read-only
-  // transaction's ROLLBACK).
+  // transaction's ROLLBACK). The next statement queued first reads every result up to this sync
+  // point's ReadyForQuery (waiting at most io_timeout_ms), and only then sends anything: a
+  // transaction pooler (PgBouncer in transaction mode) hands the server connection back to its
+  // pool when that ReadyForQuery ("idle") passes, and drops the answers to whatever the client
+  // had already sent on it — a statement sent earlier would never be answered.
   Result<void> sync_nowait();
 
   // Runs SQL text with the simple protocol, outside the pipeline (schema migrations: several

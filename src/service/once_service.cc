@@ -70,6 +70,9 @@ boost::asio::awaitable<Result<BeginOnceReply>> OnceService::begin(BeginOnceCmd c
       co_return r;
     }
     if (r->outcome == core::BeginOutcome::dead) waits_.notify_all(key);  // may have just died
+    // A wake-up from another node carries no verdict (it wakes one waiter per key, decision
+    // 075): the one that finds the record finished tells the others, who get the same answer.
+    if (woken && r->outcome == core::BeginOutcome::completed) waits_.notify_all(key);
     if (r->outcome == core::BeginOutcome::acquired && !r->replayed && gone()) {
       // H2: granted to a client that is gone. Undo it (the attempt is not spent) and hand the
       // item on to the next waiter, as the lock service releases a grant nobody will use.

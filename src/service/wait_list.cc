@@ -66,6 +66,25 @@ asio::awaitable<Result<WakeReason>> WaitList::wait(const std::string& key,
   co_return ec == asio::error::operation_aborted ? WakeReason::cancelled : WakeReason::timed_out;
 }
 
+std::size_t WaitList::notify_front_of_each(std::string_view prefix) {
+  MutexLock lk(mu_);
+  for (auto& g : generations_) ++g;
+  std::size_t n = 0;
+  for (auto it = by_key_.begin(); it != by_key_.end();) {
+    if (!std::string_view(it->first).starts_with(prefix)) {
+      ++it;
+      continue;
+    }
+    auto w = it->second.front();
+    it->second.pop_front();
+    --total_;
+    wake(w);
+    ++n;
+    it = it->second.empty() ? by_key_.erase(it) : std::next(it);
+  }
+  return n;
+}
+
 bool WaitList::notify_one(const std::string& key) {
   MutexLock lk(mu_);
   ++stripe(key);

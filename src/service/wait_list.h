@@ -34,6 +34,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "base/mutex.h"
@@ -63,6 +64,10 @@ class WaitList {
   bool notify_one(const std::string& key);
   // Wakes every waiter of `key`; returns how many.
   std::size_t notify_all(const std::string& key);
+  // Wakes the oldest waiter of every key that starts with `prefix` ("" = every key) and counts
+  // a notification on every key (all generations move); returns how many were woken. For
+  // changes whose exact key is unknown (another node's, decision 075).
+  std::size_t notify_front_of_each(std::string_view prefix);
   // Wakes every waiter with `shutdown`; later waits do not park. Idempotent.
   void shutdown();
 

@@ -95,7 +95,8 @@ std::optional<DecodedChanges> decode_changes(std::string_view payload) {
   while (pos != std::string_view::npos) {
     const std::size_t start = pos + 1;
     pos = payload.find('\n', start);
-    std::string_view line = payload.substr(start, pos == std::string_view::npos ? pos : pos - start);
+    std::string_view line =
+        payload.substr(start, pos == std::string_view::npos ? pos : pos - start);
     if (line == "*") {
       d.changes.all_waiters = true;
       continue;

@@ -9,6 +9,7 @@
 #include "cli/lock_cmd.h"
 #include "cli/once_cmd.h"
 #include "cli/output.h"
+#include "cli/store_cmd.h"
 #include "cli/token_cmd.h"
 
 #ifndef ICHIDO_VERSION
@@ -73,6 +74,7 @@ Cli::Cli(CliDeps deps)
   add_once_commands(tree_);
   add_lock_commands(tree_);
   add_token_commands(tree_);
+  add_store_commands(tree_);
 }
 
 namespace {

@@ -65,9 +65,15 @@ std::optional<std::uint64_t> parse_size_bytes(std::string_view text) {
                                     {"MB", 1000000},
                                     {"G", 1ull << 30},
                                     {"GiB", 1ull << 30},
-                                    {"GB", 1000000000}};
+                                    {"GB", 1000000000},
+                                    {"T", 1ull << 40},
+                                    {"TiB", 1ull << 40},
+                                    {"TB", 1000000000000}};
   for (const auto& u : kUnits) {
-    if (unit == u.name) return n * u.factor;
+    if (unit == u.name) {
+      if (n > UINT64_MAX / u.factor) return std::nullopt;
+      return n * u.factor;
+    }
   }
   return std::nullopt;
 }

@@ -27,6 +27,17 @@ TEST(Duration, UnitsAndBareSeconds) {
   EXPECT_FALSE(parse_duration_ms("1.5s"));
 }
 
+TEST(SizeBytes, BinaryAndDecimalUnitsAndNoOverflow) {
+  EXPECT_EQ(parse_size_bytes("0"), 0u);
+  EXPECT_EQ(parse_size_bytes("64MiB"), 64u << 20);
+  EXPECT_EQ(parse_size_bytes("1GB"), 1000000000u);
+  EXPECT_EQ(parse_size_bytes("2TiB"), std::uint64_t{2} << 40);
+  EXPECT_EQ(parse_size_bytes("3TB"), std::uint64_t{3000000000000});
+  EXPECT_FALSE(parse_size_bytes("1000000000TiB")) << "overflows 64 bits";
+  EXPECT_FALSE(parse_size_bytes("5 MiB"));
+  EXPECT_FALSE(parse_size_bytes("MiB"));
+}
+
 class OnceCliTest : public ::testing::Test {
  protected:
   void SetUp() override {

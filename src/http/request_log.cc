@@ -61,8 +61,14 @@ RequestLog::~RequestLog() { stop(); }
 std::string RequestLog::format(const Entry& e, LogFormat f) {
   std::string line;
   line.reserve(160 + e.route.size());
-  char ms[32];
-  std::snprintf(ms, sizeof ms, "%.3f", static_cast<double>(e.duration_us) / 1000.0);
+  // Milliseconds with three decimals, without printf (it showed in the profile).
+  const std::uint64_t us = e.duration_us > 0 ? static_cast<std::uint64_t>(e.duration_us) : 0;
+  std::string ms = std::to_string(us / 1000);
+  ms += '.';
+  const auto frac = static_cast<unsigned>(us % 1000);
+  ms += static_cast<char>('0' + frac / 100);
+  ms += static_cast<char>('0' + frac / 10 % 10);
+  ms += static_cast<char>('0' + frac % 10);
   if (f == LogFormat::json) {
     line += "{\"at\":";
     append_json_string(line, format_rfc3339(e.at));

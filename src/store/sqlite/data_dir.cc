@@ -28,7 +28,9 @@ bool nonempty_file(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && st.st_size > 0;
 }
 
-Result<void> fsync_path(const std::string& path, int flags) {
+}  // namespace
+
+Result<void> sync_path(const std::string& path, int flags) {
   const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
   if (fd < 0) return startup("cannot open " + path + ": " + std::strerror(errno));
   const bool ok = ::fsync(fd) == 0;
@@ -36,6 +38,8 @@ Result<void> fsync_path(const std::string& path, int flags) {
   if (!ok) return startup("cannot sync " + path + ": " + std::strerror(errno));
   return {};
 }
+
+namespace {
 
 std::string new_store_id() { return new_token_id() + new_token_id(); }
 
@@ -111,7 +115,7 @@ Result<void> write_identity(const std::string& dir, const Identity& id) {
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     return startup("cannot replace " + path + ": " + std::strerror(errno));
   }
-  return fsync_path(dir, O_RDONLY | O_DIRECTORY);
+  return sync_path(dir, O_RDONLY | O_DIRECTORY);
 }
 
 Result<std::vector<std::string>> integrity_check(Db& db, bool quick, int max) {
@@ -245,7 +249,10 @@ Result<OpenedDir> open_data_dir(Db& db, const std::string& dir, const OpenDirOpt
     // A tool: record a new or adopted store (D1, D3, --init) and leave the tokens to the server.
     if (!*known || o.init) {
       auto seq = current_token(db);
-      if (!seq.ok()) return startup("cannot read the token sequence: " + db.describe());
+      if (!seq.ok()) {
+        return db.damaged() ? damaged()
+                            : startup("cannot read the token sequence: " + db.describe());
+      }
       id.token_high_water = std::max(id.token_high_water, *seq);
       ICHIDO_TRY(write_identity(dir, id));
     }
@@ -253,10 +260,13 @@ Result<OpenedDir> open_data_dir(Db& db, const std::string& dir, const OpenDirOpt
   }
   // D4: never below the mark; then reserve the next block before anything can be handed out.
   auto seq = current_token(db);
-  if (!seq.ok()) return startup("cannot read the token sequence: " + db.describe());
+  if (!seq.ok()) {
+    return db.damaged() ? damaged() : startup("cannot read the token sequence: " + db.describe());
+  }
   const std::int64_t start = std::max(*seq, id.token_high_water);
   if (start > *seq) {
     if (auto r = raise_token_sequence(db, start); !r.ok()) {
+      if (db.damaged()) return damaged();
       return startup("cannot move the token sequence to " + std::to_string(start) + ": " +
                      db.describe());
     }

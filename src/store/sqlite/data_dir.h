@@ -83,6 +83,10 @@ Result<void> raise_token_sequence(Db& db, std::int64_t floor);
 // is not a database at all comes back as one problem, not as an error.
 Result<std::vector<std::string>> integrity_check(Db& db, bool quick, int max);
 
+// fsync(2) of a file (flags O_RDONLY) or directory (O_RDONLY | O_DIRECTORY). Errors:
+// store_unavailable naming the path.
+Result<void> sync_path(const std::string& path, int flags);
+
 // The token sequence's current value in `db` (0 when no token was ever drawn).
 Result<std::int64_t> current_token(Db& db);
 

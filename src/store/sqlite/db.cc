@@ -86,6 +86,18 @@ Result<void> Db::open(const std::string& path, bool create, const std::string& v
       "configure the database");
 }
 
+Result<void> Db::open_read_only(const std::string& path) {
+  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr) !=
+      SQLITE_OK) {
+    Error e = error("open the database");
+    close();
+    return e;
+  }
+  sqlite3_extended_result_codes(db_, 1);
+  sqlite3_busy_timeout(db_, 5000);
+  return {};
+}
+
 Result<Query> Db::query(std::string_view sql) {
   auto it = cache_.find(sql);
   if (it == cache_.end()) {

@@ -63,6 +63,9 @@ class Db {
   // WAL, synchronous=FULL, busy timeout. `vfs`: a registered SQLite VFS ("" = the default; the
   // tests' fault-injecting one).
   Result<void> open(const std::string& path, bool create, const std::string& vfs = "");
+  // Opens an existing database for reading only, changing nothing (no pragmas that write):
+  // what `ichido check` and `ichido backup` use, also while a server writes the same file.
+  Result<void> open_read_only(const std::string& path);
   void close();
 
   // A cached statement for `sql`, prepared on first use (the cache is keyed by the SQL text).

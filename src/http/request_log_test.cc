@@ -1,0 +1,54 @@
+// RequestLog::format: the exact line for each format (durations with three decimals, escaping,
+// no field can split a line).
+#include "http/request_log.h"
+
+#include <gtest/gtest.h>
+
+namespace ichido::http {
+namespace {
+
+RequestLog::Entry entry(std::int64_t duration_us) {
+  RequestLog::Entry e;
+  e.at = 1796066649724;
+  e.remote = "127.0.0.1";
+  e.method = "POST";
+  e.route = "/v1/ns/{ns}/counters/{name}/next";
+  e.ns = "shop";
+  e.status = 200;
+  e.duration_us = duration_us;
+  e.token_id = "3f9a0c1d2e4b5a6f";
+  return e;
+}
+
+TEST(RequestLogFormat, TextLine) {
+  EXPECT_EQ(RequestLog::format(entry(1234), LogFormat::text),
+            "2026-11-30T19:24:09.724Z 127.0.0.1 POST /v1/ns/{ns}/counters/{name}/next ns=shop 200 "
+            "1.234ms token=3f9a0c1d2e4b5a6f\n");
+}
+
+TEST(RequestLogFormat, DurationsKeepThreeDecimals) {
+  auto ms = [](std::int64_t us) {
+    const std::string line = RequestLog::format(entry(us), LogFormat::text);
+    const auto end = line.find("ms token=");
+    return line.substr(line.rfind(' ', end) + 1, end - line.rfind(' ', end) - 1);
+  };
+  EXPECT_EQ(ms(0), "0.000");
+  EXPECT_EQ(ms(7), "0.007");
+  EXPECT_EQ(ms(70), "0.070");
+  EXPECT_EQ(ms(1000), "1.000");
+  EXPECT_EQ(ms(123456789), "123456.789");
+  EXPECT_EQ(ms(-5), "0.000");
+}
+
+TEST(RequestLogFormat, JsonLineEscapesAndTextLineReplaces) {
+  auto e = entry(500);
+  e.route = "/a b\n\"c\"";
+  EXPECT_EQ(RequestLog::format(e, LogFormat::json),
+            "{\"at\":\"2026-11-30T19:24:09.724Z\",\"remote\":\"127.0.0.1\",\"method\":\"POST\","
+            "\"route\":\"/a b\\n\\\"c\\\"\",\"ns\":\"shop\",\"status\":200,\"duration_ms\":0.500,"
+            "\"token\":\"3f9a0c1d2e4b5a6f\"}\n");
+  EXPECT_NE(RequestLog::format(e, LogFormat::text).find(" /a_b_\"c\" "), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ichido::http

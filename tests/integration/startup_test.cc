@@ -1,0 +1,163 @@
+// Start-up refusals of the real binary, in start-up words and with the documented exit codes
+// (src/server/config.h): an emptied or deleted database beside its ichido.id is refused (4)
+// instead of coming back as an empty store, --init starts a new one whose fencing tokens
+// continue above the old ones; a damaged database is refused (4) naming `ichido check`; a port
+// in use is found (3) before the data directory is touched; the token CLI refuses a directory
+// without a store; --min-free-disk makes /readyz say not-ready while writes still work.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "api_client.h"
+#include "server_process.h"
+#include "test_util.h"
+
+namespace ichido::testing {
+namespace {
+
+namespace json = boost::json;
+namespace fs = std::filesystem;
+
+// Runs `ichido serve` to its end (a server that starts is stopped by timeout: exit 124).
+std::pair<int, std::string> serve(const std::string& args) {
+  return run_command("timeout 10 " + std::string(ichido_binary()) +
+                     " serve --listen 127.0.0.1:0 --no-auth " + args + " 2>&1");
+}
+
+std::int64_t take_lock(ApiClient& api) {
+  auto r = api.send("POST", "/v1/ns/t/locks/L/acquire",
+                    json::serialize(json::object{{"owner", "a"}, {"lease_ms", 1000}}));
+  EXPECT_EQ(r.status, 200) << r.body;
+  return r.status == 200 ? r.num("token") : -1;
+}
+
+TEST(Startup, AnEmptiedOrDeletedDatabaseIsRefusedAndInitStartsAboveTheOldTokens) {
+  TempDir dir;
+  const std::string data = dir.path() + "/data";
+  std::int64_t old_token = 0;
+  {
+    ServerProcess server(data);
+    std::string err;
+    ASSERT_TRUE(server.start(&err)) << err;
+    ApiClient api(server.url());
+    ASSERT_EQ(api.create("r", "{}").status, 201);
+    ASSERT_EQ(api.next("r", "a").num("value"), 1);
+    old_token = take_lock(api);
+    EXPECT_EQ(server.stop(), 0);
+  }
+  for (const bool truncate : {true, false}) {
+    if (truncate) {
+      std::ofstream(data + "/ichido.db", std::ios::trunc);  // `: > ichido.db`
+    } else {
+      fs::remove(data + "/ichido.db");
+    }
+    auto [rc, out] = serve("--data " + data);
+    EXPECT_EQ(rc, 4) << out;
+    EXPECT_NE(out.find("cannot start"), std::string::npos) << out;
+    EXPECT_NE(out.find(truncate ? "is empty" : "is missing"), std::string::npos) << out;
+    EXPECT_NE(out.find("ichido restore --from FILE --data " + data), std::string::npos) << out;
+    EXPECT_NE(out.find("--init"), std::string::npos) << out;
+    EXPECT_EQ(out.find("retry the same request"), std::string::npos) << out;
+  }
+  ServerProcess fresh(data, {"--init"});
+  std::string err;
+  ASSERT_TRUE(fresh.start(&err)) << err;
+  ApiClient api(fresh.url());
+  EXPECT_EQ(api.get("r").status, 404);  // a new, empty store, on purpose
+  EXPECT_GT(take_lock(api), old_token);
+  EXPECT_EQ(fresh.stop(), 0);
+  // --init only where there is no store.
+  auto [rc, out] = serve("--data " + data + " --init");
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find("--init starts a new store only where none is"), std::string::npos) << out;
+}
+
+TEST(Startup, ADamagedDatabaseIsRefusedNamingCheckAndRestore) {
+  TempDir dir;
+  const std::string data = dir.path() + "/data";
+  {
+    ServerProcess server(data);
+    std::string err;
+    ASSERT_TRUE(server.start(&err)) << err;
+    ApiClient api(server.url());
+    ASSERT_EQ(api.create("r", "{}").status, 201);
+    for (int i = 0; i < 100; ++i) ASSERT_EQ(api.next("r", "k" + std::to_string(i)).status, 200);
+    EXPECT_EQ(server.stop(), 0);  // a clean stop checkpoints: the rows are in ichido.db
+  }
+  std::string bytes = slurp(data + "/ichido.db");
+  ASSERT_GT(bytes.size(), 6u * 4096);
+  for (std::size_t i = 2 * 4096; i < bytes.size() - 4096; ++i) bytes[i] = static_cast<char>(0x5a);
+  std::ofstream(data + "/ichido.db", std::ios::binary | std::ios::trunc) << bytes;
+  auto [rc, out] = serve("--data " + data);
+  EXPECT_EQ(rc, 4) << out;
+  EXPECT_NE(out.find("cannot start"), std::string::npos) << out;
+  EXPECT_NE(out.find("ichido check --data " + data), std::string::npos) << out;
+  auto [crc, cout] = run_command(std::string(ichido_binary()) + " check --data " + data);
+  EXPECT_EQ(crc, 1) << cout;
+}
+
+TEST(Startup, APortInUseIsFoundBeforeTheDataDirectoryIsTouched) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string port = std::to_string(ntohs(addr.sin_port));
+  TempDir dir;
+  const std::string data = dir.path() + "/new-data";
+  auto [rc, out] = run_command("timeout 10 " + std::string(ichido_binary()) +
+                               " serve --listen 127.0.0.1:" + port + " --data " + data + " 2>&1");
+  ::close(fd);
+  EXPECT_EQ(rc, 3) << out;
+  EXPECT_NE(out.find("cannot start"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(data)) << "no data directory, no admin token for a server that "
+                                    "never started";
+}
+
+TEST(Startup, TheTokenCliRefusesADirectoryWithoutAStoreUnlessInit) {
+  TempDir dir;
+  const std::string typo = dir.path() + "/ichido-dta";
+  const std::string create =
+      std::string(ichido_binary()) + " token create --ns shop --role " + "writer --data " + typo;
+  auto [rc, out] = run_command(create + " 2>&1");
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find("there is no ichido store in " + typo), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(typo));
+  auto [irc, iout] = run_command(create + " --init");
+  EXPECT_EQ(irc, 0) << iout;
+  EXPECT_TRUE(std::regex_match(iout, std::regex("ichido_[A-Za-z0-9_-]{20,}"))) << iout;  // only it
+  EXPECT_TRUE(fs::exists(typo + "/ichido.db"));
+  EXPECT_TRUE(fs::exists(typo + "/ichido.id"));
+}
+
+TEST(Startup, MinFreeDiskMakesTheServerNotReadyWhileWritesStillWork) {
+  TempDir dir;
+  ServerProcess server(dir.path() + "/data", {"--min-free-disk", "100TiB"});
+  std::string err;
+  ASSERT_TRUE(server.start(&err)) << err;
+  ApiClient api(server.url());
+  auto ready = api.send("GET", "/readyz");
+  EXPECT_EQ(ready.status, 503) << ready.body;
+  EXPECT_NE(ready.body.find("free"), std::string::npos) << ready.body;
+  EXPECT_EQ(api.send("GET", "/healthz").status, 200);
+  EXPECT_EQ(api.create("r", "{}").status, 201);
+  EXPECT_EQ(api.next("r", "k").status, 200);
+
+  ServerProcess roomy(dir.path() + "/data2", {"--min-free-disk", "1MiB"});
+  ASSERT_TRUE(roomy.start(&err)) << err;
+  ApiClient api2(roomy.url());
+  EXPECT_EQ(api2.send("GET", "/readyz").status, 200);
+}
+
+}  // namespace
+}  // namespace ichido::testing

@@ -35,7 +35,7 @@ std::uint64_t WaitList::generation(const std::string& key) const {
 
 asio::awaitable<Result<WakeReason>> WaitList::wait(const std::string& key,
                                                    std::chrono::steady_clock::time_point deadline,
-                                                   std::uint64_t seen_generation) {
+                                                   std::uint64_t seen_generation, bool front) {
   auto ex = co_await asio::this_coro::executor;
   auto w = std::make_shared<Waiter>(ex);
   w->timer.expires_at(deadline);
@@ -49,7 +49,11 @@ asio::awaitable<Result<WakeReason>> WaitList::wait(const std::string& key,
       co_return Error(errc::too_many_waiters,
                       "Too many requests are already waiting here; retry later with backoff.");
     }
-    q.push_back(w);
+    if (front) {
+      q.push_front(w);
+    } else {
+      q.push_back(w);
+    }
     ++total_;
   }
   auto [ec] = co_await w->timer.async_wait(asio::as_tuple(asio::use_awaitable));

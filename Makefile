@@ -56,7 +56,7 @@ test: build
 	scripts/install-deps browser deploy postgres
 	scripts/check-format
 	scripts/fuzz $(FUZZ_SECONDS)
-	ctest --test-dir build --output-on-failure --timeout 600
+	ICHIDO_CONTRACT_MIN_OPERATIONS=all ctest --test-dir build --output-on-failure --timeout 600
 
 # The fault harness (docs/reliability.md), ~8 min: 300 kill -9 cycles under mixed load, a full
 # disk, SIGSTOP longer than the leases, damaged data dirs; every answer checked against the history.

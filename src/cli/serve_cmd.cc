@@ -6,6 +6,7 @@
 
 #include "cli/duration.h"
 #include "cli/serve_config.h"
+#include "core/origin.h"
 
 namespace ichido::cli {
 
@@ -125,6 +126,28 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
                   "object per line)")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
+  cmd->add_option_function<std::vector<std::string>>(
+         "--cors-origin",
+         [cfg](const std::vector<std::string>& values) {
+           cfg->cors_origins.clear();  // all values each time: the callback may run again
+           for (std::string_view text : values) {
+             while (!text.empty() && (text.front() == ' ' || text.front() == '\t'))
+               text.remove_prefix(1);
+             while (!text.empty() && (text.back() == ' ' || text.back() == '\t'))
+               text.remove_suffix(1);
+             if (text.empty()) continue;  // "a,b," or a blank entry
+             auto origin = core::parse_origin_pattern(text);
+             if (!origin.ok()) throw CLI::ValidationError("--cors-origin", origin.error().message);
+             cfg->cors_origins.push_back(std::move(*origin));
+           }
+         },
+         "Let web pages from this origin call the API from a browser (CORS), e.g. "
+         "https://intranet.example.com or https://*.example.com (its subdomains); repeat it or "
+         "separate origins with ',' for several. Preflights (OPTIONS) from it are answered "
+         "without a token; answers to it carry Access-Control-Allow-Origin. Default: none "
+         "(CORS off). '*' is refused: name each origin")
+      ->delimiter(',')
+      ->type_name("ORIGIN");
   cmd->add_option("--max-connections", cfg->max_connections, "Connections beyond this are refused")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

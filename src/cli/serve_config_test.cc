@@ -108,6 +108,32 @@ TEST_F(ServeConfigFile, ABadValueNamesKeyAndLine) {
   EXPECT_NE(serr_.str().find("not true or false"), std::string::npos) << serr_.str();
 }
 
+TEST_F(ServeConfigFile, CorsOriginsFromTheFileOrTheCommandLineAreCanonical) {
+  write("cors-origin = \"HTTPS://Sheets.Example.com:443/, http://127.0.0.1:8080\"\n");
+  ASSERT_FALSE(parse({"serve", "--config", path_}).has_value()) << serr_.str();
+  EXPECT_EQ(cli_.run(out_), 0);
+  EXPECT_EQ(served_.cors_origins,
+            (std::vector<std::string>{"https://sheets.example.com", "http://127.0.0.1:8080"}));
+}
+
+TEST_F(ServeConfigFile, CorsOriginsOnTheCommandLineWinOverTheFile) {
+  write("cors-origin = \"http://127.0.0.1:8080\"\n");
+  ASSERT_FALSE(parse({"serve", "--config", path_, "--cors-origin", "https://a.example",
+                      "--cors-origin", "https://*.b.example"})
+                   .has_value())
+      << serr_.str();
+  EXPECT_EQ(cli_.run(out_), 0);
+  EXPECT_EQ(served_.cors_origins,
+            (std::vector<std::string>{"https://a.example", "https://*.b.example"}));
+}
+
+TEST_F(ServeConfigFile, ABadCorsOriginInTheFileNamesTheLine) {
+  write("\ncors-origin = \"https://ok.example, *\"\n");
+  EXPECT_EQ(parse({"serve", "--config", path_}), kExitUsage);
+  EXPECT_NE(serr_.str().find(path_ + ":2: 'cors-origin'"), std::string::npos) << serr_.str();
+  EXPECT_NE(serr_.str().find("'*' is refused"), std::string::npos) << serr_.str();
+}
+
 TEST_F(ServeConfigFile, AMissingFileIsAUsageError) {
   EXPECT_EQ(parse({"serve", "--config", "/nonexistent/ichido.conf"}), kExitUsage);
   EXPECT_NE(serr_.str().find("cannot read the configuration file /nonexistent/ichido.conf"),

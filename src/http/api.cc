@@ -1,8 +1,10 @@
 #include "http/api.h"
 
+#include <boost/beast/core/string.hpp>
 #include <chrono>
 #include <exception>
 
+#include "core/origin.h"
 #include "http/routes.h"
 
 namespace ichido::http {
@@ -26,6 +28,12 @@ Api::Api(Store& store, Metrics& metrics, ApiOptions options)
   add_overview_routes(router_, overview_);
   add_settings_routes(router_, settings_, opt_.default_once_retention_ms);
   add_web_routes(router_);  // last: API routes are matched first
+  for (const auto& r : router_.routes()) {
+    const std::string m(beast_http::to_string(r.method));
+    if ((", " + cors_methods_ + ",").find(", " + m + ",") != std::string::npos) continue;
+    if (!cors_methods_.empty()) cors_methods_ += ", ";
+    cors_methods_ += m;
+  }
   metrics_.add_gauge("ichido_once_waiters", "Once begins parked waiting (wait_ms) right now.",
                      [this] { return static_cast<std::int64_t>(once_waits_.total()); });
   metrics_.add_gauge("ichido_lock_waiters", "Lock acquires parked waiting (wait_ms) right now.",
@@ -50,25 +58,66 @@ bool Api::may_wait(const BeastRequest& req) {
   return ends_with("/acquire") || ends_with("/once/begin");
 }
 
-BeastResponse Api::to_beast(Response r, unsigned version, bool keep_alive) {
+std::string_view Api::cors_origin(const BeastRequest& req) const {
+  if (opt_.cors_origins.empty()) return {};
+  const auto it = req.find(beast_http::field::origin);
+  if (it == req.end()) return {};
+  const std::string_view origin = it->value();
+  for (const auto& pattern : opt_.cors_origins) {
+    if (core::origin_matches(pattern, origin)) return origin;
+  }
+  return {};
+}
+
+Response Api::cors_preflight(const BeastRequest& req, std::string_view origin) const {
+  Response res;
+  res.status = 204;
+  res.content_type.clear();
+  res.headers.emplace_back("Access-Control-Allow-Methods", cors_methods_);
+  res.headers.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type");
+  res.headers.emplace_back("Access-Control-Max-Age", std::to_string(kCorsMaxAgeSeconds));
+  // Private Network Access (Chromium): a public page calling an intranet ichido.
+  if (auto it = req.find("Access-Control-Request-Private-Network");
+      it != req.end() && boost::beast::iequals(it->value(), "true")) {
+    res.headers.emplace_back("Access-Control-Allow-Private-Network", "true");
+  }
+  (void)origin;  // Access-Control-Allow-Origin and Vary are added by to_beast
+  return res;
+}
+
+BeastResponse Api::to_beast(Response r, unsigned version, bool keep_alive,
+                            std::string_view cors_origin) {
   BeastResponse res{static_cast<beast_http::status>(r.status), version};
   res.set(beast_http::field::server, "ichido");
-  res.set(beast_http::field::content_type, r.content_type);
+  if (!r.content_type.empty()) res.set(beast_http::field::content_type, r.content_type);
   res.set(beast_http::field::cache_control, "no-store");
   for (auto& [k, v] : r.headers) res.set(k, v);
   if (r.status == 503 && res.find(beast_http::field::retry_after) == res.end()) {
     res.set(beast_http::field::retry_after, "1");
   }
   if (r.status == 401) res.set(beast_http::field::www_authenticate, "Bearer realm=\"ichido\"");
+  if (!cors_origin.empty()) {
+    res.set(beast_http::field::access_control_allow_origin, cors_origin);
+    res.set(beast_http::field::vary, "Origin");
+    if (r.status != 204) {
+      res.set(beast_http::field::access_control_expose_headers, "Retry-After, ETag");
+    }
+  }
   res.body() = std::move(r.body);
   res.keep_alive(keep_alive);
   res.prepare_payload();
+  if (r.status == 204) res.erase(beast_http::field::content_length);  // RFC 9110 §8.6
   metrics_.count_response(r.status);
   return res;
 }
 
-BeastResponse Api::error_response(const Error& e, unsigned version, bool keep_alive) {
-  return to_beast(Response::error(e), version, keep_alive);
+BeastResponse Api::error_response(const Error& e, unsigned version, bool keep_alive,
+                                  const BeastRequest* header, std::string_view method,
+                                  std::string_view target) {
+  auto res = to_beast(Response::error(e), version, keep_alive,
+                      header ? cors_origin(*header) : std::string_view());
+  if (contract_log_) contract_log_->record(method, target, "", res);
+  return res;
 }
 
 void Api::audit_failure(const Request& req, const Error& e, const std::string& actor) {
@@ -91,7 +140,7 @@ void Api::audit_failure(const Request& req, const Error& e, const std::string& a
   admin_.append_audit_detached(std::move(entry), [this] { metrics_.count_dropped_audit(); });
 }
 
-boost::asio::awaitable<Response> Api::route(Request& req, Routed& routed) {
+boost::asio::awaitable<Response> Api::route(Request& req, Routed& routed, bool* admitted) {
   const bool v1 = !req.segments.empty() && req.segments[0] == "v1";
   const bool metrics = req.segments.size() == 1 && req.segments[0] == "metrics";
   std::optional<core::TokenInfo> principal;
@@ -119,6 +168,10 @@ boost::asio::awaitable<Response> Api::route(Request& req, Routed& routed) {
       audit_failure(req, allowed.error(), principal->id);
       co_return Response::error(allowed.error());
     }
+  }
+  if (admitted) {
+    *admitted = true;
+    co_return Response();
   }
   req.principal = principal ? &*principal : nullptr;
   if (m.route->admin()) {
@@ -148,13 +201,29 @@ boost::asio::awaitable<Response> Api::route(Request& req, Routed& routed) {
   co_return res;
 }
 
-boost::asio::awaitable<BeastResponse> Api::handle(const BeastRequest& breq, std::string remote) {
+boost::asio::awaitable<BeastResponse> Api::handle(const BeastRequest& breq, std::string remote,
+                                                  std::string* route_out) {
+  auto res = co_await serve(breq, std::move(remote), false, route_out);
+  co_return std::move(*res);
+}
+
+boost::asio::awaitable<std::optional<BeastResponse>> Api::admit(const BeastRequest& header,
+                                                                std::string remote,
+                                                                std::string* route_out) {
+  return serve(header, std::move(remote), true, route_out);
+}
+
+boost::asio::awaitable<std::optional<BeastResponse>> Api::serve(const BeastRequest& breq,
+                                                                std::string remote, bool admit_only,
+                                                                std::string* route_out) {
   const unsigned version = breq.version();
   const bool keep_alive = breq.keep_alive();
   const auto started = std::chrono::steady_clock::now();
   const std::string remote_for_log = opt_.request_log ? remote : std::string();
+  const std::string_view origin = cors_origin(breq);
   Routed routed;
   Response res;
+  bool admitted = false;
   try {
     Request req;
     req.method = breq.method();
@@ -166,6 +235,9 @@ boost::asio::awaitable<BeastResponse> Api::handle(const BeastRequest& breq, std:
                                   "instead."));
     } else if (auto r = parse_target(breq.target(), req); !r.ok()) {
       res = Response::error(r.error());
+    } else if (!origin.empty() && breq.method() == beast_http::verb::options &&
+               breq.find(beast_http::field::access_control_request_method) != breq.end()) {
+      res = cors_preflight(breq, origin);  // before the token: browsers send none with it
     } else {
       req.body = breq.body();
       if (auto it = breq.find(beast_http::field::authorization); it != breq.end()) {
@@ -174,12 +246,13 @@ boost::asio::awaitable<BeastResponse> Api::handle(const BeastRequest& breq, std:
       if (auto it = breq.find(beast_http::field::if_none_match); it != breq.end()) {
         req.if_none_match = std::string(it->value());
       }
-      res = co_await route(req, routed);
+      res = co_await route(req, routed, admit_only ? &admitted : nullptr);
     }
   } catch (const std::exception& ex) {
     res = Response::error(Error(errc::internal, std::string("Internal error: ") + ex.what() +
                                                     ". Nothing is known to have changed; retry."));
   }
+  if (admitted) co_return std::nullopt;  // admit(): the body may come
   if (opt_.request_log) {
     RequestLog::Entry e;
     e.at = opt_.clock->now_ms();
@@ -200,7 +273,8 @@ boost::asio::awaitable<BeastResponse> Api::handle(const BeastRequest& breq, std:
     e.token_id = routed.token_id;
     opt_.request_log->write(e);
   }
-  co_return to_beast(std::move(res), version, keep_alive);
+  if (route_out) *route_out = routed.pattern;
+  co_return to_beast(std::move(res), version, keep_alive, origin);
 }
 
 void Api::on_external_changes(const ExternalChanges& c) {

@@ -14,7 +14,12 @@
 
 #include <atomic>
 #include <boost/asio/awaitable.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
 
+#include "http/contract_log.h"
 #include "http/message.h"
 #include "http/metrics.h"
 #include "http/request_log.h"
@@ -42,7 +47,22 @@ struct ApiOptions {
   RequestLog* request_log = nullptr;  // nullptr: --request-log off
   // The server's --once-retention (GET /v1/ns/{ns}/settings shows it as the effective value).
   std::int64_t default_once_retention_ms = std::int64_t{30} * 24 * 3600 * 1000;
+  // --cors-origin: the origins (core::parse_origin_pattern results) whose web pages may call the
+  // API with fetch. Empty: CORS off — no CORS header is ever sent and OPTIONS is an ordinary
+  // (unknown) method, as without this feature.
+  std::vector<std::string> cors_origins;
 };
+
+// CORS (docs/decisions/102-cors.md), only for a request whose Origin header an entry of
+// cors_origins allows:
+// - a preflight (OPTIONS with Access-Control-Request-Method) is answered 204 before any token
+//   check, with Access-Control-Allow-Origin (that origin), -Allow-Methods (every method a route
+//   has), -Allow-Headers (Authorization, Content-Type), -Max-Age (kCorsMaxAgeSeconds), Vary:
+//   Origin, and Access-Control-Allow-Private-Network: true when the browser asks for it;
+// - every other answer (errors too: 401, 404, 409, 413…) carries Access-Control-Allow-Origin
+//   (that origin), Vary: Origin and Access-Control-Expose-Headers (Retry-After, ETag).
+// Requests from other origins, and all requests when the list is empty, get none of this.
+inline constexpr int kCorsMaxAgeSeconds = 7200;
 
 class Api {
  public:
@@ -51,9 +71,30 @@ class Api {
   Api(Store& store, Metrics& metrics, ApiOptions options = {});
 
   // Never throws: a failure inside a handler becomes a 500 internal error response.
-  boost::asio::awaitable<BeastResponse> handle(const BeastRequest& req, std::string remote = {});
-  // Builds the response for an error found before the request could be routed.
-  BeastResponse error_response(const Error& e, unsigned version, bool keep_alive);
+  // `route_out`, when given, receives the matched route's pattern ("" when none matched).
+  boost::asio::awaitable<BeastResponse> handle(const BeastRequest& req, std::string remote = {},
+                                               std::string* route_out = nullptr);
+  // `Expect: 100-continue` (RFC 9110 §10.1.1): decides from the header alone (`header`, whose
+  // body is not read yet) whether the request is refused whatever its body — the URL, the token
+  // (401), the route (404/405), the role or scope (403): then that final answer, counted and
+  // logged like any answer. nullopt: the request is admitted; read its body and handle() it
+  // (which checks everything again). Never throws; does not run a handler or change anything.
+  // `route_out` as for handle().
+  boost::asio::awaitable<std::optional<BeastResponse>> admit(const BeastRequest& header,
+                                                             std::string remote = {},
+                                                             std::string* route_out = nullptr);
+  // Called by the server for every answer it is about to send (not for one whose client went
+  // away first): the contract log's record (ICHIDO_CONTRACT_LOG), nothing when it is off.
+  void sending(const BeastRequest& req, std::string_view route, const BeastResponse& res) {
+    if (contract_log_) contract_log_->record(req.method_string(), req.target(), route, res);
+  }
+  // Builds the response for an error found before the request could be routed. `header`: the
+  // request's header when it was read (its Origin header decides the CORS headers), else null.
+  // `method` and `target` are what was read of the request line ("" when nothing was), for the
+  // contract log.
+  BeastResponse error_response(const Error& e, unsigned version, bool keep_alive,
+                               const BeastRequest* header = nullptr, std::string_view method = {},
+                               std::string_view target = {});
   const Router& router() const { return router_; }
   // True for requests that may park for a long time (lock acquire, once begin): the server watches
   // their connection while they wait, so a client that goes away leaves the line (see server.cc).
@@ -78,8 +119,18 @@ class Api {
     std::string ns;
     std::string token_id;  // the authenticated caller, "" if none
   };
-  boost::asio::awaitable<Response> route(Request& req, Routed& routed);
-  BeastResponse to_beast(Response r, unsigned version, bool keep_alive);
+  // `admitted` non-null: stop after the checks that need no body (admit()); *admitted tells
+  // whether they passed (the returned Response is then meaningless).
+  boost::asio::awaitable<Response> route(Request& req, Routed& routed, bool* admitted = nullptr);
+  boost::asio::awaitable<std::optional<BeastResponse>> serve(const BeastRequest& req,
+                                                             std::string remote, bool admit_only,
+                                                             std::string* route_out);
+  // The request's Origin when CORS is on and cors_origins allows it, else empty (no allocation).
+  std::string_view cors_origin(const BeastRequest& req) const;
+  Response cors_preflight(const BeastRequest& req, std::string_view origin) const;
+  // `cors_origin` non-empty: adds the CORS headers of an answer to that (allowed) origin.
+  BeastResponse to_beast(Response r, unsigned version, bool keep_alive,
+                         std::string_view cors_origin = {});
   void audit_failure(const Request& req, const Error& e, const std::string& actor);
 
   ApiOptions opt_;
@@ -93,8 +144,11 @@ class Api {
   service::OverviewService overview_;
   service::SettingsService settings_;
   Router router_;
+  std::string cors_methods_;  // every method some route has, for Access-Control-Allow-Methods
   std::atomic<std::int64_t> audit_window_{0};  // the second the count below belongs to
   std::atomic<int> audits_in_window_{0};
+  // ICHIDO_CONTRACT_LOG (tests only): every answer sent is recorded; null when unset.
+  const std::unique_ptr<ContractLog> contract_log_ = ContractLog::from_environment();
 };
 
 }  // namespace ichido::http

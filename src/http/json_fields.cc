@@ -6,6 +6,9 @@
 namespace ichido::http {
 
 Result<boost::json::object> parse_body(std::string_view body) {
+  // RFC 8259 §8.1: a parser may ignore a UTF-8 byte order mark before the text. VBA's
+  // ADODB.Stream and Windows tools write one; anywhere else it stays invalid JSON.
+  if (body.substr(0, 3) == "\xEF\xBB\xBF") body.remove_prefix(3);
   if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return boost::json::object();
   boost::json::parse_options opts;
   opts.max_depth = kMaxJsonDepth;

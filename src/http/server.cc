@@ -9,7 +9,9 @@
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
@@ -64,16 +66,27 @@ asio::awaitable<void> watch_peer(Stream& stream, beast::flat_buffer& buffer, std
 // Feeds what is already buffered to the parser, without I/O. Usually the idle-phase read brought
 // the whole request, and then no async_read (one scheduler round trip and a timer re-arm) is
 // needed. Returns the parser's error, or success when it is done or simply needs more bytes.
+// `header_only`: stop once the header is parsed (the parser is not eager, so put() returns at
+// the end of the header even when body bytes follow).
 template <class Parser>
-boost::system::error_code parse_buffered(Parser& parser, beast::flat_buffer& buffer) {
+boost::system::error_code parse_buffered(Parser& parser, beast::flat_buffer& buffer,
+                                         bool header_only) {
   boost::system::error_code ec;
-  while (!parser.is_done() && buffer.size() > 0) {
+  while (!parser.is_done() && !(header_only && parser.is_header_done()) && buffer.size() > 0) {
     const std::size_t used = parser.put(buffer.data(), ec);
     buffer.consume(used);
     if (ec == beast_http::error::need_more) return {};
     if (ec || used == 0) return ec;
   }
   return ec;
+}
+
+// `Expect: 100-continue` in an HTTP/1.1 request (an HTTP/1.0 one must be ignored, RFC 9110
+// §10.1.1). Other expectations are ignored too (the RFC allows answering them 417).
+bool expects_continue(const BeastRequest& header) {
+  if (header.version() < 11) return false;
+  const auto it = header.find(beast_http::field::expect);
+  return it != header.end() && beast::iequals(it->value(), "100-continue");
 }
 
 // Writes as much of the response as the socket takes now (the socket is in non-blocking mode):
@@ -255,10 +268,46 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
     beast_http::request_parser<beast_http::string_body> parser;
     parser.body_limit(limits_.max_body_bytes);
     parser.header_limit(static_cast<std::uint32_t>(limits_.max_header_bytes));
+    // The header first (what the idle read brought, then more if needed), so that a client
+    // waiting for `100 Continue` gets it, or its final answer, before it sends the body.
     // With TLS the buffer holds plain text too (the stream decrypts), so this works for both.
-    boost::system::error_code ec = parse_buffered(parser, buffer);
-    if (!ec && !parser.is_done()) {
+    boost::system::error_code ec = parse_buffered(parser, buffer, /*header_only=*/true);
+    bool deadline_set = false;
+    if (!ec && !parser.is_header_done()) {
       tcp_layer.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
+      deadline_set = true;
+      auto [rec, n] = co_await beast_http::async_read_header(stream, buffer, parser, use_tuple);
+      (void)n;
+      ec = rec;
+    }
+    if (!ec && !parser.is_done() && buffer.size() == 0 && expects_continue(parser.get())) {
+      // RFC 9110 §10.1.1. (A client that already sent part of the body is not waiting: no 100.)
+      std::string admit_route;
+      auto decided = co_await api_.admit(parser.get(), remote, &admit_route);
+      if (decided) {
+        // Refused whatever the body says (401, 404, 405, 414…): the answer now, without
+        // reading the body; the body will not be read, so the connection closes after it.
+        decided->keep_alive(false);
+        api_.sending(parser.get(), admit_route, *decided);
+        tcp_layer.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
+        auto [wec, wn] = co_await beast_http::async_write(stream, *decided, use_tuple);
+        (void)wn;
+        if (!wec) co_await linger(stream);
+        break;
+      }
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      tcp_layer.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
+      deadline_set = true;
+      auto [wec, wn] = co_await asio::async_write(
+          stream, asio::buffer(kContinue.data(), kContinue.size()), use_tuple);
+      (void)wn;
+      if (wec) break;
+    }
+    if (!ec) ec = parse_buffered(parser, buffer, /*header_only=*/false);
+    if (!ec && !parser.is_done()) {
+      if (!deadline_set) {
+        tcp_layer.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
+      }
       auto [rec, n] = co_await beast_http::async_read(stream, buffer, parser, use_tuple);
       (void)n;
       ec = rec;
@@ -290,7 +339,13 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
       }
       if (err) {
         // The rest of the message cannot be trusted or skipped: answer, then close.
-        auto res = api_.error_response(*err, 11, false);
+        // The header was read whole when the body is too large (Content-Length): its Origin
+        // decides the CORS headers, so a browser sees the 413. What was read of the request
+        // line (empty when it was not read to its end) goes to the contract log.
+        auto res = api_.error_response(
+            *err, 11, false, ec == beast_http::error::body_limit ? &parser.get() : nullptr,
+            std::string_view(parser.get().method_string()),
+            std::string_view(parser.get().target()));
         tcp_layer.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
         auto [wec, wn] = co_await beast_http::async_write(stream, res, use_tuple);
         (void)wn;
@@ -300,6 +355,7 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
     }
     auto req = parser.release();
     BeastResponse res;
+    std::string route;
     if (Api::may_wait(req)) {
       using namespace asio::experimental::awaitable_operators;
       // The wait may outlast the idle and read timeouts; the watch below reads through the
@@ -307,16 +363,17 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
       // it. The watch itself notices a client that goes away.
       tcp_layer.expires_never();
       // Named locals, not temporaries, inside co_await (g++ 12).
-      auto handling = api_.handle(req, remote);
+      auto handling = api_.handle(req, remote, &route);
       auto watching = watch_peer(stream, buffer, limits_.max_header_bytes + limits_.max_body_bytes);
       auto raced = std::move(handling) || std::move(watching);
       auto outcome = co_await std::move(raced);
       if (outcome.index() == 1) break;  // the client went away; its wait was cancelled
       res = std::move(std::get<0>(outcome));
     } else {
-      res = co_await api_.handle(req, remote);
+      res = co_await api_.handle(req, remote, &route);
     }
     if (draining_.load()) res.keep_alive(false);
+    api_.sending(req, route, res);
     keep_going = res.keep_alive();
     beast_http::response_serializer<beast_http::string_body> sr(res);
     boost::system::error_code wec = asio::error::would_block;

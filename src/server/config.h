@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ichido::server {
 
@@ -41,6 +42,9 @@ struct ServeConfig {
   std::size_t max_waiters = 100000;          // waiters over all locks, same answer beyond it
   bool request_log = true;          // one line per request on stderr (--request-log on|off)
   std::string log_format = "text";  // "text" or "json": the request log and the server's messages
+  // --cors-origin: origins (scheme://host[:port], core/origin.h) whose web pages may call the API
+  // from a browser (CORS). Empty: CORS off.
+  std::vector<std::string> cors_origins;
 };
 
 // Runs the server until SIGTERM or SIGINT, then drains and closes the store. Prints

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "base/secret.h"
+#include "core/origin.h"
 #include "http/api.h"
 #include "server/config.h"
 #include "server/listen_address.h"
@@ -213,6 +214,15 @@ int run_server(const ServeConfig& cfg) {
     log("cannot start: --tls-cert and --tls-key go together: give both or neither.");
     return kExitUsage;
   }
+  std::vector<std::string> cors_origins;
+  for (const auto& text : cfg.cors_origins) {
+    auto origin = core::parse_origin_pattern(text);
+    if (!origin.ok()) {
+      log("cannot start: --cors-origin: " + origin.error().message);
+      return kExitUsage;
+    }
+    cors_origins.push_back(std::move(*origin));
+  }
   const int threads =
       cfg.threads > 0 ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
   boost::asio::io_context ioc(threads);
@@ -288,6 +298,12 @@ int run_server(const ServeConfig& cfg) {
   api_opt.auth = cfg.no_auth ? nullptr : &auth;
   api_opt.metrics_open = cfg.metrics_open;
   api_opt.default_once_retention_ms = cfg.once_retention_ms;
+  if (!cors_origins.empty()) {
+    std::string list;
+    for (const auto& o : cors_origins) list += (list.empty() ? "" : ", ") + o;
+    log("CORS: web pages from " + list + " may call the API (--cors-origin)");
+  }
+  api_opt.cors_origins = std::move(cors_origins);
   // Declared before the Api and the server so it outlives every request that writes to it.
   std::unique_ptr<http::RequestLog> request_log;
   if (cfg.request_log) {

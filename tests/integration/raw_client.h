@@ -50,6 +50,25 @@ class RawConn {
   }
   void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
 
+  // Reads until what arrived contains `needle`, the server closes the connection or `limit`
+  // passes; returns what arrived (the caller checks for `needle`).
+  std::string read_until(const std::string& needle, std::chrono::milliseconds limit) {
+    std::string out;
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (out.find(needle) == std::string::npos) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+      char buf[65536];
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      out.append(buf, static_cast<std::size_t>(n));
+    }
+    return out;
+  }
+
   // Reads until the server closes the connection or `limit` passes. `closed` tells which.
   std::string read_all(std::chrono::milliseconds limit, bool* closed = nullptr) {
     std::string out;

@@ -287,6 +287,19 @@ struct StoreStats {
   bool write_failed = false;
 };
 
+// What other processes sharing the store committed that may end a wait in this one (several
+// nodes on one PostgreSQL: docs/decisions/075). A hint, never a state: whoever is woken asks the
+// store again, so a spurious entry costs one read and a missing one at most the store's re-check
+// interval.
+struct ExternalChanges {
+  bool all_waiters = false;             // unknown what changed: every waiter re-checks
+  std::vector<std::string> namespaces;  // every waiter in these namespaces re-checks
+  std::vector<LockRef> locks;           // released or force-released
+  std::vector<OnceRef> once;            // completed, failed, reset or abandoned
+  bool tokens = false;                  // a token was created or revoked: reload them
+};
+using ExternalChangeHandler = std::function<void(const ExternalChanges&)>;
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -374,6 +387,12 @@ class Store {
   // conditions a restart or an operator must clear (a failed fsync, damage in the data).
   virtual Result<void> check_health() { return {}; }
   virtual StoreStats stats() const = 0;
+  // Registers the handler of changes committed by OTHER processes sharing the store (replacing
+  // the previous one; an empty function unregisters). When this returns, the previous handler
+  // is not running and will not run again. The handler runs on a store thread and must not
+  // block. Stores that only one process uses (memory, SQLite) never call it: this process's
+  // services see their own changes.
+  virtual void watch_external_changes(ExternalChangeHandler handler) { (void)handler; }
   // Stops accepting commands, finishes those already queued (their callbacks run), releases
   // files and connections. Later calls fail with store_unavailable. Idempotent; blocks.
   virtual void close() = 0;

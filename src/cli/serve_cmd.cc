@@ -44,6 +44,11 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
                   "in parallel)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  cmd->add_option("--listen-store", cfg->listen_store_url,
+                  "With --store: the URL of the connection that LISTENs for other nodes' changes "
+                  "(default: --store). Give the database itself when --store is a PgBouncer in "
+                  "transaction mode, which cannot carry LISTEN (env ICHIDO_LISTEN_STORE)")
+      ->envname("ICHIDO_LISTEN_STORE");
   cmd->add_flag("--store-no-prepare", cfg->store_no_prepare,
                 "Send PostgreSQL statements unnamed instead of preparing them once per "
                 "connection: needed behind PgBouncer older than 1.21 in transaction pooling mode");

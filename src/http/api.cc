@@ -277,4 +277,17 @@ boost::asio::awaitable<std::optional<BeastResponse>> Api::serve(const BeastReque
   co_return to_beast(std::move(res), version, keep_alive, origin);
 }
 
+void Api::on_external_changes(const ExternalChanges& c) {
+  if (c.all_waiters) {
+    locks_.notify_external_all();
+    once_.notify_external_all();
+  }
+  for (const auto& ns : c.namespaces) {
+    locks_.notify_external_all(ns);
+    once_.notify_external_all(ns);
+  }
+  for (const auto& l : c.locks) locks_.notify_external(l);
+  for (const auto& o : c.once) once_.notify_external(o);
+}
+
 }  // namespace ichido::http

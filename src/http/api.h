@@ -107,6 +107,9 @@ class Api {
     once_waits_.shutdown();
   }
   service::OnceService& once() { return once_; }
+  // Changes committed by other nodes sharing the store (Store::watch_external_changes): wakes
+  // the waiters they may concern. Thread-safe; never blocks.
+  void on_external_changes(const ExternalChanges& c);
   service::OverviewService& overview() { return overview_; }
 
  private:

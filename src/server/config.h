@@ -21,6 +21,9 @@ struct ServeConfig {
   std::string store_schema = "ichido";  // the PostgreSQL schema holding ichido's tables
   int store_connections = 4;            // write connections (each its own group commit)
   bool store_no_prepare = false;        // unnamed statements only (PgBouncer < 1.21)
+  // The LISTEN connection's URL (empty: store_url): the database itself when store_url is a
+  // PgBouncer in transaction mode, where LISTEN does not work (decision 075).
+  std::string listen_store_url;
   bool no_auth = false;       // accept calls without a token; only when listening on loopback
   bool metrics_open = false;  // /metrics without a token
   std::string tls_cert;       // PEM certificate chain; with tls_key: serve HTTPS only

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -158,6 +159,7 @@ Result<std::unique_ptr<store::TableStore>> open_store(const ServerLog& log,
   o.url = cfg.store_url;
   o.schema = cfg.store_schema;
   o.lanes = cfg.store_connections;
+  o.listen_url = cfg.listen_store_url;
   o.statements = cfg.store_no_prepare ? store::postgres::PgConn::Mode::unnamed
                                       : store::postgres::PgConn::Mode::prepared;
   auto s = store::postgres::PgStore::open(o);
@@ -249,11 +251,17 @@ int run_server(const ServeConfig& cfg) {
   }
   http::Metrics metrics;
   service::AuthOptions auth_opt;
+  // A3: token changes made outside this process. The data directory's revision file (`ichido
+  // token --data`); on PostgreSQL, the change feed's "tokens changed" (other nodes and `ichido
+  // token --store` announce them in their transaction, decision 075).
+  std::atomic<std::uint64_t> external_token_changes{0};
   if (cfg.store_url.empty()) {
-    // `ichido token` on the data directory (A3). On PostgreSQL, other processes' changes arrive
-    // with the periodic refresh (and unknown tokens are looked up at once, A1).
     auth_opt.external_revision = [dir = cfg.data_dir] {
       return store::sqlite::tokens_revision(dir);
+    };
+  } else {
+    auth_opt.external_revision = [&external_token_changes] {
+      return external_token_changes.load();
     };
   }
   service::Authenticator auth(**store, SystemClock::instance(), std::move(auth_opt));
@@ -304,6 +312,12 @@ int run_server(const ServeConfig& cfg) {
     api_opt.request_log = request_log.get();
   }
   http::Api api(**store, metrics, api_opt);
+  // Other nodes' changes wake this node's waiters and reload its tokens (PostgreSQL only; the
+  // embedded store never calls it). Unregistered before the Api goes away.
+  (*store)->watch_external_changes([&api, &external_token_changes](const ExternalChanges& c) {
+    if (c.tokens) external_token_changes.fetch_add(1);
+    api.on_external_changes(c);
+  });
   http::Limits limits;
   limits.max_body_bytes = cfg.max_body_bytes;
   limits.max_header_bytes = cfg.max_header_bytes;
@@ -391,6 +405,7 @@ int run_server(const ServeConfig& cfg) {
   for (auto& t : pool) t.join();
 
   auth.stop();
+  (*store)->watch_external_changes({});
   (*store)->close();
   log("stopped cleanly");
   return 0;

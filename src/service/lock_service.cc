@@ -335,6 +335,21 @@ asio::awaitable<Result<std::vector<core::LockRecord>>> LockService::list(std::st
       [&](auto cb) { store_.list_locks(std::move(ns), std::move(cb)); });
 }
 
+void LockService::notify_external(const LockRef& ref) {
+  MutexLock lk(mu_);
+  notify_locked(key_of(ref));
+}
+
+void LockService::notify_external_all(const std::optional<std::string>& ns) {
+  const std::string prefix = ns ? *ns + '/' : std::string();
+  MutexLock lk(mu_);
+  for (auto& [key, line] : lines_) {
+    if (!key.starts_with(prefix)) continue;
+    ++line.gen;
+    give_turn_locked(line);
+  }
+}
+
 std::size_t LockService::waiters(const LockRef& ref) const {
   MutexLock lk(mu_);
   auto it = lines_.find(key_of(ref));

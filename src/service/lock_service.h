@@ -94,6 +94,12 @@ class LockService {
   boost::asio::awaitable<Result<LockStatus>> get(LockRef ref);
   boost::asio::awaitable<Result<std::vector<core::LockRecord>>> list(std::string ns);
 
+  // A change on another node (Store::watch_external_changes, decision 075) may have freed `ref`:
+  // handled like a local release (W3). A spurious call costs the front waiter one store call.
+  void notify_external(const LockRef& ref);
+  // Every line (of `ns` when given): the bounded re-check after a lost notification.
+  void notify_external_all(const std::optional<std::string>& ns = std::nullopt);
+
   std::size_t waiters(const LockRef& ref) const;
   std::size_t total_waiters() const;
   // Answers every parked waiter "not acquired" now; later requests do not wait. Idempotent.

@@ -70,6 +70,9 @@ boost::asio::awaitable<Result<BeginOnceReply>> OnceService::begin(BeginOnceCmd c
       co_return r;
     }
     if (r->outcome == core::BeginOutcome::dead) waits_.notify_all(key);  // may have just died
+    // A wake-up from another node carries no verdict (it wakes one waiter per key, decision
+    // 075): the one that finds the record finished tells the others, who get the same answer.
+    if (woken && r->outcome == core::BeginOutcome::completed) waits_.notify_all(key);
     if (r->outcome == core::BeginOutcome::acquired && !r->replayed && gone()) {
       // H2: granted to a client that is gone. Undo it (the attempt is not spent) and hand the
       // item on to the next waiter, as the lock service releases a grant nobody will use.
@@ -86,7 +89,9 @@ boost::asio::awaitable<Result<BeginOnceReply>> OnceService::begin(BeginOnceCmd c
     // Wake up when the holder's lease lapses, at the latest (+1 ms: the lease is live up to and
     // including lease_expires_at - 1).
     const auto lease_end = now + std::chrono::milliseconds(r->retry_after_ms + 1);
-    auto woke = co_await waits_.wait(key, std::min(deadline, lease_end), seen);
+    // Woken by a notification that brought nothing for it (another node's change, the re-check,
+    // or a newcomer took the item first): it waits again in its old place, at the front.
+    auto woke = co_await waits_.wait(key, std::min(deadline, lease_end), seen, /*front=*/woken);
     if (!woke.ok()) co_return std::move(woke).error();
     if (*woke == WakeReason::shutdown) co_return r;  // the server stops: answer "not now"
     woken = *woke == WakeReason::notified;

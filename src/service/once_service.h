@@ -17,6 +17,9 @@
 //       its begin failed at the store — passes the wake-up on (notify_one).
 //   H2. An acquisition made for a client that has gone is undone (Store::abandon_once: the
 //       attempt is not spent) and handed on to the next waiter.
+// Other nodes (several nodes on PostgreSQL, decision 075): their complete / fail / reset of a key
+// wakes the key's oldest waiter here (notify_external); one that then finds the record completed
+// wakes the rest. notify_external_all wakes the oldest waiter of every key (the bounded re-check).
 // Shutdown (WaitList::shutdown): parked begins answer their last in_progress at once.
 //
 // Lifecycle: built once at start-up; references the store and the wait list, which outlive it.
@@ -25,6 +28,7 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "ichido/store.h"
@@ -47,6 +51,13 @@ class OnceService {
   boost::asio::awaitable<Result<core::OnceRecord>> reset(ResetOnceCmd cmd);
   // One retention batch (used by the server's background purge).
   boost::asio::awaitable<Result<std::int64_t>> purge(PurgeOnceCmd cmd);
+
+  // A change of `ref` on another node: its oldest waiter asks the store again.
+  void notify_external(const OnceRef& ref) { waits_.notify_one(wait_key(ref)); }
+  // Every key (of `ns` when given): the oldest waiter of each asks again.
+  void notify_external_all(const std::optional<std::string>& ns = std::nullopt) {
+    waits_.notify_front_of_each(ns ? *ns + '\0' : std::string());
+  }
 
   // The WaitList key of a once record.
   static std::string wait_key(const OnceRef& ref);

@@ -35,7 +35,7 @@ std::uint64_t WaitList::generation(const std::string& key) const {
 
 asio::awaitable<Result<WakeReason>> WaitList::wait(const std::string& key,
                                                    std::chrono::steady_clock::time_point deadline,
-                                                   std::uint64_t seen_generation) {
+                                                   std::uint64_t seen_generation, bool front) {
   auto ex = co_await asio::this_coro::executor;
   auto w = std::make_shared<Waiter>(ex);
   w->timer.expires_at(deadline);
@@ -49,7 +49,11 @@ asio::awaitable<Result<WakeReason>> WaitList::wait(const std::string& key,
       co_return Error(errc::too_many_waiters,
                       "Too many requests are already waiting here; retry later with backoff.");
     }
-    q.push_back(w);
+    if (front) {
+      q.push_front(w);
+    } else {
+      q.push_back(w);
+    }
     ++total_;
   }
   auto [ec] = co_await w->timer.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -64,6 +68,25 @@ asio::awaitable<Result<WakeReason>> WaitList::wait(const std::string& key,
     --total_;
   }
   co_return ec == asio::error::operation_aborted ? WakeReason::cancelled : WakeReason::timed_out;
+}
+
+std::size_t WaitList::notify_front_of_each(std::string_view prefix) {
+  MutexLock lk(mu_);
+  for (auto& g : generations_) ++g;
+  std::size_t n = 0;
+  for (auto it = by_key_.begin(); it != by_key_.end();) {
+    if (!std::string_view(it->first).starts_with(prefix)) {
+      ++it;
+      continue;
+    }
+    auto w = it->second.front();
+    it->second.pop_front();
+    --total_;
+    wake(w);
+    ++n;
+    it = it->second.empty() ? by_key_.erase(it) : std::next(it);
+  }
+  return n;
 }
 
 bool WaitList::notify_one(const std::string& key) {

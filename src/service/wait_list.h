@@ -34,6 +34,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "base/mutex.h"
@@ -52,9 +53,12 @@ class WaitList {
   // cancellation slot fires — or answers `notified` at once, without parking, when
   // generation(key) is no longer `seen_generation` (a notification came after the caller read
   // it). Errors: too_many_waiters (then nothing was parked).
+  // `front`: park as the oldest waiter of the key — for a waiter that was woken, found nothing
+  // for it and waits again, so that a wake-up it could not use does not cost it its place.
   boost::asio::awaitable<Result<WakeReason>> wait(const std::string& key,
                                                   std::chrono::steady_clock::time_point deadline,
-                                                  std::uint64_t seen_generation);
+                                                  std::uint64_t seen_generation,
+                                                  bool front = false);
   // Counts notify_one/notify_all calls on `key` (striped); read it before the command that may
   // make you wait.
   std::uint64_t generation(const std::string& key) const;
@@ -63,6 +67,10 @@ class WaitList {
   bool notify_one(const std::string& key);
   // Wakes every waiter of `key`; returns how many.
   std::size_t notify_all(const std::string& key);
+  // Wakes the oldest waiter of every key that starts with `prefix` ("" = every key) and counts
+  // a notification on every key (all generations move); returns how many were woken. For
+  // changes whose exact key is unknown (another node's, decision 075).
+  std::size_t notify_front_of_each(std::string_view prefix);
   // Wakes every waiter with `shutdown`; later waits do not park. Idempotent.
   void shutdown();
 

@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <string>
 #include <vector>
 
 namespace ichido::service {
@@ -131,6 +133,50 @@ TEST(WaitList, UnchangedGenerationParksUntilNotified) {
   ioc.poll();
   ASSERT_TRUE(reason.has_value());
   EXPECT_EQ(*reason, WakeReason::notified);
+}
+
+// Another node's change whose exact key is unknown (decision 075): the oldest waiter of each
+// matching key wakes, and one that waits again with `front` keeps its place.
+TEST(WaitList, NotifyFrontOfEachWakesTheOldestOfEachMatchingKeyAndFrontKeepsThePlace) {
+  asio::io_context ioc;
+  WaitList list(100, 1000);
+  std::vector<std::string> woken;
+  const auto far = clock::now() + std::chrono::hours(1);
+  auto spawn = [&](std::string key, std::string who) {
+    asio::co_spawn(
+        ioc,
+        [&, key, who]() -> asio::awaitable<void> {
+          auto r = co_await list.wait(key, far, list.generation(key));
+          if (!r.ok() || *r != WakeReason::notified) co_return;
+          woken.push_back(who);
+          // It found nothing for it: it waits again, in its old place.
+          r = co_await list.wait(key, far, list.generation(key), /*front=*/true);
+          if (r.ok() && *r == WakeReason::notified) woken.push_back(who + " again");
+        },
+        asio::detached);
+  };
+  spawn(std::string("ns1\0a", 5), "a1");
+  spawn(std::string("ns1\0a", 5), "a2");
+  spawn(std::string("ns1\0b", 5), "b1");
+  spawn(std::string("ns2\0a", 5), "c1");
+  ioc.poll();
+  const std::uint64_t gen_before = list.generation("anything");
+  EXPECT_EQ(list.notify_front_of_each(std::string("ns1\0", 4)), 2u);
+  EXPECT_NE(list.generation("anything"), gen_before);  // every generation moved
+  ioc.poll();
+  std::sort(woken.begin(), woken.end());
+  EXPECT_EQ(woken, (std::vector<std::string>{"a1", "b1"}));
+  EXPECT_EQ(list.total(), 4u);  // a1 and b1 parked again
+  woken.clear();
+  ASSERT_TRUE(list.notify_one(std::string("ns1\0a", 5)));
+  ioc.poll();
+  EXPECT_EQ(woken, (std::vector<std::string>{"a1 again"}));  // still first in line
+  woken.clear();
+  EXPECT_EQ(list.notify_front_of_each(""), 3u);  // a2, b1, c1
+  ioc.poll();
+  EXPECT_EQ(woken.size(), 3u);
+  list.shutdown();
+  ioc.poll();
 }
 
 }  // namespace

@@ -14,7 +14,7 @@ void TableStore::create_token(CreateTokenCmd cmd, Callback<core::TokenInfo> done
         ICHIDO_TRY(t.insert_token(token));
         return token;
       },
-      std::move(cmd.audit), std::move(done), std::move(keys));
+      std::move(cmd.audit), std::move(done), std::move(keys), {}, nullptr, {announce_tokens()});
 }
 
 void TableStore::create_first_token(core::TokenInfo token, AuditNote audit, Callback<bool> done) {
@@ -57,7 +57,7 @@ void TableStore::revoke_token(RevokeTokenCmd cmd, Callback<core::TokenInfo> done
   auto keys = std::vector<std::int64_t>{job_key("token", cmd.id, "")};
   write_audited<core::TokenInfo>(
       [id = std::move(cmd.id)](Tables& t, TimeMs now) { return revoke_token_rows(t, id, now); },
-      std::move(cmd.audit), std::move(done), std::move(keys));
+      std::move(cmd.audit), std::move(done), std::move(keys), {}, nullptr, {announce_tokens()});
 }
 
 void TableStore::list_tokens(Callback<std::vector<core::TokenInfo>> done) {

@@ -45,6 +45,7 @@ void TableStore::acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> don
 void TableStore::release_lock(ReleaseLockCmd cmd, Callback<Unit> done) {
   auto keys = lock_keys(cmd.ref);
   auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_lock(ref.ns, ref.name); };
+  const LockRef woken = cmd.ref;
   write<Unit>(
       [cmd = std::move(cmd)](Tables& t, TimeMs) -> Result<Unit> {
         auto current = t.find_lock(cmd.ref.ns, cmd.ref.name);
@@ -53,7 +54,7 @@ void TableStore::release_lock(ReleaseLockCmd cmd, Callback<Unit> done) {
         ICHIDO_TRY(t.delete_lock(cmd.ref.ns, cmd.ref.name));
         return Unit{};
       },
-      std::move(done), std::move(keys), std::move(prefetch));
+      std::move(done), std::move(keys), std::move(prefetch), {announce_lock(woken)});
 }
 
 void TableStore::renew_lock(RenewLockCmd cmd, Callback<core::LockRecord> done) {
@@ -74,6 +75,7 @@ void TableStore::renew_lock(RenewLockCmd cmd, Callback<core::LockRecord> done) {
 void TableStore::force_release_lock(ForceReleaseCmd cmd, Callback<ForceReleaseReply> done) {
   auto keys = lock_keys(cmd.ref);
   auto prefetch = [r = cmd.ref](Tables& t) { t.prefetch_lock(r.ns, r.name); };
+  const LockRef woken = cmd.ref;
   write_audited<ForceReleaseReply>(
       [ref = std::move(cmd.ref)](Tables& t, TimeMs) -> Result<ForceReleaseReply> {
         auto current = t.find_lock(ref.ns, ref.name);
@@ -82,7 +84,8 @@ void TableStore::force_release_lock(ForceReleaseCmd cmd, Callback<ForceReleaseRe
         ICHIDO_TRY(t.delete_lock(ref.ns, ref.name));
         return ForceReleaseReply{true, std::move(*current)};
       },
-      std::move(cmd.audit), std::move(done), std::move(keys), std::move(prefetch));
+      std::move(cmd.audit), std::move(done), std::move(keys), std::move(prefetch), nullptr,
+      {announce_lock(woken)});
 }
 
 void TableStore::get_lock(LockRef ref, Callback<LockState> done) {

@@ -49,6 +49,7 @@ void TableStore::begin_once(BeginOnceCmd cmd, Callback<BeginOnceReply> done) {
 void TableStore::complete_once(CompleteOnceCmd cmd, Callback<OnceRecord> done) {
   auto keys = once_keys(cmd.ref);
   auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_once(ref.ns, ref.key); };
+  const OnceRef woken = cmd.ref;
   write<OnceRecord>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<OnceRecord> {
         auto existing = load(t, cmd.ref);
@@ -59,12 +60,13 @@ void TableStore::complete_once(CompleteOnceCmd cmd, Callback<OnceRecord> done) {
         if (c->write) ICHIDO_TRY(save_checked(t, cmd.ref.ns, c->record));
         return std::move(c->record);
       },
-      std::move(done), std::move(keys), std::move(prefetch));
+      std::move(done), std::move(keys), std::move(prefetch), {announce_once(woken)});
 }
 
 void TableStore::fail_once(FailOnceCmd cmd, Callback<OnceRecord> done) {
   auto keys = once_keys(cmd.ref);
   auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_once(ref.ns, ref.key); };
+  const OnceRef woken = cmd.ref;
   write<OnceRecord>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<OnceRecord> {
         auto existing = load(t, cmd.ref);
@@ -75,7 +77,7 @@ void TableStore::fail_once(FailOnceCmd cmd, Callback<OnceRecord> done) {
         if (c->write) ICHIDO_TRY(save_checked(t, cmd.ref.ns, c->record));
         return std::move(c->record);
       },
-      std::move(done), std::move(keys), std::move(prefetch));
+      std::move(done), std::move(keys), std::move(prefetch), {announce_once(woken)});
 }
 
 void TableStore::renew_once(RenewOnceCmd cmd, Callback<OnceRecord> done) {
@@ -127,6 +129,7 @@ void TableStore::list_once(OnceQuery q, Callback<OncePage> done) {
 void TableStore::abandon_once(AbandonOnceCmd cmd, Callback<bool> done) {
   auto keys = once_keys(cmd.ref);
   auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_once(ref.ns, ref.key); };
+  const OnceRef woken = cmd.ref;
   write<bool>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<bool> {
         auto existing = load(t, cmd.ref);
@@ -141,12 +144,13 @@ void TableStore::abandon_once(AbandonOnceCmd cmd, Callback<bool> done) {
         }
         return true;
       },
-      std::move(done), std::move(keys), std::move(prefetch));
+      std::move(done), std::move(keys), std::move(prefetch), {announce_once(woken)});
 }
 
 void TableStore::reset_once(ResetOnceCmd cmd, Callback<OnceRecord> done) {
   auto keys = once_keys(cmd.ref);
   auto prefetch = [r = cmd.ref](Tables& t) { t.prefetch_once(r.ns, r.key); };
+  const OnceRef woken = cmd.ref;
   write_audited<OnceRecord>(
       [ref = std::move(cmd.ref)](Tables& t, TimeMs) -> Result<OnceRecord> {
         auto existing = load(t, ref);
@@ -156,7 +160,8 @@ void TableStore::reset_once(ResetOnceCmd cmd, Callback<OnceRecord> done) {
         if (!deleted.ok()) return std::move(deleted).error();
         return std::move(**existing);
       },
-      std::move(cmd.audit), std::move(done), std::move(keys), std::move(prefetch));
+      std::move(cmd.audit), std::move(done), std::move(keys), std::move(prefetch), nullptr,
+      {announce_once(woken)});
 }
 
 void TableStore::purge_once(PurgeOnceCmd cmd, Callback<std::int64_t> done) {

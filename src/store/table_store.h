@@ -39,6 +39,24 @@ inline std::vector<std::int64_t> lock_keys(const LockRef& r) {
   return {job_key("lock", r.ns, r.name)};
 }
 
+// What a committed write job may have ended for waiters elsewhere: a lock released, a once
+// record finished, failed, reset or abandoned, a token created or revoked. Stores shared by
+// several processes tell the others (the PostgreSQL store: one NOTIFY per committed transaction,
+// docs/decisions/075); single-process stores ignore it.
+struct Announcement {
+  enum class Kind { lock, once, tokens };
+  Kind kind;
+  std::string ns;
+  std::string name;  // lock name or once key; empty for tokens
+};
+inline Announcement announce_lock(const LockRef& r) {
+  return {Announcement::Kind::lock, r.ns, r.name};
+}
+inline Announcement announce_once(const OnceRef& r) {
+  return {Announcement::Kind::once, r.ns, r.key};
+}
+inline Announcement announce_tokens() { return {Announcement::Kind::tokens, "", ""}; }
+
 // One unit of work for a backend. `apply` runs inside a transaction and returns true when its
 // changes should be kept (false: the backend rolls back just this job). `finish` runs after the
 // transaction's fate is known: with nullptr when committed durably, else with the store error
@@ -53,6 +71,8 @@ struct Job {
   // Optional: announces the rows `apply` will look up (Tables::prefetch_*). Called on every job
   // of a batch, after the batch's key locks are taken, before the first job runs.
   std::function<void(Tables&)> prefetch;
+  // Announced to other processes when the job committed and succeeded (see Announcement).
+  std::vector<Announcement> announce;
 };
 
 class TableStore : public Store {
@@ -110,10 +130,12 @@ class TableStore : public Store {
   // Job::keys.
   template <class T>
   void write(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done,
-             std::vector<std::int64_t> keys, std::function<void(Tables&)> prefetch = {}) {
+             std::vector<std::int64_t> keys, std::function<void(Tables&)> prefetch = {},
+             std::vector<Announcement> announce = {}) {
     Job job = make_job<T>(std::move(fn), std::move(done));
     job.keys = std::move(keys);
     job.prefetch = std::move(prefetch);
+    job.announce = std::move(announce);
     submit_write(std::move(job));
   }
   template <class T>
@@ -129,9 +151,11 @@ class TableStore : public Store {
   void write_audited(std::function<Result<T>(Tables&, TimeMs)> fn, AuditNote audit,
                      Callback<T> done, std::vector<std::int64_t> keys,
                      std::function<void(Tables&)> prefetch = {},
-                     int (*status_of)(const T&) = nullptr) {
+                     int (*status_of)(const T&) = nullptr,
+                     std::vector<Announcement> announce = {}) {
     if (!audit) {
-      write<T>(std::move(fn), std::move(done), std::move(keys), std::move(prefetch));
+      write<T>(std::move(fn), std::move(done), std::move(keys), std::move(prefetch),
+               std::move(announce));
       return;
     }
     keys.push_back(job_key("audit", "", ""));
@@ -147,7 +171,7 @@ class TableStore : public Store {
           if (!id.ok()) return std::move(id).error();
           return r;
         },
-        std::move(done), std::move(keys), std::move(prefetch));
+        std::move(done), std::move(keys), std::move(prefetch), std::move(announce));
   }
 
   template <class T>

@@ -315,5 +315,265 @@ TEST(Nodes, KillNineOfOneNodeUnderLoadLosesNothingAndItsLockLapsesNormally) {
       << "granted before the victim's lease ended";
 }
 
+// --- waiting across nodes (decision 075) ---------------------------------------------------------
+
+// A lock held through node `holder_node`, and an acquire with wait_ms parked on node `waiter_node`
+// (its GET there shows the waiter). The waiter's reply arrives in `got`; `granted_at` is when.
+class ParkedLockWaiter {
+ public:
+  ParkedLockWaiter(Deployment& d, int waiter_node, const std::string& name,
+                   std::int64_t wait_ms = 20000)
+      : api_(d.node(waiter_node).url(), "ops"), path_("/v1/ns/ops/locks/" + name) {
+    thread_ = std::thread([this, url = d.node(waiter_node).url(), wait_ms] {
+      ApiClient c(url, "ops");
+      got_ = c.send(
+          "POST", path_ + "/acquire",
+          R"({"owner":"waiter","lease_ms":60000,"wait_ms":)" + std::to_string(wait_ms) + "}");
+      granted_at_ = steady::now();
+    });
+  }
+  ~ParkedLockWaiter() { join(); }
+  // True once the waiter is parked in its node's line (it found the lock held).
+  bool parked() {
+    return eventually([&] {
+      auto g = api_.send("GET", path_);
+      return g.status == 200 && g.at("held").as_bool() && g.num("waiters") == 1;
+    });
+  }
+  void join() {
+    if (thread_.joinable()) thread_.join();
+  }
+  const Reply& got() const { return got_; }
+  steady::time_point granted_at() const { return granted_at_; }
+
+ private:
+  ApiClient api_;
+  std::string path_;
+  std::thread thread_;
+  Reply got_;
+  steady::time_point granted_at_{};
+};
+
+std::int64_t Acquire(ApiClient& api, const std::string& name, const std::string& owner,
+                     std::int64_t lease_ms = 60000) {
+  auto a = api.send("POST", "/v1/ns/ops/locks/" + name + "/acquire",
+                    R"({"owner":")" + owner + R"(","lease_ms":)" + std::to_string(lease_ms) + "}");
+  EXPECT_EQ(a.status, 200) << a.body;
+  EXPECT_TRUE(a.status == 200 && a.at("acquired").as_bool()) << a.body;
+  return a.status == 200 && a.at("acquired").as_bool() ? a.num("token") : 0;
+}
+
+double Ms(steady::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// Far below the waits (20 s) and leases (60 s) the tests use: the grant came from the release,
+// not from a timeout. The latency target (p99 <= 100 ms) is measured, not asserted here:
+// WakeUpLatencyAcrossNodesIsMeasured prints it, bench/README says how to run it under load.
+constexpr auto kWokenWithin = milliseconds(5000);
+
+TEST(Nodes, ALockWaiterOnOneNodeIsWokenByAReleaseOnAnother) {
+  Deployment d(2);
+  d.start_all();
+  ApiClient b(d.node(1).url(), "ops");
+  const std::int64_t held = Acquire(b, "l", "holder");
+  ParkedLockWaiter w(d, 0, "l");
+  ASSERT_TRUE(w.parked());
+  const auto released = steady::now();
+  auto r =
+      b.send("POST", "/v1/ns/ops/locks/l/release", R"({"token":)" + std::to_string(held) + "}");
+  ASSERT_EQ(r.status, 200) << r.body;
+  w.join();
+  ASSERT_EQ(w.got().status, 200) << w.got().body;
+  EXPECT_TRUE(w.got().at("acquired").as_bool()) << w.got().body;
+  EXPECT_GT(w.got().num("token"), held);
+  EXPECT_LT(w.granted_at() - released, kWokenWithin);
+  std::printf("[ figures  ] release on node B -> grant on node A: %.1f ms\n",
+              Ms(w.granted_at() - released));
+}
+
+TEST(Nodes, ALockWaiterIsHandedALockWhoseHolderOnAnotherNodeLetItsLeaseLapse) {
+  Deployment d(2);
+  d.start_all();
+  ApiClient b(d.node(1).url(), "ops");
+  const auto acquired = steady::now();
+  const std::int64_t held = Acquire(b, "lapse", "crashed-holder", 1500);
+  ParkedLockWaiter w(d, 0, "lapse");
+  ASSERT_TRUE(w.parked());
+  w.join();  // nobody releases: the lease (on the database's clock) ends
+  ASSERT_EQ(w.got().status, 200) << w.got().body;
+  EXPECT_TRUE(w.got().at("acquired").as_bool()) << w.got().body;
+  EXPECT_GT(w.got().num("token"), held);
+  EXPECT_GE(w.granted_at() - acquired, milliseconds(1400));
+  EXPECT_LT(w.granted_at() - acquired, milliseconds(1500) + kWokenWithin);
+}
+
+// A once begin with wait_ms on node A while node B's worker holds the key.
+class ParkedOnceWaiter {
+ public:
+  ParkedOnceWaiter(Deployment& d, int node, const std::string& key) {
+    thread_ = std::thread([this, url = d.node(node).url(), key] {
+      ApiClient c(url, "ops");
+      got_ =
+          c.send("POST", "/v1/ns/ops/once/begin",
+                 R"({"key":")" + key + R"(","owner":"waiter","lease_ms":60000,"wait_ms":20000})");
+      answered_at_ = steady::now();
+    });
+  }
+  ~ParkedOnceWaiter() {
+    if (thread_.joinable()) thread_.join();
+  }
+  void join() { thread_.join(); }
+  const Reply& got() const { return got_; }
+  steady::time_point answered_at() const { return answered_at_; }
+
+ private:
+  std::thread thread_;
+  Reply got_;
+  steady::time_point answered_at_{};
+};
+
+// A once waiter parks without a per-key count in the API: the node's /metrics gauge says so.
+bool OnceWaitersParked(ServerProcess& node, int n) {
+  ApiClient api(node.url(), "ops");
+  return eventually([&] {
+    auto m = api.send("GET", "/metrics");
+    return m.status == 200 &&
+           m.body.find("\nichido_once_waiters " + std::to_string(n) + "\n") != std::string::npos;
+  });
+}
+
+TEST(Nodes, OnceWaitersOnOneNodeAreWokenByACompleteOrAFailOnAnother) {
+  Deployment d(2);
+  d.start_all();
+  ApiClient b(d.node(1).url(), "ops");
+  for (const std::string how : {"complete", "fail"}) {
+    SCOPED_TRACE(how);
+    const std::string key = "mail-" + how;
+    auto first = b.send("POST", "/v1/ns/ops/once/begin",
+                        R"({"key":")" + key + R"(","owner":"worker-b","lease_ms":60000})");
+    ASSERT_EQ(first.str("outcome"), "acquired") << first.body;
+    ParkedOnceWaiter w(d, 0, key);
+    ASSERT_TRUE(OnceWaitersParked(d.node(0), 1));
+    const auto finished = steady::now();
+    const std::string body =
+        how == "complete"
+            ? R"({"key":")" + key + R"(","token":)" + std::to_string(first.num("token")) +
+                  R"(,"result":{"sent":true}})"
+            : R"({"key":")" + key + R"(","token":)" + std::to_string(first.num("token")) +
+                  R"(,"error":"smtp down","retry":true})";
+    auto f = b.send("POST", "/v1/ns/ops/once/" + how, body);
+    ASSERT_EQ(f.status, 200) << f.body;
+    w.join();
+    ASSERT_EQ(w.got().status, 200) << w.got().body;
+    // complete: the waiter gets the result; fail (retry): the waiter takes the next attempt.
+    EXPECT_EQ(w.got().str("outcome"), how == "complete" ? "completed" : "acquired") << w.got().body;
+    EXPECT_LT(w.answered_at() - finished, kWokenWithin);
+    std::printf("[ figures  ] once %s on node B -> answer on node A: %.1f ms\n", how.c_str(),
+                Ms(w.answered_at() - finished));
+  }
+}
+
+// The LISTEN connections are cut (as a failover or a proxy would): the nodes re-establish them
+// and a release still wakes the waiter on the other node.
+TEST(Nodes, ACutListenConnectionIsReEstablishedAndWakeUpsGoOn) {
+  Deployment d(2);
+  d.start_all();
+  const std::string listeners =
+      "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'ichido-listen' AND "
+      "query LIKE 'LISTEN%' AND datname = current_database()";
+  ASSERT_TRUE(eventually([&] { return query_value(d.url(), listeners) == "2"; }))
+      << query_value(d.url(), listeners);
+  ASSERT_EQ(query_value(d.url(),
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                        "WHERE application_name = 'ichido-listen'"),
+            "2");
+  ApiClient b(d.node(1).url(), "ops");
+  const std::int64_t held = Acquire(b, "cut", "holder");
+  ParkedLockWaiter w(d, 0, "cut");
+  ASSERT_TRUE(w.parked());
+  // Both nodes listen again (by themselves, within their reconnect backoff).
+  EXPECT_TRUE(eventually([&] { return query_value(d.url(), listeners) == "2"; }))
+      << query_value(d.url(), listeners);
+  const auto released = steady::now();
+  auto r =
+      b.send("POST", "/v1/ns/ops/locks/cut/release", R"({"token":)" + std::to_string(held) + "}");
+  ASSERT_EQ(r.status, 200) << r.body;
+  w.join();
+  ASSERT_EQ(w.got().status, 200) << w.got().body;
+  EXPECT_TRUE(w.got().at("acquired").as_bool()) << w.got().body;
+  EXPECT_LT(w.granted_at() - released, kWokenWithin);
+}
+
+// The wake-up latency across nodes (issue 10 target: p99 <= 100 ms), printed: each round a
+// fresh lock is held through node B, a waiter parks on node A, and B releases; the figure is
+// from sending the release to the waiter's grant (so it includes the release's own commit).
+TEST(Nodes, WakeUpLatencyAcrossNodesIsMeasured) {
+  Deployment d(2);
+  d.start_all();
+  ApiClient b(d.node(1).url(), "ops");
+  constexpr int kRounds = 40;
+  std::vector<double> ms;
+  for (int i = 0; i < kRounds; ++i) {
+    const std::string name = "lat" + std::to_string(i);
+    const std::int64_t held = Acquire(b, name, "holder");
+    ParkedLockWaiter w(d, 0, name);
+    ASSERT_TRUE(w.parked());
+    const auto released = steady::now();
+    auto r = b.send("POST", "/v1/ns/ops/locks/" + name + "/release",
+                    R"({"token":)" + std::to_string(held) + "}");
+    ASSERT_EQ(r.status, 200) << r.body;
+    w.join();
+    ASSERT_TRUE(w.got().status == 200 && w.got().at("acquired").as_bool()) << w.got().body;
+    ms.push_back(Ms(w.granted_at() - released));
+  }
+  std::sort(ms.begin(), ms.end());
+  auto pct = [&](double p) { return ms[std::min(ms.size() - 1, std::size_t(p * ms.size()))]; };
+  std::printf(
+      "[ figures  ] cross-node wake-up (release on B -> grant on A), %d rounds: p50 %.1f ms, "
+      "p90 %.1f ms, p99 %.1f ms, max %.1f ms\n",
+      kRounds, pct(0.50), pct(0.90), pct(0.99), ms.back());
+  EXPECT_LT(ms.back(), Ms(kWokenWithin));
+}
+
+// `ichido token revoke --store URL`: the revocation reaches every running node through the
+// change feed (one NOTIFY in the revoking transaction), not only the next token refresh.
+TEST(Nodes, ATokenRevokedWithTheCliIsRefusedOnEveryNode) {
+  TempDir dir;
+  ServerProcess a(dir.path() + "/a", {}, /*auth=*/true);
+  ServerProcess b(dir.path() + "/b", {}, /*auth=*/true);
+  b.share_store(a);
+  std::string err;
+  ASSERT_TRUE(a.start(&err)) << err;
+  ASSERT_TRUE(b.start(&err)) << err;
+  const std::string cli = std::string(ichido_binary()) + " token ";
+  auto [code, secret] = run_command(cli + "create " + a.store_args() + " --ns ops --role writer");
+  ASSERT_EQ(code, 0) << secret;
+  ApiClient on_a(a.url(), "ops", secret), on_b(b.url(), "ops", secret);
+  ASSERT_EQ(on_a.send("GET", "/v1/ns/ops/counters").status, 200);
+  ASSERT_EQ(on_b.send("GET", "/v1/ns/ops/counters").status, 200);
+  auto [lcode, listed] = run_command(cli + "list --json " + a.store_args());
+  ASSERT_EQ(lcode, 0) << listed;
+  std::string id;
+  const boost::json::value tokens = boost::json::parse(listed);
+  for (const auto& t : tokens.at("items").as_array()) {
+    if (t.at("role").as_string() == "writer") id = std::string(t.at("id").as_string());
+  }
+  ASSERT_FALSE(id.empty()) << listed;
+  auto [rcode, rout] = run_command(cli + "revoke " + id + " " + a.store_args());
+  ASSERT_EQ(rcode, 0) << rout;
+  const auto revoked = steady::now();
+  // Each node reloads as soon as its LISTEN connection reads the notification.
+  Reply ra, rb;
+  EXPECT_TRUE(eventually(
+      [&] {
+        ra = on_a.send("GET", "/v1/ns/ops/counters");
+        rb = on_b.send("GET", "/v1/ns/ops/counters");
+        return ra.status == 401 && rb.status == 401;
+      },
+      milliseconds(5000)))
+      << ra.status << " " << rb.status;
+  std::printf("[ figures  ] CLI revoke -> 401 on both nodes after %.1f ms\n",
+              Ms(steady::now() - revoked));
+}
+
 }  // namespace
 }  // namespace ichido::testing

@@ -145,7 +145,7 @@ class Load {
     std::set<std::int64_t> values;
     for (const auto& [key, value] : acked) {
       auto r = api.issued_by_key(counter_, key);
-      ASSERT_EQ(r.status, 200) << r.body;
+      ASSERT_EQ(r.status, 200) << r.body << r.transport_error;
       const auto& items = r.at("items").as_array();
       ASSERT_EQ(items.size(), 1u) << "acknowledged key " << key << " is not stored";
       EXPECT_EQ(items[0].at("value").to_number<std::int64_t>(), value) << key;

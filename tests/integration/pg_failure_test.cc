@@ -210,8 +210,15 @@ TEST(PgFailure, NodesBehindPgBouncerInTransactionModeKeepEveryGuarantee) {
   ASSERT_TRUE(bouncer.start_pgbouncer_for(db, &err)) << err;
   // 2 nodes × 7 connections share PgBouncer's 20 server connections per database and user:
   // any session state would leak between them.
-  Deployment d(2, {"--store-no-prepare"}, bouncer.url(), "ichido");
+  // LISTEN needs a session, which transaction pooling does not keep: the change feed's
+  // connection goes to the database itself (--listen-store, decision 075).
+  Deployment d(2, {"--store-no-prepare", "--listen-store", db.url()}, bouncer.url(), "ichido");
   d.start_all();
+  EXPECT_TRUE(eventually([&] {
+    return query_value(db.url(),
+                       "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                       "'ichido-listen' AND query LIKE 'LISTEN%'") == "2";
+  })) << "both nodes LISTEN on the database directly";
   ApiClient admin(d.node(0).url(), "shop");
   ASSERT_EQ(admin.create("n", R"({"start":0,"max":1000000,"format":"{seq}"})").status, 201);
   Load load(d, "n", /*clients_per_node=*/3);
@@ -249,6 +256,9 @@ TEST(PgFailure, NodesBehindPgBouncerInTransactionModeKeepEveryGuarantee) {
   EXPECT_EQ(acquired.load(), 20) << "each once key acquired exactly once";
   EXPECT_EQ(load.unavailable(), 0) << load.report();
   load.verify_every_ack_is_stored_and_numbers_are_contiguous(d.node(1));
+  if (::testing::Test::HasFailure()) {
+    for (int n = 0; n < 2; ++n) std::printf("--- node %d log:\n%s\n", n, d.node(n).log().c_str());
+  }
 }
 
 }  // namespace

@@ -1,8 +1,14 @@
 #include "store/postgres/pg_store.h"
 
+#include <libpq-fe.h>
+#include <poll.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <random>
 
+#include "store/postgres/change_feed.h"
 #include "store/postgres/schema.h"
 
 namespace ichido::store::postgres {
@@ -30,6 +36,14 @@ Error unknown_outcome(const Error& cause) {
               "). Retrying with the same key or token is safe: it answers what was saved.");
   e.details.emplace("outcome", std::string("unknown"));
   return e;
+}
+
+std::string random_node_id() {
+  std::random_device rd;
+  std::uniform_int_distribution<std::uint64_t> d;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(d(rd)));
+  return buf;
 }
 
 }  // namespace
@@ -88,7 +102,11 @@ Result<std::unique_ptr<PgConn>> open_checked(const PgConn::Settings& settings) {
 }
 
 PgStore::PgStore(Options options)
-    : opt_(std::move(options)), sql_(opt_.schema), settings_(connection_settings(opt_)) {}
+    : opt_(std::move(options)),
+      sql_(opt_.schema),
+      settings_(connection_settings(opt_)),
+      node_id_(random_node_id()),
+      channel_(notify_channel(opt_.schema)) {}
 
 Result<std::unique_ptr<PgStore>> PgStore::open(Options options) {
   ICHIDO_TRY(validate_schema_name(options.schema));
@@ -136,6 +154,7 @@ Result<void> PgStore::start() {
   for (auto& l : lanes_) l->thread = std::thread([this, lane = l.get()] { lane_loop(*lane); });
   for (auto& r : readers_) r->thread = std::thread([this, rd = r.get()] { reader_loop(*rd); });
   monitor_ = std::thread([this] { monitor_loop(); });
+  if (opt_.listen) listener_ = std::thread([this] { listen_loop(); });
   return {};
 }
 
@@ -159,6 +178,7 @@ void PgStore::close() {
       if (r->thread.joinable()) r->thread.join();
     }
     if (monitor_.joinable()) monitor_.join();
+    if (listener_.joinable()) listener_.join();
     for (auto& l : lanes_) l->conn.reset();
     for (auto& r : readers_) r->conn.reset();
   });
@@ -369,6 +389,7 @@ PgStore::Outcome PgStore::attempt(PgConn& c, std::vector<Job>& batch,
   if (auto r = c.wait_results(); !r.ok()) return outcome_of_failure(r.error(), false);
   if (opt_.clock) now = opt_.clock->now_ms();
   job_errors.assign(batch.size(), std::nullopt);
+  std::vector<Announcement> announced;  // by the jobs that kept their changes
   for (std::size_t i = 0; i < batch.size(); ++i) {
     Job& job = batch[i];
     if (isolate) c.send(sql_.savepoint, Params());
@@ -398,10 +419,18 @@ PgStore::Outcome PgStore::attempt(PgConn& c, std::vector<Job>& batch,
       if (auto s = c.sync(); !s.ok() || c.broken()) return outcome_of_failure(s.error(), false);
       return Outcome::isolate;
     }
+    if (keep && !job_errors[i]) {
+      announced.insert(announced.end(), job.announce.begin(), job.announce.end());
+    }
   }
   if (auto r = t.flush_writes(); !r.ok()) return outcome_of_failure(r.error(), false);
-  // Part B (waking waiters on other nodes) adds its statements here: after the jobs, before the
-  // COMMIT, in the same transaction.
+  // The change feed: one notification for the whole transaction, delivered by PostgreSQL when
+  // (and only if) it commits. Pipelined: no extra round trip.
+  if (!announced.empty()) {
+    c.send(sql_.notify,
+           Params().text(channel_).text(encode_changes(node_id_, std::move(announced))));
+    sent_.fetch_add(1);
+  }
   c.send(sql_.commit, Params());
   if (auto s = c.sync(); !s.ok()) {
     // Either a pipelined statement failed (the COMMIT was skipped, nothing was saved) or the
@@ -457,6 +486,95 @@ void PgStore::reader_loop(Reader& rd) {
       job.finish(now.ok() ? nullptr : &now.error());
       break;
     }
+  }
+}
+
+// --- change feed ---------------------------------------------------------------------------------
+
+void PgStore::watch_external_changes(ExternalChangeHandler handler) {
+  MutexLock lk(change_mu_);
+  handler_ = std::move(handler);
+}
+
+void PgStore::deliver(const ExternalChanges& changes) {
+  MutexLock lk(change_mu_);
+  if (handler_) handler_(changes);
+}
+
+// The LISTEN connection (decision 075): its own connection (Options::listen_url), never in the
+// write pool. Waits on its socket at most 100 ms at a time (so close() is prompt); delivers
+// every notification of another node; every recheck_ms delivers "all waiters" (a lost
+// notification costs at most that); every listen_ping_ms runs a query so that a connection the
+// network silently dropped is found; after every re-established LISTEN delivers "all waiters and
+// tokens" (notifications sent while it was down are lost).
+void PgStore::listen_loop() {
+  PgConn::Settings ls = settings_;
+  if (!opt_.listen_url.empty()) ls.conninfo = opt_.listen_url;
+  ls.io_timeout_ms = std::min(ls.io_timeout_ms, 5000);
+  ls.application_name = opt_.application_name + "-listen";
+  const Stmt ping{"SELECT 1"};
+  std::unique_ptr<PgConn> conn;
+  bool first = true;
+  milliseconds backoff = kFirstBackoff;
+  auto next_recheck = Steady::now() + milliseconds(opt_.recheck_ms);
+  auto next_ping = Steady::now() + milliseconds(opt_.listen_ping_ms);
+  ExternalChanges everyone;
+  everyone.all_waiters = true;
+  while (!closing_.load()) {
+    const auto now = Steady::now();
+    if (now >= next_recheck) {
+      deliver(everyone);
+      next_recheck = now + milliseconds(opt_.recheck_ms);
+    }
+    if (!conn) {
+      auto c = PgConn::connect(ls);
+      Result<void> listening =
+          c.ok() ? (*c)->exec_script("LISTEN \"" + channel_ + "\"") : Result<void>(c.error());
+      if (!listening.ok()) {
+        MutexLock lk(health_mu_);
+        const auto until = Steady::now() + backoff;
+        while (!closing_.load() && health_cv_.wait_until(health_mu_, until)) {
+        }
+        backoff = std::min(backoff * 2, kMaxBackoff);
+        continue;
+      }
+      conn = std::move(*c);
+      backoff = kFirstBackoff;
+      listens_.fetch_add(1);
+      next_ping = Steady::now() + milliseconds(opt_.listen_ping_ms);
+      if (!first) {
+        ExternalChanges all = everyone;
+        all.tokens = true;
+        deliver(all);
+      }
+      first = false;
+    }
+    PGconn* raw = conn->raw();
+    pollfd pfd{PQsocket(raw), POLLIN, 0};
+    const auto wait = std::clamp<std::int64_t>(
+        std::chrono::duration_cast<milliseconds>(std::min(next_recheck, next_ping) - now).count(),
+        0, 100);
+    (void)::poll(&pfd, 1, static_cast<int>(wait));
+    bool lost = PQconsumeInput(raw) == 0 || PQstatus(raw) != CONNECTION_OK;
+    if (!lost && Steady::now() >= next_ping) {
+      auto r = conn->query(ping, Params());
+      lost = !r.ok() || !conn->sync().ok() || conn->broken();
+      next_ping = Steady::now() + milliseconds(opt_.listen_ping_ms);
+    }
+    while (PGnotify* n = PQnotifies(raw)) {
+      auto d = decode_changes(n->extra ? n->extra : "");
+      PQfreemem(n);
+      if (!d) {
+        received_.fetch_add(1);
+        ExternalChanges all = everyone;
+        all.tokens = true;
+        deliver(all);
+      } else if (d->node != node_id_) {
+        received_.fetch_add(1);
+        deliver(d->changes);
+      }
+    }
+    if (lost) conn.reset();
   }
 }
 

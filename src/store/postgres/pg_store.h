@@ -79,6 +79,14 @@ struct Options {
   bool migrate = true;                      // create or upgrade the schema at open()
   std::string application_name = "ichido";  // shown in pg_stat_activity
   Clock* clock = nullptr;                   // tests only: replaces the database's clock
+  // The change feed between nodes (docs/decisions/075). listen_url: the LISTEN connection's own
+  // URL (empty: url), e.g. the database directly when url is a PgBouncer in transaction mode,
+  // where LISTEN does not work. recheck_ms: every waiter re-checks at least this often, so a
+  // lost notification costs at most that. listen = false: no LISTEN connection at all (tools).
+  std::string listen_url;
+  bool listen = true;
+  int recheck_ms = 1000;
+  int listen_ping_ms = 2000;  // the LISTEN connection is checked with a query this often
 };
 
 // The connection settings every connection of a store with these options uses.
@@ -99,6 +107,7 @@ class PgStore final : public TableStore {
 
   Result<void> check_ready() override;
   Result<void> check_health() override;
+  void watch_external_changes(ExternalChangeHandler handler) override;
   StoreStats stats() const override;
   void close() override;
 
@@ -106,6 +115,14 @@ class PgStore final : public TableStore {
   const std::string& describe() const { return describe_; }
   // The store's identity (schema table store_identity, made with the schema): 32 hex digits.
   const std::string& store_id() const { return store_id_; }
+  // This process's id in the change feed (random at open; its own notifications are ignored).
+  const std::string& node_id() const { return node_id_; }
+  // Change feed counters (tests, /metrics later): notifications sent and received from others,
+  // and how often the LISTEN connection was (re-)established.
+  struct FeedStats {
+    std::uint64_t sent = 0, received = 0, listens = 0;
+  };
+  FeedStats feed_stats() const { return {sent_.load(), received_.load(), listens_.load()}; }
 
  protected:
   void submit_write(Job job) override;
@@ -124,6 +141,8 @@ class PgStore final : public TableStore {
                   bool isolate, std::vector<std::optional<Error>>& job_errors, Error& error);
   void reader_loop(Reader& reader);
   void monitor_loop();
+  void listen_loop();
+  void deliver(const ExternalChanges& changes);
   // A usable connection in `slot`, connecting when needed (not more often than the backoff).
   PgConn* ensure(std::unique_ptr<PgConn>& slot, std::chrono::steady_clock::time_point& retry_at,
                  std::chrono::milliseconds& backoff, Error& error);
@@ -135,6 +154,12 @@ class PgStore final : public TableStore {
   const PgConn::Settings settings_;
   std::string describe_;
   std::string store_id_;  // set by start()
+  const std::string node_id_;
+  const std::string channel_;
+  Mutex change_mu_;  // held while the handler runs (watch_external_changes waits for it)
+  ExternalChangeHandler handler_ GUARDED_BY(change_mu_);
+  std::thread listener_;
+  std::atomic<std::uint64_t> sent_{0}, received_{0}, listens_{0};
 
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::vector<std::unique_ptr<Reader>> readers_;

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "store/postgres/change_feed.h"
 #include "store/postgres/schema.h"
 #include "store/testing/pg_test_env.h"
 #include "store/testing/sync_store.h"
@@ -423,6 +424,116 @@ TEST_F(PgStoreTest, DroppedConnectionsAreReplacedWithoutFailingCommands) {
   }
   EXPECT_EQ(store.stats().failed_commits, 0u);
   store.close();
+}
+
+}  // namespace
+}  // namespace ichido::store::postgres
+
+namespace ichido::store::postgres {
+namespace {
+
+// --- the change feed (decision 075) ---
+
+TEST(ChangeFeed, PayloadRoundTripsEscapedKeysAndIsSortedAndUnique) {
+  std::vector<Announcement> items = {announce_once({"shop", "a\tb\nc\\d"}),
+                                     announce_lock({"ops", "export"}),
+                                     announce_lock({"ops", "export"}), announce_tokens()};
+  const std::string p = encode_changes("node1", items);
+  EXPECT_EQ(p, "node1\nL\tops\texport\nO\tshop\ta\tb\\nc\\\\d\nT");
+  auto d = decode_changes(p);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->node, "node1");
+  ASSERT_EQ(d->changes.locks.size(), 1u);
+  EXPECT_EQ(d->changes.locks[0].ns, "ops");
+  EXPECT_EQ(d->changes.locks[0].name, "export");
+  ASSERT_EQ(d->changes.once.size(), 1u);
+  EXPECT_EQ(d->changes.once[0].key, "a\tb\nc\\d");
+  EXPECT_TRUE(d->changes.tokens);
+  EXPECT_FALSE(d->changes.all_waiters);
+}
+
+TEST(ChangeFeed, TooManyItemsFallBackToNamespacesThenToEverything) {
+  std::vector<Announcement> items;
+  for (int i = 0; i < 2000; ++i) items.push_back(announce_once({"shop", "k" + std::to_string(i)}));
+  items.push_back(announce_lock({"ops", "l"}));
+  std::string p = encode_changes("n", items);
+  EXPECT_LE(p.size(), kMaxNotifyPayload);
+  auto d = decode_changes(p);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->changes.namespaces, (std::vector<std::string>{"ops", "shop"}));
+  EXPECT_TRUE(d->changes.once.empty());
+
+  items.clear();
+  for (int i = 0; i < 200; ++i) {
+    items.push_back(announce_lock({std::string(100, 'n') + std::to_string(i), "l"}));
+  }
+  items.push_back(announce_tokens());
+  p = encode_changes("n", items);
+  EXPECT_LE(p.size(), kMaxNotifyPayload);
+  d = decode_changes(p);
+  ASSERT_TRUE(d);
+  EXPECT_TRUE(d->changes.all_waiters);
+  EXPECT_TRUE(d->changes.tokens);  // kept whatever else falls back
+}
+
+TEST(ChangeFeed, AnUnreadablePayloadIsRefused) {
+  EXPECT_FALSE(decode_changes(""));
+  EXPECT_FALSE(decode_changes("n\nX\tfoo\tbar"));
+  EXPECT_FALSE(decode_changes("n\nO\tns\tbad\\escape"));
+}
+
+// Two stores on one schema stand for two nodes: a release committed by one reaches the other's
+// handler (not its own), once per committed transaction.
+TEST_F(PgStoreTest, AReleaseOnOneNodeReachesTheOtherNodesHandlerOnly) {
+  auto a = PgStore::open(Opts());
+  auto b = PgStore::open(Opts());
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<ExternalChanges> at_a, at_b;
+  auto collect = [&](std::vector<ExternalChanges>& into) {
+    return [&](const ExternalChanges& c) {
+      if (c.all_waiters && c.locks.empty() && c.once.empty()) return;  // the periodic re-check
+      std::lock_guard lk(mu);
+      into.push_back(c);
+      cv.notify_all();
+    };
+  };
+  (*a)->watch_external_changes(collect(at_a));
+  (*b)->watch_external_changes(collect(at_b));
+  // Both LISTEN connections are up before anything is sent.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((*a)->feed_stats().listens < 1 || (*b)->feed_stats().listens < 1) {
+    ASSERT_LT(std::chrono::steady_clock::now(), until) << "the LISTEN connections never came up";
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  SyncStore sa(**a);
+  auto g = sa.acquire_lock({{"ops", "l"}, "me", 60000, std::nullopt});
+  ASSERT_TRUE(g.ok() && g->acquired);
+  EXPECT_EQ((*a)->feed_stats().sent, 0u);  // an acquire announces nothing
+  ASSERT_TRUE(sa.release_lock({{"ops", "l"}, g->record.token}).ok());
+  EXPECT_EQ((*a)->feed_stats().sent, 1u);
+  std::unique_lock lk(mu);
+  ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(5), [&] { return !at_b.empty(); }));
+  ASSERT_EQ(at_b[0].locks.size(), 1u);
+  EXPECT_EQ(at_b[0].locks[0].name, "l");
+  lk.unlock();
+  // Now b releases: a hears it, and nothing before it (its own notification, delivered to it
+  // first, was dropped).
+  SyncStore sb(**b);
+  auto h = sb.acquire_lock({{"ops", "m"}, "me", 60000, std::nullopt});
+  ASSERT_TRUE(h.ok() && h->acquired);
+  ASSERT_TRUE(sb.release_lock({{"ops", "m"}, h->record.token}).ok());
+  lk.lock();
+  ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(5), [&] { return !at_a.empty(); }));
+  ASSERT_EQ(at_a.size(), 1u) << "a node is not told about its own changes";
+  ASSERT_EQ(at_a[0].locks.size(), 1u);
+  EXPECT_EQ(at_a[0].locks[0].name, "m");
+  lk.unlock();
+  (*a)->watch_external_changes({});
+  (*b)->watch_external_changes({});
+  (*a)->close();
+  (*b)->close();
 }
 
 }  // namespace

@@ -332,6 +332,7 @@ Sql::Sql(const std::string& schema) {
         "(SELECT coalesce(max(version), 0)::int8 FROM {s}.schema_version), "
         "(SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {s}.token_seq)");
   find_store_id = S("SELECT store_id FROM {s}.store_identity");
+  notify = S("SELECT pg_notify($1, $2)");
 }
 
 static std::string row_key(const std::string& a, const std::string& b) {

@@ -60,6 +60,8 @@ struct Sql {
   Stmt find_lock, save_lock, delete_lock, list_live_locks;
   // Health, identity.
   Stmt probe, find_store_id;
+  // The change feed (change_feed.h): SELECT pg_notify(channel, payload).
+  Stmt notify;
 };
 
 class PgTables final : public Tables {

@@ -4,6 +4,7 @@
 
 #include "base/secret.h"
 #include "store/admin_ops.h"
+#include "store/postgres/change_feed.h"
 #include "store/postgres/pg_store.h"
 #include "store/postgres/schema.h"
 #include "store/table_store.h"
@@ -13,8 +14,11 @@ namespace {
 
 // Runs `fn(tables, now)` in one transaction holding the advisory locks of `keys` (the same
 // locks the server's batches take), with the database's clock read after them.
+// `announce_tokens`: the transaction also notifies every node that tokens changed (decision
+// 075), so a revocation is effective on every node as soon as it commits.
 template <class T, class Fn>
-Result<T> in_transaction(const StoreAddress& at, std::vector<std::int64_t> keys, Fn fn) {
+Result<T> in_transaction(const StoreAddress& at, std::vector<std::int64_t> keys, Fn fn,
+                         bool announce_tokens = false) {
   Options o;
   o.url = at.url;
   o.schema = at.schema;
@@ -29,6 +33,11 @@ Result<T> in_transaction(const StoreAddress& at, std::vector<std::int64_t> keys,
   if (!locked.ok()) return std::move(locked).error();
   PgTables t(c, sql);
   Result<T> r = fn(t, locked->i64(0, 1));
+  if (r.ok() && announce_tokens) {
+    c.send(sql.notify, Params()
+                           .text(notify_channel(at.schema))
+                           .text(encode_changes("cli", {store::announce_tokens()})));
+  }
   (void)c.sync();
   c.send(r.ok() ? sql.commit : sql.rollback, Params());
   if (auto s = c.sync(); !s.ok()) return std::move(s).error();
@@ -59,7 +68,8 @@ Result<NewToken> create_token_in_store(const StoreAddress& at, core::Role role,
   std::vector<std::int64_t> keys{job_key("token", id, ""), job_key("audit", "", "")};
   std::sort(keys.begin(), keys.end());
   auto stored = in_transaction<core::TokenInfo>(
-      at, std::move(keys), [&](PgTables& t, TimeMs now) -> Result<core::TokenInfo> {
+      at, std::move(keys),
+      [&](PgTables& t, TimeMs now) -> Result<core::TokenInfo> {
         std::optional<TimeMs> expires_at;
         if (expires_in_ms) expires_at = now + *expires_in_ms;
         auto info = core::make_token(id, out.secret, role, scope, label, now, expires_at);
@@ -70,7 +80,8 @@ Result<NewToken> create_token_in_store(const StoreAddress& at, core::Role role,
                       "id " + info->id + ", role " + std::string(core::to_string(role)), now));
         if (!a.ok()) return std::move(a).error();
         return std::move(*info);
-      });
+      },
+      /*announce_tokens=*/true);
   if (!stored.ok()) return std::move(stored).error();
   out.info = std::move(*stored);
   return out;
@@ -85,13 +96,15 @@ Result<core::TokenInfo> revoke_token_in_store(const StoreAddress& at, const std:
   std::vector<std::int64_t> keys{job_key("token", id, ""), job_key("audit", "", "")};
   std::sort(keys.begin(), keys.end());
   return in_transaction<core::TokenInfo>(
-      at, std::move(keys), [&](PgTables& t, TimeMs now) -> Result<core::TokenInfo> {
+      at, std::move(keys),
+      [&](PgTables& t, TimeMs now) -> Result<core::TokenInfo> {
         auto tok = revoke_token_rows(t, id, now);
         if (!tok.ok()) return tok;
         auto a = t.insert_audit(cli_audit("token revoke", tok->scope, "id " + id, now));
         if (!a.ok()) return std::move(a).error();
         return tok;
-      });
+      },
+      /*announce_tokens=*/true);
 }
 
 }  // namespace ichido::store::postgres

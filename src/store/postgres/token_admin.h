@@ -2,8 +2,9 @@
 // --store URL` use. One connection of its own, one transaction per command (with its audit log
 // entry, actor "cli"), the same row rules as the server (store/admin_ops.h), the database's clock
 // for created_at, expires_at and revoked_at. A new token works on every node at once (a node looks
-// an unknown token up before answering 401); a revocation reaches the nodes with their next token
-// refresh, within a second.
+// an unknown token up before answering 401); a revocation is announced in its transaction (one
+// NOTIFY, decision 075), so every running node reloads its tokens as soon as it commits (and
+// within the 1 s refresh should the notification be lost).
 #pragma once
 
 #include <cstdint>

@@ -379,7 +379,7 @@ TEST_F(CorsTest, AnswersToAnAllowedOriginCarryTheHeadersErrorsToo) {
 
 TEST_F(CorsTest, OtherOriginsAndAServerWithoutTheFlagGetNothing) {
   start({"--cors-origin", "http://sheet.example:8080"});
-  for (const std::string& other :
+  for (const std::string other :
        {"http://sheet.example:8081", "https://sheet.example:8080", "http://evil.example", "null",
         "http://sheet.example:8080.evil.example"}) {
     SCOPED_TRACE(other);
@@ -425,7 +425,7 @@ TEST_F(CorsTest, TheOriginsComeFromTheConfigFileToo) {
     out << "[serve]\ncors-origin = \"http://sheet.example:8080, https://*.example.net\"\n";
   }
   start({"--config", conf});
-  for (const std::string& o : {"http://sheet.example:8080", "https://a.example.net"}) {
+  for (const std::string o : {"http://sheet.example:8080", "https://a.example.net"}) {
     const std::string out = raw(port(), "OPTIONS", "/v1/ns/t/counters/c/next",
                                 "Origin: " + o + "\r\nAccess-Control-Request-Method: POST\r\n");
     EXPECT_EQ(statuses(out), std::vector<int>{204}) << out;
@@ -434,7 +434,7 @@ TEST_F(CorsTest, TheOriginsComeFromTheConfigFileToo) {
 }
 
 TEST_F(CorsTest, ABadOriginStopsTheServerWithAUsageError) {
-  for (const std::string& bad : {"*", "https://example.com/app", "example.com", "null"}) {
+  for (const std::string bad : {"*", "https://example.com/app", "example.com", "null"}) {
     SCOPED_TRACE(bad);
     ServerProcess s(dir_.path() + "/bad", {"--cors-origin", bad}, true);
     std::string err;

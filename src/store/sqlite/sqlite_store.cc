@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "store/sqlite/data_dir.h"
 #include "store/sqlite/schema.h"
@@ -248,14 +249,27 @@ void SqliteStore::commit_batch(std::vector<Job>& batch) {
     return;
   }
   const auto commit_started = std::chrono::steady_clock::now();
-  const int commit_rc = sqlite3_exec(db.raw(), "COMMIT", nullptr, nullptr, nullptr);
+  // COMMIT is a cached prepared statement (like BEGIN IMMEDIATE and the savepoints), not parsed
+  // again through sqlite3_exec for every batch. Its error is taken before the statement is reset
+  // (when `commit` goes out of scope), and the ROLLBACK below runs after that reset.
+  int rc = SQLITE_OK;
+  std::optional<Error> commit_error;
+  {
+    auto commit = db.query("COMMIT");
+    if (!commit.ok()) {
+      rc = sqlite3_extended_errcode(db.raw());
+      commit_error = std::move(commit).error();
+    } else if (commit->step() != SQLITE_DONE) {
+      rc = sqlite3_extended_errcode(db.raw());
+      commit_error = db.error("commit to disk");
+    }
+  }
   commit_us_.fetch_add(
       static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                      std::chrono::steady_clock::now() - commit_started)
                                      .count()));
-  if (commit_rc != SQLITE_OK) {
-    const int rc = sqlite3_extended_errcode(db.raw());
-    Error e = db.error("commit to disk");
+  if (commit_error) {
+    Error e = std::move(*commit_error);
     if (db.read_only()) read_only_.store(true);
     cache_.clear();
     if (db.in_transaction()) (void)db.exec("ROLLBACK", "roll back");

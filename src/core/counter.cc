@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "core/fields.h"
 
@@ -110,6 +112,21 @@ Result<std::vector<FormatPiece>> parse_format(std::string_view f) {
     return invalid_field("format", "The format must contain {seq} or {seq:N}.");
   }
   return out;
+}
+
+Result<const std::vector<FormatPiece>*> parse_format_cached(std::string_view format) {
+  struct TextHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  // Per thread, so no lock: the writer thread of a store (or each of its threads) has its own.
+  thread_local std::unordered_map<std::string, std::vector<FormatPiece>, TextHash, std::equal_to<>>
+      cache;
+  if (auto it = cache.find(format); it != cache.end()) return &it->second;
+  auto parsed = parse_format(format);
+  if (!parsed.ok()) return std::move(parsed).error();
+  if (cache.size() >= kFormatCacheEntries) cache.clear();
+  return &cache.emplace(std::string(format), std::move(*parsed)).first->second;
 }
 
 Result<LocalDate> local_date(std::string_view tz, TimeMs now) {
@@ -247,11 +264,11 @@ Result<NextDecision> decide_next(const CounterConfig& c, const Today& today,
                  "raise the limit with a new counter.")
         .with("max", c.max);
   }
-  auto pieces = parse_format(c.format);
+  auto pieces = parse_format_cached(c.format);
   if (!pieces.ok()) return std::move(pieces).error();  // unreachable for a validated config
   IssuedNumber rec;
   rec.value = last_value + 1;
-  rec.formatted = render(*pieces, rec.value, today.date);
+  rec.formatted = render(**pieces, rec.value, today.date);
   rec.period = today.period;
   rec.key = cmd.key;
   rec.note = cmd.note;
@@ -274,10 +291,10 @@ Result<IssuedNumber> decide_void(const CounterConfig& c, const Today& today,
     rec = *existing;
   } else {
     // A value skipped by `set`: record it as voided so the trail shows why it is missing.
-    auto pieces = parse_format(c.format);
+    auto pieces = parse_format_cached(c.format);
     if (!pieces.ok()) return std::move(pieces).error();
     rec.value = value;
-    rec.formatted = render(*pieces, value, today.date);
+    rec.formatted = render(**pieces, value, today.date);
     rec.period = period;
     rec.issued_at = now;
   }

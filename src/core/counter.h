@@ -55,6 +55,15 @@ struct FormatPiece {
 // "{{" and "}}" are literal braces. At least one {seq} is required. Errors name field "format".
 Result<std::vector<FormatPiece>> parse_format(std::string_view format);
 
+// parse_format through a small per-thread cache keyed by the format text: what `next` and `void`
+// use, so a counter's format is not parsed again for every number. parse_format is a pure function
+// of the text, so an entry can never be stale; a format that does not parse is not cached (its
+// error is returned every time). At most kFormatCacheEntries formats are kept per thread; when a
+// new one does not fit, the cache is emptied first. The returned pointer is valid until the next
+// call on the same thread. Thread-safety: safe from any thread (each thread has its own cache).
+inline constexpr std::size_t kFormatCacheEntries = 64;
+Result<const std::vector<FormatPiece>*> parse_format_cached(std::string_view format);
+
 // A calendar date in the counter's time zone.
 struct LocalDate {
   int year = 1970;

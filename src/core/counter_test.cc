@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <variant>
 
@@ -138,6 +139,73 @@ TEST(Format, LengthLimit) {
   ASSERT_EQ(ok.size(), kMaxFormatBytes);
   EXPECT_TRUE(parse_format(ok).ok());
   ExpectError(parse_format("x" + ok), errc::invalid_request, "format");
+}
+
+void ExpectSamePieces(const std::vector<FormatPiece>& a, const std::vector<FormatPiece>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].kind, b[i].kind) << i;
+    EXPECT_EQ(a[i].text, b[i].text) << i;
+    EXPECT_EQ(a[i].width, b[i].width) << i;
+  }
+}
+
+TEST(FormatCache, AHitIsTheSameParseAndEveryFormatGetsItsOwnPieces) {
+  // More formats than the cache holds, in turns, so entries are dropped and parsed again: every
+  // answer must still be the parse of exactly the text asked for.
+  const std::size_t n = 3 * kFormatCacheEntries + 7;
+  for (int round = 0; round < 3; ++round) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::string f = "F" + std::to_string(i) + "-{seq:" + std::to_string(1 + i % 18) + "}" +
+                            (i % 2 ? "/{yyyy}" : "");
+      SCOPED_TRACE(f);
+      auto cached = parse_format_cached(f);
+      ASSERT_TRUE(cached.ok());
+      auto fresh = parse_format(f);
+      ASSERT_TRUE(fresh.ok());
+      ExpectSamePieces(**cached, *fresh);
+      auto again = parse_format_cached(f);  // a hit: the very same entry
+      ASSERT_TRUE(again.ok());
+      EXPECT_EQ(*again, *cached);
+    }
+  }
+}
+
+TEST(FormatCache, ABadFormatIsRefusedEveryTimeAndNotCached) {
+  for (int i = 0; i < 3; ++i) {
+    ExpectError(parse_format_cached("R-{"), errc::invalid_request, "format");
+    ExpectError(parse_format_cached("{hh}-{seq}"), errc::invalid_request, "format");
+  }
+  auto ok = parse_format_cached("R-{seq}");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ((*ok)->size(), 2u);
+}
+
+TEST(FormatCache, NextAndVoidOfCountersWithDifferentFormatsNeverMixThem) {
+  const TimeMs now = At(2026, 4, 1, 9);
+  CounterConfig a;
+  a.format = "A-{seq:3}";
+  CounterConfig b;
+  b.format = "B{yyyy}-{seq}";
+  CounterConfig a2 = a;  // the same text, another counter: shares the entry, same answer
+  auto ta = today(a, now);
+  auto tb = today(b, now);
+  ASSERT_TRUE(ta.ok() && tb.ok());
+  for (std::int64_t v = 0; v < 5; ++v) {
+    auto da = decide_next(a, *ta, v, std::nullopt, NextCommand{}, now);
+    auto db = decide_next(b, *tb, v, std::nullopt, NextCommand{}, now);
+    auto da2 = decide_next(a2, *ta, v + 100, std::nullopt, NextCommand{}, now);
+    ASSERT_TRUE(da.ok() && db.ok() && da2.ok());
+    char want_a[16];
+    std::snprintf(want_a, sizeof want_a, "A-%03lld", static_cast<long long>(v + 1));
+    EXPECT_EQ(da->record.formatted, want_a);
+    EXPECT_EQ(db->record.formatted, "B2026-" + std::to_string(v + 1));
+    EXPECT_EQ(da2->record.formatted, "A-" + std::to_string(v + 101));
+  }
+  // A value skipped by `set` and then voided is rendered with its own counter's format too.
+  auto vb = decide_void(b, *tb, 9, std::nullopt, 7, tb->period, "skipped", now);
+  ASSERT_TRUE(vb.ok());
+  EXPECT_EQ(vb->formatted, "B2026-7");
 }
 
 // --- periods -------------------------------------------------------------------------------

@@ -173,8 +173,16 @@ Result<std::optional<std::int64_t>> SqliteTables::highest_issued(std::int64_t id
 }
 
 Result<void> SqliteTables::save_issued(std::int64_t id, const core::IssuedNumber& r) {
-  auto q = db_.query("INSERT OR REPLACE INTO issued (counter_id, " ISSUED_COLUMNS
-                     ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  // An upsert on the primary key, as the PostgreSQL store does, not INSERT OR REPLACE: a REPLACE
+  // on a table with foreign keys may delete rows, so SQLite gives it a statement journal (a copy
+  // of every page it touches); this one needs none. It also never deletes another row whose key
+  // collides (the rules look a key up first, so that would be a bug): it fails instead.
+  auto q = db_.query("INSERT INTO issued (counter_id, " ISSUED_COLUMNS
+                     ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                     "ON CONFLICT (counter_id, period, value) DO UPDATE SET "
+                     "formatted = excluded.formatted, key = excluded.key, note = excluded.note, "
+                     "issued_at = excluded.issued_at, voided_at = excluded.voided_at, "
+                     "void_reason = excluded.void_reason");
   if (!q.ok()) return std::move(q).error();
   q->bind(1, id).bind(2, r.period).bind(3, r.value).bind(4, r.formatted).bind(5, r.key);
   q->bind(6, r.note).bind(7, r.issued_at).bind(8, r.voided_at).bind(9, r.void_reason);

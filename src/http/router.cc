@@ -18,49 +18,59 @@ std::vector<std::string> split(std::string_view pattern) {
   return out;
 }
 
-bool matches(const Route& r, const std::vector<std::string>& segs, Params* params) {
+// True when every literal segment of `r` equals the request's (placeholders match anything).
+bool path_matches(const Route& r, const std::vector<std::string>& segs) {
   if (r.parts.size() != segs.size()) return false;
   for (std::size_t i = 0; i < segs.size(); ++i) {
-    const auto& p = r.parts[i];
-    if (p.size() >= 2 && p.front() == '{' && p.back() == '}') {
-      if (params) (*params)[p.substr(1, p.size() - 2)] = segs[i];
-    } else if (p != segs[i]) {
-      return false;
-    }
+    if (r.param_names[i].empty() && r.parts[i] != segs[i]) return false;
   }
   return true;
 }
 
 }  // namespace
 
+void Router::push(Route r) {
+  r.param_names.clear();
+  for (const auto& p : r.parts) {
+    const bool placeholder = p.size() >= 2 && p.front() == '{' && p.back() == '}';
+    r.param_names.push_back(placeholder ? p.substr(1, p.size() - 2) : std::string());
+  }
+  routes_.push_back(std::move(r));
+}
+
 void Router::add(beast_http::verb method, std::string pattern, Handler handler) {
   const auto role = method == beast_http::verb::get ? core::Role::reader : core::Role::writer;
-  routes_.push_back(Route{method, pattern, split(pattern), std::move(handler), role});
+  push(Route{method, pattern, split(pattern), std::move(handler), role});
 }
 
 void Router::add_admin(beast_http::verb method, std::string pattern, Handler handler) {
-  routes_.push_back(Route{method, pattern, split(pattern), std::move(handler), core::Role::admin});
+  push(Route{method, pattern, split(pattern), std::move(handler), core::Role::admin});
 }
 
 void Router::add_any_scope(std::string pattern, Handler handler) {
   Route r{beast_http::verb::get, pattern, split(pattern), std::move(handler), core::Role::reader};
   r.any_scope = true;
-  routes_.push_back(std::move(r));
+  push(std::move(r));
 }
 
+// The first route (in the order added) with the request's method whose path matches wins; its
+// parameters are bound once. Only when none does are the routes walked again, for the 405's
+// Allow header (the methods of the routes whose path matches, in the order added) or the 404.
 Match Router::match(const Request& req) const {
   Match m;
-  std::string allow;
   for (const auto& r : routes_) {
-    if (!matches(r, req.segments, nullptr)) continue;
-    if (r.method != req.method) {
-      if (!allow.empty()) allow += ", ";
-      allow += std::string(beast_http::to_string(r.method));
-      continue;
+    if (r.method != req.method || !path_matches(r, req.segments)) continue;
+    for (std::size_t i = 0; i < r.param_names.size(); ++i) {
+      if (!r.param_names[i].empty()) m.params[r.param_names[i]] = req.segments[i];
     }
-    matches(r, req.segments, &m.params);
     m.route = &r;
     return m;
+  }
+  std::string allow;
+  for (const auto& r : routes_) {
+    if (!path_matches(r, req.segments)) continue;
+    if (!allow.empty()) allow += ", ";
+    allow += std::string(beast_http::to_string(r.method));
   }
   if (!allow.empty()) {
     Response res = Response::error(

@@ -30,6 +30,9 @@ struct Route {
   // The namespace scope is not checked before the handler (which filters by req.principal
   // itself): calls about the caller or across the namespaces it may see.
   bool any_scope = false;
+  // Set by Router::add*: for each of `parts`, its placeholder's name without braces ("ns" for
+  // "{ns}"), or empty for a literal segment.
+  std::vector<std::string> param_names;
   bool admin() const { return role == core::Role::admin; }
 };
 
@@ -52,6 +55,7 @@ class Router {
   const std::vector<Route>& routes() const { return routes_; }
 
  private:
+  void push(Route r);
   std::vector<Route> routes_;
 };
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/auth.h"
@@ -26,7 +27,9 @@ struct Request {
   std::string method_string;
   std::vector<std::string> segments;  // "/v1/ns/a/counters" -> {"v1","ns","a","counters"}
   std::multimap<std::string, std::string> query;
-  std::string body;
+  // The body, not copied: it points into the server's request message, which outlives the
+  // handler. Handlers parse it (parse_body) and must not keep the view.
+  std::string_view body;
   std::string authorization;  // the Authorization header, if any
   std::string if_none_match;  // the If-None-Match header, if any (static files answer 304)
   std::string path;           // the raw path (no query), for logs and audit

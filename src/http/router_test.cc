@@ -88,7 +88,7 @@ TEST_F(RouterTest, APathServedOnlyWithOtherMethodsIs405WithThemAllInOrder) {
 
 TEST_F(RouterTest, AnUnknownPathIs404) {
   for (const auto& segs : std::vector<std::vector<std::string>>{
-           {"v1", "ns", "a", "counters"},                     // too short
+           {"v1", "ns", "a", "counters"},                    // too short
            {"v1", "ns", "a", "counters", "c", "next", "x"},  // too long
            {"v1", "ns", "a", "counter", "c"},                // a literal differs
            {"v2", "ns", "a", "counters", "c"},

@@ -182,6 +182,12 @@ struct AcquireLockCmd {
   // Only answer a replay (L8); otherwise answer acquired=false without granting, even when the
   // lock is free. For a retry that must not overtake queued waiters.
   bool replay_only = false;
+  // Stores that keep a waiter queue (Store::queues_lock_waiters, core/lock.h Q1–Q4): the caller's
+  // waiter id. When the lock is not granted, the caller is queued under this id (or keeps the
+  // place it has), live until now + wait_ms; a grant a release made for this waiter (Q3) is
+  // answered as acquired. Ignored by stores without a queue.
+  std::optional<std::string> waiter_id;
+  std::int64_t wait_ms = 0;
 };
 struct AcquireLockReply {
   bool acquired = false;
@@ -192,6 +198,15 @@ struct AcquireLockReply {
   // The store's clock when it decided (lease ends are on this clock; the service converts them
   // into steady-clock timers by the difference, so server clock jumps cannot stall a waiter).
   TimeMs now = 0;
+  bool queued = false;  // not acquired: the caller holds a place in the store's waiter queue
+  // Not acquired because of the queue (Q2): the head live waiter, which comes first.
+  std::optional<std::string> head_waiter;
+};
+
+// Q4: give up a place in the waiter queue.
+struct LeaveLockQueueCmd {
+  LockRef ref;
+  std::string waiter_id;
 };
 
 struct ReleaseLockCmd {
@@ -215,6 +230,8 @@ struct ForceReleaseReply {
 struct LockState {
   std::optional<core::LockRecord> holder;
   TimeMs now = 0;
+  // Stores that keep a waiter queue: the live waiters queued, on every process (Q1).
+  std::optional<std::int64_t> queued;
 };
 
 // --- tokens -----------------------------------------------------------------------------------
@@ -369,13 +386,24 @@ class Store {
   // Replays the current grant when cmd carries its owner and request_id (core/lock.h L8); else
   // grants the lock when it is free or lapsed (with a fresh token from the store's sequence), or
   // answers acquired=false with the live holder; the lock is unchanged then. With
-  // cmd.replay_only it never grants. Errors: none beyond the store's own.
+  // cmd.replay_only it never grants. With a waiter queue (queues_lock_waiters) a free lock is
+  // granted only when no live waiter is queued ahead (Q2), and cmd.waiter_id queues the caller
+  // when not granted. Errors: none beyond the store's own.
   virtual void acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> done) = 0;
-  // Deletes the record when `token` is the current one (held or lapsed). Errors: not_holder.
+  // Whether this store keeps a durable waiter queue shared by every process using it (Q1–Q4):
+  // the lock service then waits through the queue instead of its in-process line.
+  virtual bool queues_lock_waiters() const { return false; }
+  // Q4: removes the waiter's place (nothing when it has none). When the lock was granted to this
+  // waiter meanwhile, answers acquired=true with that grant (the caller now holds it); otherwise
+  // acquired=false with the live holder. Stores without a queue answer acquired=false.
+  virtual void leave_lock_queue(LeaveLockQueueCmd cmd, Callback<AcquireLockReply> done) = 0;
+  // Deletes the record when `token` is the current one (held or lapsed); with a waiter queue,
+  // grants the lock to the head live waiter in the same transaction (Q3). Errors: not_holder.
   virtual void release_lock(ReleaseLockCmd cmd, Callback<Unit> done) = 0;
   // Moves the lease end to now + lease_ms, same token. Errors: not_holder, invalid_request.
   virtual void renew_lock(RenewLockCmd cmd, Callback<core::LockRecord> done) = 0;
-  // Deletes any record of the lock (idempotent: released=false when there was none).
+  // Deletes any record of the lock (idempotent: released=false when there was none); with a
+  // waiter queue, then grants the lock to the head live waiter (Q3).
   virtual void force_release_lock(ForceReleaseCmd cmd, Callback<ForceReleaseReply> done) = 0;
   virtual void get_lock(LockRef ref, Callback<LockState> done) = 0;
   // The held locks of a namespace (live leases only), by name.

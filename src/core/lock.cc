@@ -26,10 +26,11 @@ Result<void> validate_lock_owner(const std::string& owner) {
 
 AcquireVerdict decide_acquire(const std::optional<LockRecord>& current, TimeMs now,
                               const std::string& owner,
-                              const std::optional<std::string>& request_id) {
+                              const std::optional<std::string>& request_id, bool waiter_ahead) {
   if (request_id && current && current->request_id == request_id && current->owner == owner) {
     return AcquireVerdict::replay;
   }
+  if (waiter_ahead) return AcquireVerdict::busy;  // Q2
   return is_held(current, now) ? AcquireVerdict::busy : AcquireVerdict::grant;
 }
 

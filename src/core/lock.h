@@ -21,6 +21,21 @@
 //       grant: it answers the record as it is (same token, current lease end) and writes nothing
 //       — the retry of a caller whose first answer was lost (API.md, "request_id").
 //
+// Fair waiting across processes (stores that keep a durable waiter queue: PostgreSQL, decision
+// 076; the memory and SQLite stores keep none, and for them Q1–Q4 never apply):
+//   Q1. A queued waiter has a place (a sequence number in the order its enqueue committed) and is
+//       *live* while its process's heartbeat lease and its own wait deadline last.
+//   Q2. acquire grants a free or lapsed lock only when no live waiter is queued ahead of the
+//       caller (every live waiter is ahead of a caller without a place): a newcomer never
+//       overtakes a queued waiter, whatever process either runs on. A replay (L8) is answered
+//       before this rule, so a retry never waits for itself.
+//   Q3. release and force-release, in their own transaction, grant the lock to the head live
+//       waiter (token drawn then, lease from the waiter's lease_ms) and remove its place: the
+//       lock is never free while a live waiter is queued. The grant names the waiter
+//       (LockRecord::waiter), so the waiter finds it when it asks again, on any path.
+//   Q4. A waiter that leaves (deadline, client gone) loses its place; when the lock was granted
+//       to it meanwhile, leaving answers that grant, and the caller decides (keep or release).
+//
 // States and the transitions between them (function behind each arrow):
 //
 //                     decide_acquire → grant
@@ -63,6 +78,9 @@ struct LockRecord {
   TimeMs acquired_at = 0;
   TimeMs lease_expires_at = 0;
   std::optional<std::string> request_id;  // of the acquire that made this grant (L8)
+  // Q3: the queued waiter this grant was made for by a release; empty when the caller's own
+  // acquire made it. Never shown to clients.
+  std::optional<std::string> waiter;
 
   bool operator==(const LockRecord&) const = default;
 };
@@ -79,10 +97,11 @@ enum class AcquireVerdict { grant, busy, replay };
 
 // L8: replay when `request_id` is set and the current record (held or lapsed) carries the same
 // request_id and owner. Otherwise L4: grant when the lock is free or lapsed at `now`, busy when
-// someone holds a live lease.
+// someone holds a live lease — or (Q2) when `waiter_ahead`: a live queued waiter comes first.
 AcquireVerdict decide_acquire(const std::optional<LockRecord>& current, TimeMs now,
                               const std::string& owner,
-                              const std::optional<std::string>& request_id);
+                              const std::optional<std::string>& request_id,
+                              bool waiter_ahead = false);
 
 // The record a grant writes: `token` must be freshly drawn from the store's sequence (L2).
 LockRecord make_grant(const std::string& name, const std::string& owner, std::int64_t token,

@@ -7,6 +7,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "base/secret.h"
 #include "core/names.h"
 #include "service/call_store.h"
 
@@ -55,9 +56,20 @@ void LockService::give_turn_locked(Line& line) {
   wake(w);
 }
 
+void LockService::wake_front_locked(Line& line) {
+  if (line.queue.empty()) return;
+  auto& w = line.queue.front();
+  w->has_turn = true;  // D2: "ask the store again"
+  wake(w);
+}
+
 void LockService::notify_locked(const std::string& key) {
   auto it = lines_.find(key);
   if (it == lines_.end()) return;
+  if (queued_) {
+    wake_front_locked(it->second);
+    return;
+  }
   ++it->second.gen;
   give_turn_locked(it->second);
 }
@@ -141,6 +153,7 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire(AcquireLockRequ
   // Cancellation (the client went away) is checked at the points below, never thrown: a throw
   // in the middle could strand the turn and stall the whole line.
   co_await asio::this_coro::throw_if_cancelled(false);
+  if (queued_) co_return co_await acquire_queued(std::move(req));
   asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
   auto ex = co_await asio::this_coro::executor;
   const std::string key = key_of(req.ref);
@@ -277,6 +290,163 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire(AcquireLockRequ
   }
 }
 
+namespace {
+
+// A not-acquired answer's holder: absent while the lock passes to a queued waiter (decision 021).
+std::optional<core::LockRecord> holder_or_none(core::LockRecord r) {
+  if (r.token == 0) return std::nullopt;
+  return r;
+}
+
+}  // namespace
+
+asio::awaitable<Result<AcquireLockOutcome>> LockService::leave_queue(const AcquireLockRequest& req,
+                                                                     std::shared_ptr<Waiter> me,
+                                                                     bool client_gone) {
+  const std::string key = key_of(req.ref);
+  {
+    MutexLock lk(mu_);
+    auto it = lines_.find(key);
+    if (it != lines_.end()) {
+      auto& q = it->second.queue;
+      if (auto w = std::find(q.begin(), q.end(), me); w != q.end()) {
+        q.erase(w);
+        --total_;
+      }
+    }
+  }
+  auto r = co_await call_store<AcquireLockReply>([&](auto cb) {
+    store_.leave_lock_queue(LeaveLockQueueCmd{req.ref, me->waiter_id}, std::move(cb));
+  });
+  {
+    MutexLock lk(mu_);
+    if (auto it = lines_.find(key); it != lines_.end()) {
+      if (!r.ok() || !r->acquired) wake_front_locked(it->second);  // it may be the head now
+      erase_if_idle_locked(key);
+    }
+  }
+  if (!r.ok()) co_return std::move(r).error();
+  if (r->acquired) {
+    if (client_gone) {  // D3: granted to a client that is gone
+      co_await release_for_gone_client(req.ref, r->record.token);
+      co_return cancelled_error();
+    }
+    co_return AcquireLockOutcome{true, false, std::move(r->record)};
+  }
+  if (client_gone) co_return cancelled_error();
+  co_return AcquireLockOutcome{false, false, holder_or_none(std::move(r->record))};
+}
+
+asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire_queued(AcquireLockRequest req) {
+  asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
+  auto ex = co_await asio::this_coro::executor;
+  const std::string key = key_of(req.ref);
+  const TimePoint deadline = Clock::now() + milliseconds(req.wait_ms);
+
+  std::shared_ptr<Waiter> me;
+  {
+    MutexLock lk(mu_);
+    if (req.wait_ms > 0 && !closing_) {
+      Line& line = lines_[key];
+      if (line.queue.size() >= limits_.max_waiters_per_lock ||
+          total_ >= limits_.max_waiters_total) {
+        erase_if_idle_locked(key);
+        co_return too_many_waiters(limits_.max_waiters_per_lock);
+      }
+      me = std::make_shared<Waiter>(ex, deadline);
+      me->waiter_id = new_token_id();
+      line.queue.push_back(me);  // D2: before the store call, so no wake-up is missed
+      ++total_;
+    }
+  }
+  AcquireLockCmd cmd{req.ref, req.owner, req.lease_ms, req.request_id};
+  if (me) {
+    cmd.waiter_id = me->waiter_id;
+    cmd.wait_ms = req.wait_ms;
+  }
+  for (;;) {
+    auto r = co_await call_store<AcquireLockReply>(
+        [&](auto cb) { store_.acquire_lock(cmd, std::move(cb)); });
+    const TimePoint now = Clock::now();
+    if (!r.ok()) {
+      if (me) (void)co_await leave_queue(req, me, cancelled(cs));  // D4
+      co_return std::move(r).error();
+    }
+    const TimePoint lease_end =
+        now + milliseconds(std::max<TimeMs>(0, r->record.lease_expires_at - r->now));
+    if (r->acquired) {
+      if (me) {
+        MutexLock lk(mu_);
+        Line& line = lines_[key];
+        const bool was_front = !line.queue.empty() && line.queue.front() == me;
+        if (auto w = std::find(line.queue.begin(), line.queue.end(), me); w != line.queue.end()) {
+          line.queue.erase(w);
+          --total_;
+        }
+        if (was_front) poke_front_locked(line, lease_end);  // the next one waits for this lease
+        erase_if_idle_locked(key);
+      }
+      if (cancelled(cs) && !r->replayed) {  // W5: granted to a client that is gone
+        co_await release_for_gone_client(req.ref, r->record.token);
+        co_return cancelled_error();
+      }
+      co_return AcquireLockOutcome{true, r->replayed, std::move(r->record)};
+    }
+    if (!me) co_return AcquireLockOutcome{false, false, holder_or_none(std::move(r->record))};
+
+    // Queued (D2): park until asked to look again, the lease end (front only) or the deadline.
+    bool poll = false;
+    {
+      MutexLock lk(mu_);
+      me->lease_end = r->record.token != 0 ? lease_end : TimePoint::max();
+      // D2: the lock was granted to, or is reserved for, another waiter: when it is one of
+      // this process's (it arrived here in another order than it was queued), tell it now.
+      for (const auto* other : {&r->record.waiter, &r->head_waiter}) {
+        if (!*other || **other == me->waiter_id) continue;
+        for (auto& w : lines_[key].queue) {
+          if (w->waiter_id == **other) {
+            w->has_turn = true;
+            wake(w);
+          }
+        }
+      }
+      if (me->has_turn) {  // asked again while the store was answering
+        me->has_turn = false;
+        poll = true;
+      }
+    }
+    while (!poll) {
+      TimePoint expiry;
+      {
+        MutexLock lk(mu_);
+        Line& line = lines_[key];
+        const bool front = !line.queue.empty() && line.queue.front() == me;
+        expiry = front ? std::min(me->deadline, me->lease_end) : me->deadline;
+      }
+      me->timer.expires_at(expiry);
+      auto [ec] = co_await me->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+      (void)ec;  // the reason is read from the flags below, under the mutex
+      bool leave = false;
+      {
+        MutexLock lk(mu_);
+        Line& line = lines_[key];
+        const TimePoint t = Clock::now();
+        if (cancelled(cs) || me->stop || t >= me->deadline) {
+          leave = true;
+        } else if (me->has_turn) {
+          me->has_turn = false;
+          poll = true;
+        } else if (!line.queue.empty() && line.queue.front() == me && t >= me->lease_end) {
+          me->lease_end = TimePoint::max();  // W4: the holder's lease ended
+          poll = true;
+        }
+        me->poked = false;
+      }
+      if (leave) co_return co_await leave_queue(req, me, cancelled(cs));  // D3
+    }
+  }
+}
+
 asio::awaitable<Result<Unit>> LockService::release(ReleaseLockCmd cmd) {
   if (auto r = validate_lock_ref(cmd.ref); !r.ok()) co_return std::move(r).error();
   const std::string key = key_of(cmd.ref);
@@ -326,7 +496,9 @@ asio::awaitable<Result<LockStatus>> LockService::get(LockRef ref) {
   auto s = co_await call_store<LockState>(
       [&](auto cb) { store_.get_lock(std::move(ref), std::move(cb)); });
   if (!s.ok()) co_return std::move(s).error();
-  co_return LockStatus{std::move(s->holder), n};
+  // With a store queue, the waiters of every process (D1); else this process's line.
+  const std::size_t waiting = s->queued ? static_cast<std::size_t>(*s->queued) : n;
+  co_return LockStatus{std::move(s->holder), waiting};
 }
 
 asio::awaitable<Result<std::vector<core::LockRecord>>> LockService::list(std::string ns) {
@@ -345,6 +517,10 @@ void LockService::notify_external_all(const std::optional<std::string>& ns) {
   MutexLock lk(mu_);
   for (auto& [key, line] : lines_) {
     if (!key.starts_with(prefix)) continue;
+    if (queued_) {
+      wake_front_locked(line);
+      continue;
+    }
     ++line.gen;
     give_turn_locked(line);
   }

@@ -23,6 +23,23 @@
 //       whose first answer was lost gets that grant at once, without waiting for itself. The
 //       check never grants, so it never overtakes the line.
 //
+// Waiting through the store's queue (stores that queue lock waiters durably, shared by every
+// process on the store — PostgreSQL; core/lock.h Q1–Q4, docs/decisions/076). The order is the
+// store's, across processes, so the turn above is not used:
+//   D1. A request with wait_ms > 0 asks the store with a fresh waiter id: it is granted (free, or
+//       its replay, and nobody live queued ahead) or queued in the store in the same transaction.
+//       With wait_ms = 0 it is never queued, and still never overtakes a queued waiter (Q2).
+//   D2. The line then only lists this process's queued requests, in arrival order. Every event
+//       that may free the lock (a release here, a change announced by another process, the
+//       store's periodic re-check, the front's timer at the holder's lease end) makes the
+//       front ask the store again; asking again answers a grant a release made for it (Q3).
+//       A reply that names another local waiter as granted wakes that one too.
+//   D3. Leaving (deadline, client gone, shutdown) gives the place up in the store (Q4); a grant
+//       made meanwhile is kept when the client is still there (answered acquired) and released
+//       when it is gone. Then the new local front asks again (it may be the head now).
+//   D4. A store call that fails leaves the place too (best effort: a place nobody polls ends at
+//       its wait deadline by itself).
+//
 // Shutdown: shutdown() wakes every parked waiter, which answers acquired=false with the holder
 // (its normal "not now" answer) at once; afterwards nobody parks (a request that would wait
 // answers the same at once). So a stopping server answers its waiters instead of cutting them.
@@ -81,7 +98,8 @@ struct LockStatus {
 
 class LockService {
  public:
-  LockService(Store& store, LockLimits limits) : store_(store), limits_(limits) {}
+  LockService(Store& store, LockLimits limits)
+      : store_(store), limits_(limits), queued_(store.queues_lock_waiters()) {}
 
   // Acquire, waiting up to wait_ms in line. Errors: invalid_request (field), too_many_waiters,
   // store errors; errc::internal "cancelled" when the caller's coroutine was cancelled (its
@@ -117,6 +135,7 @@ class LockService {
     bool poked = false;                      // lease_end moved earlier: re-arm the timer (W4)
     bool stop = false;                       // shutdown(): answer "not acquired" now
     TimePoint lease_end = TimePoint::max();  // the holder's lease end, when this waiter is front
+    std::string waiter_id;                   // D1: its id in the store's queue
   };
   // The waiting line of one lock; exists while someone waits or holds the turn.
   struct Line {
@@ -138,6 +157,15 @@ class LockService {
   void erase_if_idle_locked(const std::string& key) REQUIRES(mu_);
 
   boost::asio::awaitable<void> release_for_gone_client(LockRef ref, std::int64_t token);
+  // D1–D4: acquire through the store's waiter queue.
+  boost::asio::awaitable<Result<AcquireLockOutcome>> acquire_queued(AcquireLockRequest req);
+  // D3: leaves the local line and the store's queue; the outcome when the lock was granted to
+  // `me` meanwhile (already released again when the client is gone: then cancelled_error()).
+  boost::asio::awaitable<Result<AcquireLockOutcome>> leave_queue(const AcquireLockRequest& req,
+                                                                 std::shared_ptr<Waiter> me,
+                                                                 bool client_gone);
+  // D2: the local front asks the store again.
+  void wake_front_locked(Line& line) REQUIRES(mu_);
   boost::asio::awaitable<Result<AcquireLockOutcome>> not_acquired(LockRef ref);
   // W6: the current grant when `req` replays it, else nullopt (nothing is granted).
   boost::asio::awaitable<Result<std::optional<AcquireLockOutcome>>> replay(
@@ -145,6 +173,7 @@ class LockService {
 
   Store& store_;
   const LockLimits limits_;
+  const bool queued_;  // the store queues waiters (D1–D4)
   // mu_ also guards every Line and the flags and lease_end of every Waiter (nested structs
   // cannot name it in an annotation).
   mutable Mutex mu_;

@@ -6,10 +6,36 @@
 
 namespace ichido::store {
 
+namespace {
+
+// Q3: hands a lock just freed in this transaction to the head live waiter, if any.
+Result<void> grant_to_head(Tables& t, const LockRef& ref, TimeMs now) {
+  if (!t.keeps_lock_queue()) return {};
+  auto q = t.find_lock_queue(ref.ns, ref.name, std::string());
+  if (!q.ok()) return std::move(q).error();
+  if (!q->head) return {};
+  const LockWaiterRow& head = *q->head;
+  auto token = t.next_token();  // L2: same transaction as the grant
+  if (!token.ok()) return std::move(token).error();
+  auto grant = core::make_grant(ref.name, head.owner, *token, head.lease_ms, now, head.request_id);
+  grant.waiter = head.waiter_id;
+  ICHIDO_TRY(t.save_lock(ref.ns, grant));
+  return t.delete_lock_waiter(ref.ns, ref.name, head.waiter_id);
+}
+
+// The live holder of `current` at `now`, or an empty record.
+core::LockRecord holder_of(std::optional<core::LockRecord>& current, TimeMs now) {
+  if (core::is_held(current, now)) return std::move(*current);
+  return core::LockRecord{};
+}
+
+}  // namespace
+
 void TableStore::acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> done) {
   auto keys = lock_keys(cmd.ref);
-  auto prefetch = [ref = cmd.ref](Tables& t) {
+  auto prefetch = [ref = cmd.ref, waiter = cmd.waiter_id.value_or(std::string())](Tables& t) {
     t.prefetch_lock(ref.ns, ref.name);
+    t.prefetch_lock_queue(ref.ns, ref.name, waiter);
     t.prefetch_token();
   };
   write<AcquireLockReply>(
@@ -17,41 +43,84 @@ void TableStore::acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> don
         ICHIDO_TRY(core::validate_lease_ms(cmd.lease_ms));
         auto current = t.find_lock(cmd.ref.ns, cmd.ref.name);
         if (!current.ok()) return std::move(current).error();
-        // Nothing is written unless granted; the job still commits (empty), which keeps the
-        // answer ordered after every earlier durable change.
-        switch (core::decide_acquire(*current, now, cmd.owner, cmd.request_id)) {
+        const std::string me = cmd.waiter_id.value_or(std::string());
+        LockQueueView queue;
+        if (t.keeps_lock_queue()) {
+          if (!me.empty() && *current && (*current)->waiter == me) {  // Q3: made for this waiter
+            return AcquireLockReply{true, false, std::move(**current), now};
+          }
+          auto q = t.find_lock_queue(cmd.ref.ns, cmd.ref.name, me);
+          if (!q.ok()) return std::move(q).error();
+          queue = std::move(*q);
+        }
+        const bool ahead = queue.head && (!queue.mine || queue.head->seq < *queue.mine);  // Q2
+        // Nothing is written unless granted or queued; the job still commits (empty), which
+        // keeps the answer ordered after every earlier durable change.
+        switch (core::decide_acquire(*current, now, cmd.owner, cmd.request_id, ahead)) {
           case core::AcquireVerdict::replay:
             return AcquireLockReply{true, true, std::move(**current), now};
-          case core::AcquireVerdict::busy:
-            return AcquireLockReply{false, false, std::move(**current), now};
+          case core::AcquireVerdict::busy: {
+            AcquireLockReply busy{false, false, holder_of(*current, now), now};
+            if (ahead) busy.head_waiter = queue.head->waiter_id;
+            if (t.keeps_lock_queue() && !me.empty() && !cmd.replay_only) {
+              if (!queue.mine) {
+                ICHIDO_TRY(t.enqueue_lock_waiter(
+                    cmd.ref.ns, cmd.ref.name,
+                    LockWaiterRow{0, me, cmd.owner, cmd.lease_ms, cmd.request_id}, cmd.wait_ms));
+              }
+              busy.queued = true;
+            }
+            return busy;
+          }
           case core::AcquireVerdict::grant:
             break;
         }
-        if (cmd.replay_only) {
-          core::LockRecord holder;
-          if (core::is_held(*current, now)) holder = std::move(**current);
-          return AcquireLockReply{false, false, std::move(holder), now};
-        }
+        if (cmd.replay_only) return AcquireLockReply{false, false, holder_of(*current, now), now};
         auto token = t.next_token();  // L2: same transaction as the grant
         if (!token.ok()) return std::move(token).error();
         auto grant =
             core::make_grant(cmd.ref.name, cmd.owner, *token, cmd.lease_ms, now, cmd.request_id);
         ICHIDO_TRY(t.save_lock(cmd.ref.ns, grant));
+        if (queue.mine) ICHIDO_TRY(t.delete_lock_waiter(cmd.ref.ns, cmd.ref.name, me));
         return AcquireLockReply{true, false, std::move(grant), now};
       },
       std::move(done), std::move(keys), std::move(prefetch));
 }
 
-void TableStore::release_lock(ReleaseLockCmd cmd, Callback<Unit> done) {
+void TableStore::leave_lock_queue(LeaveLockQueueCmd cmd, Callback<AcquireLockReply> done) {
   auto keys = lock_keys(cmd.ref);
   auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_lock(ref.ns, ref.name); };
   const LockRef woken = cmd.ref;
+  write<AcquireLockReply>(
+      [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<AcquireLockReply> {
+        auto current = t.find_lock(cmd.ref.ns, cmd.ref.name);
+        if (!current.ok()) return std::move(current).error();
+        if (t.keeps_lock_queue()) {
+          if (*current && (*current)->waiter == cmd.waiter_id) {  // Q4: granted meanwhile
+            return AcquireLockReply{true, false, std::move(**current), now};
+          }
+          ICHIDO_TRY(t.delete_lock_waiter(cmd.ref.ns, cmd.ref.name, cmd.waiter_id));
+        }
+        return AcquireLockReply{false, false, holder_of(*current, now), now};
+      },
+      // The waiter may have been the head of a free lock: the next one must look again.
+      std::move(done), std::move(keys), std::move(prefetch), {announce_lock(woken)});
+}
+
+void TableStore::release_lock(ReleaseLockCmd cmd, Callback<Unit> done) {
+  auto keys = lock_keys(cmd.ref);
+  auto prefetch = [ref = cmd.ref](Tables& t) {
+    t.prefetch_lock(ref.ns, ref.name);
+    t.prefetch_lock_queue(ref.ns, ref.name, std::string());
+  };
+  const LockRef woken = cmd.ref;
   write<Unit>(
-      [cmd = std::move(cmd)](Tables& t, TimeMs) -> Result<Unit> {
+      [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<Unit> {
         auto current = t.find_lock(cmd.ref.ns, cmd.ref.name);
         if (!current.ok()) return std::move(current).error();
         ICHIDO_TRY(core::decide_release(*current, cmd.token));
         ICHIDO_TRY(t.delete_lock(cmd.ref.ns, cmd.ref.name));
+        ICHIDO_TRY(grant_to_head(t, cmd.ref, now));  // Q3
         return Unit{};
       },
       std::move(done), std::move(keys), std::move(prefetch), {announce_lock(woken)});
@@ -74,14 +143,23 @@ void TableStore::renew_lock(RenewLockCmd cmd, Callback<core::LockRecord> done) {
 
 void TableStore::force_release_lock(ForceReleaseCmd cmd, Callback<ForceReleaseReply> done) {
   auto keys = lock_keys(cmd.ref);
-  auto prefetch = [r = cmd.ref](Tables& t) { t.prefetch_lock(r.ns, r.name); };
+  auto prefetch = [r = cmd.ref](Tables& t) {
+    t.prefetch_lock(r.ns, r.name);
+    t.prefetch_lock_queue(r.ns, r.name, std::string());
+  };
   const LockRef woken = cmd.ref;
   write_audited<ForceReleaseReply>(
-      [ref = std::move(cmd.ref)](Tables& t, TimeMs) -> Result<ForceReleaseReply> {
+      [ref = std::move(cmd.ref)](Tables& t, TimeMs now) -> Result<ForceReleaseReply> {
         auto current = t.find_lock(ref.ns, ref.name);
         if (!current.ok()) return std::move(current).error();
-        if (!*current) return ForceReleaseReply{false, std::nullopt};
+        // Q3 also when nothing was held: a free lock with a live waiter queued (its head left a
+        // moment ago, or its node came back) is handed on here too.
+        if (!*current) {
+          ICHIDO_TRY(grant_to_head(t, ref, now));
+          return ForceReleaseReply{false, std::nullopt};
+        }
         ICHIDO_TRY(t.delete_lock(ref.ns, ref.name));
+        ICHIDO_TRY(grant_to_head(t, ref, now));
         return ForceReleaseReply{true, std::move(*current)};
       },
       std::move(cmd.audit), std::move(done), std::move(keys), std::move(prefetch), nullptr,
@@ -96,6 +174,9 @@ void TableStore::get_lock(LockRef ref, Callback<LockState> done) {
         LockState s;
         s.now = now;
         if (core::is_held(*current, now)) s.holder = std::move(*current);  // L3
+        auto queued = t.count_lock_waiters(ref.ns, ref.name);
+        if (!queued.ok()) return std::move(queued).error();
+        s.queued = *queued;
         return s;
       },
       std::move(done));

@@ -115,6 +115,7 @@ class TableStore : public Store {
   void create_first_token(core::TokenInfo token, AuditNote audit, Callback<bool> done);
   // Locks: defined in lock_ops.cc.
   void acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> done) override;
+  void leave_lock_queue(LeaveLockQueueCmd cmd, Callback<AcquireLockReply> done) override;
   void release_lock(ReleaseLockCmd cmd, Callback<Unit> done) override;
   void renew_lock(RenewLockCmd cmd, Callback<core::LockRecord> done) override;
   void force_release_lock(ForceReleaseCmd cmd, Callback<ForceReleaseReply> done) override;

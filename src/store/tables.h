@@ -31,6 +31,21 @@ struct CounterRow {
   TimeMs created_at = 0;
 };
 
+// One place in a lock's durable waiter queue (core/lock.h Q1).
+struct LockWaiterRow {
+  std::int64_t seq = 0;  // order of arrival (assigned by the store when queued)
+  std::string waiter_id;
+  std::string owner;
+  std::int64_t lease_ms = 0;
+  std::optional<std::string> request_id;
+};
+// What a lock command needs to know of the queue: the head live waiter, and the caller's own
+// place (looked up by waiter id; live or not).
+struct LockQueueView {
+  std::optional<LockWaiterRow> head;
+  std::optional<std::int64_t> mine;  // the caller's seq
+};
+
 struct PeriodRow {
   std::int64_t last_value = 0;
   std::int64_t issued_count = 0;
@@ -130,6 +145,34 @@ class Tables {
   // Rows of `ns` with lease_expires_at > now, by name.
   virtual Result<std::vector<core::LockRecord>> list_live_locks(const std::string& ns,
                                                                 TimeMs now) = 0;
+
+  // --- the durable lock waiter queue (core/lock.h Q1–Q4; decision 076) ---
+  // Stores whose processes share nothing but the database keep one; the others keep none and
+  // answer "no queue" (the defaults below), so their lock decisions are exactly L1–L8.
+  // Liveness (the process's heartbeat, the waiter's deadline) is judged on the store's own clock.
+  virtual bool keeps_lock_queue() const { return false; }
+  virtual void prefetch_lock_queue(const std::string& /*ns*/, const std::string& /*name*/,
+                                   const std::string& /*waiter_id*/) {}
+  // `waiter_id` may be empty (no own place to look up).
+  virtual Result<LockQueueView> find_lock_queue(const std::string& /*ns*/,
+                                                const std::string& /*name*/,
+                                                const std::string& /*waiter_id*/) {
+    return LockQueueView{};
+  }
+  // Queues `row` (its seq is assigned) for this process, live until now + wait_ms.
+  virtual Result<void> enqueue_lock_waiter(const std::string& /*ns*/, const std::string& /*name*/,
+                                           const LockWaiterRow& /*row*/, std::int64_t /*wait_ms*/) {
+    return {};
+  }
+  virtual Result<void> delete_lock_waiter(const std::string& /*ns*/, const std::string& /*name*/,
+                                          const std::string& /*waiter_id*/) {
+    return {};
+  }
+  // Live queued waiters of the lock; nullopt without a queue.
+  virtual Result<std::optional<std::int64_t>> count_lock_waiters(const std::string& /*ns*/,
+                                                                 const std::string& /*name*/) {
+    return std::optional<std::int64_t>();
+  }
 };
 
 }  // namespace ichido::store

@@ -406,6 +406,167 @@ TEST(Nodes, ALockWaiterIsHandedALockWhoseHolderOnAnotherNodeLetItsLeaseLapse) {
   EXPECT_LT(w.granted_at() - acquired, milliseconds(1500) + kWokenWithin);
 }
 
+// --- first come, first served across nodes (decision 076) ---------------------------------------
+
+// Waiters that queue for one lock on several nodes, one after another; each, when granted, notes
+// its place in the grant order while it holds the lock, then releases it.
+class QueuedLockWaiters {
+ public:
+  // `ahead`: waiters already queued by others when the first of these arrives.
+  QueuedLockWaiters(Deployment& d, std::string name, std::int64_t ahead = 0)
+      : d_(d), name_(std::move(name)), ahead_(ahead) {}
+  ~QueuedLockWaiters() { join(); }
+  // Starts a waiter on `node` and returns once every node's GET shows it queued (n waiters).
+  void add(int node, const std::string& owner, std::int64_t wait_ms = 30000) {
+    const std::int64_t n = ahead_ + static_cast<std::int64_t>(threads_.size()) + 1;
+    threads_.emplace_back([this, node, owner, wait_ms] {
+      ApiClient c(d_.node(node).url(), "ops");
+      auto a = c.send("POST", path() + "/acquire",
+                      R"({"owner":")" + owner + R"(","lease_ms":20000,"wait_ms":)" +
+                          std::to_string(wait_ms) + "}");
+      if (a.status != 200 || !a.at("acquired").as_bool()) {
+        std::lock_guard lk(mu_);
+        failures_.push_back(owner + ": " + std::to_string(a.status) + " " + a.body);
+        return;
+      }
+      {
+        std::lock_guard lk(mu_);
+        order_.push_back(owner);
+        tokens_.push_back(a.num("token"));
+      }
+      auto r = c.send("POST", path() + "/release",
+                      R"({"token":)" + std::to_string(a.num("token")) + "}");
+      if (r.status != 200) {
+        std::lock_guard lk(mu_);
+        failures_.push_back(owner + " release: " + std::to_string(r.status) + " " + r.body);
+      }
+    });
+    for (int i = 0; i < 3 && i < d_.size(); ++i) {
+      if (!d_.node(i).running()) continue;
+      ApiClient g(d_.node(i).url(), "ops");
+      ASSERT_TRUE(eventually([&] {
+        auto s = g.send("GET", path());
+        return s.status == 200 && s.num("waiters") == n;
+      })) << owner
+          << " never showed as queued on node " << i;
+    }
+  }
+  void join() {
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+  std::vector<std::string> order() {
+    std::lock_guard lk(mu_);
+    return order_;
+  }
+  std::vector<std::int64_t> tokens() {
+    std::lock_guard lk(mu_);
+    return tokens_;
+  }
+  std::vector<std::string> failures() {
+    std::lock_guard lk(mu_);
+    return failures_;
+  }
+  std::string path() const { return "/v1/ns/ops/locks/" + name_; }
+
+ private:
+  Deployment& d_;
+  const std::string name_;
+  const std::int64_t ahead_;
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::vector<std::string> order_, failures_;  // guarded by mu_
+  std::vector<std::int64_t> tokens_;           // guarded by mu_
+};
+
+TEST(Nodes, LockWaitersOnDifferentNodesAreGrantedInArrivalOrder) {
+  Deployment d(3);
+  d.start_all();
+  ApiClient holder(d.node(0).url(), "ops");
+  const std::int64_t held = Acquire(holder, "fifo", "holder");
+  QueuedLockWaiters w(d, "fifo");
+  // Two rounds over the nodes in an order that is not the nodes' own: A on 1, B on 2, C on 0...
+  const std::vector<std::pair<int, std::string>> arrivals = {{1, "A"}, {2, "B"}, {0, "C"},
+                                                             {2, "D"}, {1, "E"}, {0, "F"}};
+  for (const auto& [node, owner] : arrivals) w.add(node, owner);
+  // A newcomer that does not wait never overtakes them, on any node, though the lock is about
+  // to be handed on.
+  auto r = holder.send("POST", "/v1/ns/ops/locks/fifo/release",
+                       R"({"token":)" + std::to_string(held) + "}");
+  ASSERT_EQ(r.status, 200) << r.body;
+  for (int i = 0; i < 3; ++i) {
+    ApiClient c(d.node(i).url(), "ops");
+    auto a = c.send("POST", "/v1/ns/ops/locks/fifo/acquire", R"({"owner":"newcomer"})");
+    ASSERT_EQ(a.status, 200) << a.body;
+    if (a.at("acquired").as_bool()) {
+      ADD_FAILURE() << "a newcomer on node " << i << " overtook the queue";
+      break;
+    }
+  }
+  w.join();
+  EXPECT_TRUE(w.failures().empty()) << ::testing::PrintToString(w.failures());
+  EXPECT_EQ(w.order(), (std::vector<std::string>{"A", "B", "C", "D", "E", "F"}));
+  const auto tokens = w.tokens();
+  for (std::size_t i = 1; i < tokens.size(); ++i) EXPECT_LT(tokens[i - 1], tokens[i]);
+  ApiClient c(d.node(2).url(), "ops");
+  auto g = c.send("GET", "/v1/ns/ops/locks/fifo");
+  ASSERT_EQ(g.status, 200) << g.body;
+  EXPECT_FALSE(g.at("held").as_bool());
+  EXPECT_EQ(g.num("waiters"), 0);
+}
+
+TEST(Nodes, ANodeKilledWithQueuedWaitersDoesNotHoldUpTheOthers) {
+  Deployment d(3);
+  d.start_all();
+  ApiClient holder(d.node(0).url(), "ops");
+  const std::int64_t held = Acquire(holder, "k9", "holder");
+  // Two waiters on the victim come first, then one on node 2.
+  std::vector<std::thread> victims;  // their node dies under them: they get no grant
+  struct JoinAll {
+    std::vector<std::thread>& ts;
+    ~JoinAll() {
+      for (auto& t : ts) {
+        if (t.joinable()) t.join();
+      }
+    }
+  } join_victims{victims};
+  for (const std::string owner : {"V1", "V2"}) {
+    victims.emplace_back([&d, owner] {
+      ApiClient c(d.node(1).url(), "ops");
+      (void)c.send("POST", "/v1/ns/ops/locks/k9/acquire",
+                   R"({"owner":")" + owner + R"(","lease_ms":60000,"wait_ms":60000})");
+    });
+    const std::int64_t n = static_cast<std::int64_t>(victims.size());
+    ASSERT_TRUE(eventually([&] {
+      auto s = holder.send("GET", "/v1/ns/ops/locks/k9");
+      return s.status == 200 && s.num("waiters") == n;
+    }));
+  }
+  QueuedLockWaiters survivors(d, "k9", /*ahead=*/2);
+  survivors.add(2, "S");
+  const auto killed = steady::now();
+  d.node(1).kill9();
+  // Its places stop counting when its heartbeat lease (3 s) lapses, not before.
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto s = holder.send("GET", "/v1/ns/ops/locks/k9");
+        return s.status == 200 && s.num("waiters") == 1;
+      },
+      milliseconds(15000)));
+  const double lapsed_ms = Ms(steady::now() - killed);
+  EXPECT_GE(lapsed_ms, 2500) << "a live node's places must not be dropped early";
+  auto r = holder.send("POST", "/v1/ns/ops/locks/k9/release",
+                       R"({"token":)" + std::to_string(held) + "}");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto released = steady::now();
+  survivors.join();
+  EXPECT_TRUE(survivors.failures().empty()) << ::testing::PrintToString(survivors.failures());
+  EXPECT_EQ(survivors.order(), std::vector<std::string>{"S"});
+  EXPECT_LT(steady::now() - released, kWokenWithin);
+  std::printf("[ figures  ] killed node's places skipped after %.0f ms\n", lapsed_ms);
+}
+
 // A once begin with wait_ms on node A while node B's worker holds the key.
 class ParkedOnceWaiter {
  public:

@@ -21,6 +21,13 @@ constexpr milliseconds kFirstBackoff{100};
 constexpr milliseconds kMaxBackoff{1000};
 constexpr milliseconds kProbeHealthy{500};
 constexpr milliseconds kProbeUnhealthy{200};
+// Heartbeat (decision 076): renewed at every healthy probe; a node silent this long no longer
+// has live waiters (a dead node's waiters stop being granted locks after at most this).
+constexpr std::int64_t kNodeLeaseMs = 3000;
+// Rows of nodes silent this long (and places whose wait ended this long ago) are deleted, by
+// whichever node's monitor gets there, every kCleanupEveryProbes healthy probes (~30 s).
+constexpr std::int64_t kNodeForgetMs = 60000;
+constexpr std::uint64_t kCleanupEveryProbes = 60;
 
 Error closed_error() {
   return Error(errc::store_unavailable,
@@ -144,6 +151,9 @@ Result<void> PgStore::start() {
     }
     store_id_ = id->str(0, 0);
   }
+  // The heartbeat row exists before any waiter of this node is queued (decision 076); when it
+  // cannot be written now (a read-only database), the monitor keeps trying.
+  (void)heartbeat(**first);
   {
     MutexLock lk(health_mu_);
     healthy_ = true;
@@ -179,6 +189,15 @@ void PgStore::close() {
     }
     if (monitor_.joinable()) monitor_.join();
     if (listener_.joinable()) listener_.join();
+    // This node's places in the waiter queue go with it at once, instead of at its heartbeat
+    // lease's end (every waiter was answered before the store closes). Best effort: a node
+    // that cannot reach the database leaves them to the lease.
+    for (auto& l : lanes_) {
+      if (!l->conn || l->conn->broken()) continue;
+      (void)l->conn->query(sql_.node_leave, Params().text(node_id_));
+      (void)l->conn->sync();
+      break;
+    }
     for (auto& l : lanes_) l->conn.reset();
     for (auto& r : readers_) r->conn.reset();
   });
@@ -368,7 +387,7 @@ PgStore::Outcome PgStore::attempt(PgConn& c, std::vector<Job>& batch,
     return Outcome::unavailable;
   };
 
-  PgTables t(c, sql_);
+  PgTables t(c, sql_, node_id_);
   t.set_batch_mode(!isolate);
   t.set_token_batch(static_cast<int>(std::min<std::size_t>(batch.size(), 64)));
   c.send(sql_.begin_write, Params());
@@ -580,8 +599,16 @@ void PgStore::listen_loop() {
 
 // --- health ------------------------------------------------------------------------------------
 
+Result<void> PgStore::heartbeat(PgConn& conn) {
+  auto r = conn.query(sql_.node_heartbeat, Params().text(node_id_).i64(kNodeLeaseMs));
+  auto s = conn.sync();
+  if (!r.ok()) return std::move(r).error();
+  return s;
+}
+
 void PgStore::monitor_loop() {
   std::unique_ptr<PgConn> conn;
+  std::uint64_t probes = 0;
   for (;;) {
     bool ok = false;
     std::string why;
@@ -600,6 +627,11 @@ void PgStore::monitor_loop() {
           why = "PostgreSQL at " + conn->server() + " is read-only";
         } else {
           ok = true;
+          (void)heartbeat(*conn);
+          if (++probes % kCleanupEveryProbes == 0) {
+            (void)conn->query(sql_.node_cleanup, Params().i64(kNodeForgetMs));
+            (void)conn->sync();
+          }
           const std::string id = r->opt_str(0, 2).value_or("");
           const std::int64_t version = r->i64(0, 3);
           const std::int64_t token = r->i64(0, 4);

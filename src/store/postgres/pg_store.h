@@ -108,6 +108,10 @@ class PgStore final : public TableStore {
   Result<void> check_ready() override;
   Result<void> check_health() override;
   void watch_external_changes(ExternalChangeHandler handler) override;
+  // First come, first served across nodes (core/lock.h Q1–Q4, docs/decisions/076): waiters are
+  // queued in the database, live while this node's heartbeat lease (renewed by the monitor
+  // every 500 ms, 3 s long) lasts.
+  bool queues_lock_waiters() const override { return true; }
   StoreStats stats() const override;
   void close() override;
 
@@ -141,6 +145,8 @@ class PgStore final : public TableStore {
                   bool isolate, std::vector<std::optional<Error>>& job_errors, Error& error);
   void reader_loop(Reader& reader);
   void monitor_loop();
+  // Renews this node's heartbeat lease (its row in the nodes table).
+  Result<void> heartbeat(PgConn& conn);
   void listen_loop();
   void deliver(const ExternalChanges& changes);
   // A usable connection in `slot`, connecting when needed (not more often than the backoff).

@@ -536,5 +536,125 @@ TEST_F(PgStoreTest, AReleaseOnOneNodeReachesTheOtherNodesHandlerOnly) {
   (*b)->close();
 }
 
+// core/lock.h Q1–Q4 over two stores (two nodes) on one schema, command by command.
+TEST_F(PgStoreTest, TheWaiterQueueGrantsInArrivalOrderAcrossStores) {
+  auto a = PgStore::open(Opts());
+  auto b = PgStore::open(Opts());
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE((*a)->queues_lock_waiters());
+  SyncStore sa(**a), sb(**b);
+  const LockRef l{"ops", "l"};
+  auto waiting = [&](SyncStore& s, const std::string& owner, const std::string& id,
+                     std::int64_t wait_ms = 60000) {
+    AcquireLockCmd c{l, owner, 60000, std::nullopt};
+    c.waiter_id = id;
+    c.wait_ms = wait_ms;
+    return s.acquire_lock(c);
+  };
+  auto queued = [&](SyncStore& s) {
+    auto g = s.get_lock(l);
+    return g.ok() && g->queued ? *g->queued : -1;
+  };
+  auto held = sa.acquire_lock({l, "holder", 60000, std::nullopt});
+  ASSERT_TRUE(held.ok() && held->acquired);
+  EXPECT_EQ(queued(sa), 0);
+
+  // Q1: arrival order across stores.
+  auto wa = waiting(sa, "first", "wa");
+  ASSERT_TRUE(wa.ok());
+  EXPECT_FALSE(wa->acquired);
+  EXPECT_TRUE(wa->queued);
+  EXPECT_EQ(wa->record.owner, "holder");
+  auto wb = waiting(sb, "second", "wb");
+  ASSERT_TRUE(wb.ok());
+  EXPECT_TRUE(wb->queued);
+  EXPECT_EQ(wb->head_waiter, std::optional<std::string>("wa"));  // who comes first
+  EXPECT_EQ(queued(sb), 2);
+  auto again = waiting(sb, "second", "wb");  // asking again keeps the place (no second row)
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(queued(sa), 2);
+
+  // Q3: the release grants the head waiter in its own transaction; the lock is never free.
+  ASSERT_TRUE(sa.release_lock({l, held->record.token}).ok());
+  auto now_held = sb.get_lock(l);
+  ASSERT_TRUE(now_held.ok() && now_held->holder);
+  EXPECT_EQ(now_held->holder->owner, "first");
+  EXPECT_EQ(now_held->queued, 1);
+  // Q2: a newcomer with wait_ms 0 does not get it; the second waiter asking again neither.
+  auto newcomer = sb.acquire_lock({l, "newcomer", 60000, std::nullopt});
+  ASSERT_TRUE(newcomer.ok());
+  EXPECT_FALSE(newcomer->acquired);
+  auto second = waiting(sb, "second", "wb");
+  ASSERT_TRUE(second.ok());
+  EXPECT_FALSE(second->acquired);
+  EXPECT_EQ(second->record.waiter, std::optional<std::string>("wa"));  // D2's hint
+  // The first waiter, asking again on its own store, finds the grant made for it.
+  auto first = waiting(sa, "first", "wa");
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(first->acquired);
+  EXPECT_FALSE(first->replayed);
+  EXPECT_GT(first->record.token, held->record.token);
+  EXPECT_EQ(first->record.owner, "first");
+
+  // Q4: the second waiter leaves before its turn: its place is gone, nothing granted.
+  auto left = sb.leave_lock_queue({l, "wb"});
+  ASSERT_TRUE(left.ok());
+  EXPECT_FALSE(left->acquired);
+  EXPECT_EQ(left->record.owner, "first");
+  EXPECT_EQ(queued(sa), 0);
+
+  // Q4: a waiter granted by a release before it left gets the grant from leaving.
+  ASSERT_TRUE(waiting(sb, "third", "wc").ok());
+  ASSERT_TRUE(sa.release_lock({l, first->record.token}).ok());
+  auto third = sb.leave_lock_queue({l, "wc"});
+  ASSERT_TRUE(third.ok());
+  ASSERT_TRUE(third->acquired);
+  EXPECT_EQ(third->record.owner, "third");
+  EXPECT_GT(third->record.token, first->record.token);
+
+  // Q1: a place whose wait ended is not live: a release skips it and the lock is free.
+  auto short_wait = waiting(sa, "gone", "wd", 1);
+  ASSERT_TRUE(short_wait.ok() && short_wait->queued);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (queued(sa) != 0) {
+    ASSERT_LT(std::chrono::steady_clock::now(), until) << "the place never stopped being live";
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(sb.release_lock({l, third->record.token}).ok());
+  auto free = sa.get_lock(l);
+  ASSERT_TRUE(free.ok());
+  EXPECT_FALSE(free->holder);
+  auto anyone = sa.acquire_lock({l, "anyone", 60000, std::nullopt});
+  ASSERT_TRUE(anyone.ok());
+  EXPECT_TRUE(anyone->acquired);
+
+  // A store closing takes its node's places with it (its waiters were all answered).
+  ASSERT_TRUE(waiting(sb, "left-behind", "we").ok());
+  EXPECT_EQ(queued(sa), 1);
+  (*b)->close();
+  EXPECT_EQ(queued(sa), 0);
+  (*a)->close();
+}
+
+// A lock record written by a build that keeps no queue has no waiter; and a SQLite-like caller
+// that never sends a waiter id is never queued (the memory and SQLite stores' path).
+TEST_F(PgStoreTest, WithoutAWaiterIdNothingIsQueued) {
+  auto a = PgStore::open(Opts());
+  ASSERT_TRUE(a.ok());
+  SyncStore sa(**a);
+  const LockRef l{"ops", "n"};
+  auto held = sa.acquire_lock({l, "holder", 60000, std::nullopt});
+  ASSERT_TRUE(held.ok() && held->acquired);
+  EXPECT_EQ(held->record.waiter, std::nullopt);
+  auto busy = sa.acquire_lock({l, "other", 60000, std::nullopt});
+  ASSERT_TRUE(busy.ok());
+  EXPECT_FALSE(busy->acquired);
+  EXPECT_FALSE(busy->queued);
+  auto g = sa.get_lock(l);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->queued, 0);
+  (*a)->close();
+}
+
 }  // namespace
 }  // namespace ichido::store::postgres

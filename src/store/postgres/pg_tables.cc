@@ -18,7 +18,7 @@ namespace {
   "last_error, holder_done, created_at, updated_at, finished_at, request_id"
 #define TOKEN_COLUMNS "id, hash, role, scope, label, created_at, expires_at, revoked_at"
 #define AUDIT_COLUMNS "id, at, actor, action, ns, status, remote, detail"
-#define LOCK_COLUMNS "name, owner, token, acquired_at, lease_expires_at, request_id"
+#define LOCK_COLUMNS "name, owner, token, acquired_at, lease_expires_at, request_id, waiter"
 
 // The database's clock in milliseconds (floor: never ahead of the real instant).
 #define DB_NOW_MS "floor(extract(epoch from clock_timestamp()) * 1000)::int8"
@@ -130,8 +130,21 @@ core::AuditEntry audit_from(const PgResult& r, int i) {
 }
 
 core::LockRecord lock_from(const PgResult& r, int i) {
-  return core::LockRecord{r.str(i, 0), r.str(i, 1), r.i64(i, 2),
-                          r.i64(i, 3), r.i64(i, 4), r.opt_str(i, 5)};
+  return core::LockRecord{r.str(i, 0), r.str(i, 1),     r.i64(i, 2),    r.i64(i, 3),
+                          r.i64(i, 4), r.opt_str(i, 5), r.opt_str(i, 6)};
+}
+
+// find_lock_queue's rows: the live head (mine = false) and the caller's own place (mine = true).
+LockQueueView lock_queue_from(const PgResult& r) {
+  LockQueueView v;
+  for (int i = 0; i < r.rows(); ++i) {
+    if (r.boolean(i, 5)) {
+      v.mine = r.i64(i, 0);
+    } else {
+      v.head = LockWaiterRow{r.i64(i, 0), r.str(i, 1), r.str(i, 2), r.i64(i, 3), r.opt_str(i, 4)};
+    }
+  }
+  return v;
 }
 
 // Maps every row of a result (the mapper returns T or Result<T>).
@@ -318,13 +331,48 @@ Sql::Sql(const std::string& schema) {
 
   find_lock = S("SELECT " LOCK_COLUMNS " FROM {s}.locks WHERE ns = $1 AND name = $2");
   save_lock = S("INSERT INTO {s}.locks (ns, " LOCK_COLUMNS
-                ") VALUES ($1, $2, $3, $4, $5, $6, $7) "
+                ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
                 "ON CONFLICT (ns, name) DO UPDATE SET owner = excluded.owner, "
                 "token = excluded.token, acquired_at = excluded.acquired_at, "
-                "lease_expires_at = excluded.lease_expires_at, request_id = excluded.request_id");
+                "lease_expires_at = excluded.lease_expires_at, request_id = excluded.request_id, "
+                "waiter = excluded.waiter");
   delete_lock = S("DELETE FROM {s}.locks WHERE ns = $1 AND name = $2");
   list_live_locks = S("SELECT " LOCK_COLUMNS
                       " FROM {s}.locks WHERE ns = $1 AND lease_expires_at > $2 ORDER BY name");
+
+  // A waiter is live while its node's heartbeat lease and its own deadline last (core/lock.h
+  // Q1), both on the database's clock.
+#define LIVE_WAITERS                                                    \
+  " FROM {s}.lock_waiters w JOIN {s}.nodes n ON n.node_id = w.node_id " \
+  "WHERE w.ns = $1 AND w.name = $2 AND w.deadline_at > " DB_NOW_MS      \
+  " AND "                                                               \
+  "n.lease_expires_at > " DB_NOW_MS
+  find_lock_queue =
+      S("(SELECT w.seq, w.waiter_id, w.owner, w.lease_ms, w.request_id, false" LIVE_WAITERS
+        " ORDER BY w.seq LIMIT 1) UNION ALL "
+        "(SELECT seq, waiter_id, owner, lease_ms, request_id, true "
+        "FROM {s}.lock_waiters WHERE ns = $1 AND name = $2 AND waiter_id = $3)");
+  count_lock_waiters = S("SELECT count(*)" LIVE_WAITERS);
+#undef LIVE_WAITERS
+  enqueue_lock_waiter =
+      S("INSERT INTO {s}.lock_waiters (ns, name, waiter_id, node_id, owner, lease_ms, request_id, "
+        "enqueued_at, deadline_at) VALUES ($1, $2, $3, $4, $5, $6, $7, " DB_NOW_MS ", " DB_NOW_MS
+        " + $8) ON CONFLICT (ns, name, waiter_id) DO NOTHING");
+  delete_lock_waiter =
+      S("DELETE FROM {s}.lock_waiters WHERE ns = $1 AND name = $2 AND waiter_id = $3");
+  node_heartbeat =
+      S("INSERT INTO {s}.nodes (node_id, lease_expires_at, started_at) VALUES ($1, " DB_NOW_MS
+        " + $2, " DB_NOW_MS
+        ") ON CONFLICT (node_id) DO UPDATE SET "
+        "lease_expires_at = excluded.lease_expires_at");
+  // Nodes silent for $1 ms, their places, and places whose wait ended $1 ms ago. They are no
+  // longer live (nobody counts them); this only keeps the tables small.
+  node_cleanup = S("WITH gone AS (DELETE FROM {s}.nodes WHERE lease_expires_at < " DB_NOW_MS
+                   " - $1 RETURNING node_id) DELETE FROM {s}.lock_waiters WHERE node_id IN "
+                   "(SELECT node_id FROM gone) OR deadline_at < " DB_NOW_MS " - $1");
+  node_leave =
+      S("WITH w AS (DELETE FROM {s}.lock_waiters WHERE node_id = $1) "
+        "DELETE FROM {s}.nodes WHERE node_id = $1");
 
   probe =
       S("SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on', "
@@ -836,7 +884,8 @@ Result<void> PgTables::save_lock(const std::string& ns, const core::LockRecord& 
                                    .i64(r.token)
                                    .i64(r.acquired_at)
                                    .i64(r.lease_expires_at)
-                                   .opt_text(r.request_id));
+                                   .opt_text(r.request_id)
+                                   .opt_text(r.waiter));
 }
 
 Result<void> PgTables::delete_lock(const std::string& ns, const std::string& name) {
@@ -847,6 +896,61 @@ Result<void> PgTables::delete_lock(const std::string& ns, const std::string& nam
 Result<std::vector<core::LockRecord>> PgTables::list_live_locks(const std::string& ns, TimeMs now) {
   return all<core::LockRecord>(conn_.query(sql_.list_live_locks, Params().text(ns).i64(now)),
                                lock_from);
+}
+
+void PgTables::prefetch_lock_queue(const std::string& ns, const std::string& name,
+                                   const std::string& waiter_id) {
+  if (!batched_) return;
+  const std::string lock = row_key(ns, name);
+  if (queue_written_.count(lock)) return;
+  const std::string k = row_key(lock, waiter_id);
+  if (!queues_.try_emplace(k).second) return;
+  conn_.send_read(sql_.find_lock_queue, Params().text(ns).text(name).text(waiter_id),
+                  [this, k](const PgResult& r) {
+                    queues_[k] = {true, lock_queue_from(r)};
+                  });
+}
+
+Result<LockQueueView> PgTables::find_lock_queue(const std::string& ns, const std::string& name,
+                                                const std::string& waiter_id) {
+  const std::string lock = row_key(ns, name);
+  if (!queue_written_.count(lock)) {
+    auto known = remembered(queues_, row_key(lock, waiter_id));
+    if (!known.ok()) return std::move(known).error();
+    if (*known && **known) return std::move(***known);
+  }
+  // Not remembered, or changed by this transaction: asked again (after the writes it sent).
+  auto r = conn_.query(sql_.find_lock_queue, Params().text(ns).text(name).text(waiter_id));
+  if (!r.ok()) return std::move(r).error();
+  return lock_queue_from(*r);
+}
+
+Result<void> PgTables::enqueue_lock_waiter(const std::string& ns, const std::string& name,
+                                           const LockWaiterRow& row, std::int64_t wait_ms) {
+  if (node_id_.empty()) return Error(errc::internal, "This connection queues no lock waiters.");
+  if (batched_) queue_written_.insert(row_key(ns, name));
+  return write(sql_.enqueue_lock_waiter, Params()
+                                             .text(ns)
+                                             .text(name)
+                                             .text(row.waiter_id)
+                                             .text(node_id_)
+                                             .bytes(row.owner)
+                                             .i64(row.lease_ms)
+                                             .opt_text(row.request_id)
+                                             .i64(wait_ms));
+}
+
+Result<void> PgTables::delete_lock_waiter(const std::string& ns, const std::string& name,
+                                          const std::string& waiter_id) {
+  if (batched_) queue_written_.insert(row_key(ns, name));
+  return write(sql_.delete_lock_waiter, Params().text(ns).text(name).text(waiter_id));
+}
+
+Result<std::optional<std::int64_t>> PgTables::count_lock_waiters(const std::string& ns,
+                                                                 const std::string& name) {
+  auto r = conn_.query(sql_.count_lock_waiters, Params().text(ns).text(name));
+  if (!r.ok()) return std::move(r).error();
+  return std::optional<std::int64_t>(r->i64(0, 0));
 }
 
 }  // namespace ichido::store::postgres

@@ -27,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -58,6 +59,9 @@ struct Sql {
       insert_audit, list_audit, list_audit_newest;
   // Locks.
   Stmt find_lock, save_lock, delete_lock, list_live_locks;
+  // The lock waiter queue and the nodes' heartbeat leases (docs/decisions/076).
+  Stmt find_lock_queue, enqueue_lock_waiter, delete_lock_waiter, count_lock_waiters, node_heartbeat,
+      node_cleanup, node_leave;
   // Health, identity.
   Stmt probe, find_store_id;
   // The change feed (change_feed.h): SELECT pg_notify(channel, payload).
@@ -66,7 +70,9 @@ struct Sql {
 
 class PgTables final : public Tables {
  public:
-  PgTables(PgConn& conn, const Sql& sql) : conn_(conn), sql_(sql) {}
+  // `node_id`: the process whose waiters this transaction queues (empty: none, e.g. the CLI).
+  PgTables(PgConn& conn, const Sql& sql, std::string node_id = std::string())
+      : conn_(conn), sql_(sql), node_id_(std::move(node_id)) {}
 
   void set_batch_mode(bool on) { batched_ = on; }
   // Tokens drawn per nextval round trip in batch mode (1..1000).
@@ -137,6 +143,19 @@ class PgTables final : public Tables {
   Result<void> save_lock(const std::string& ns, const core::LockRecord& rec) override;
   Result<void> delete_lock(const std::string& ns, const std::string& name) override;
   Result<std::vector<core::LockRecord>> list_live_locks(const std::string& ns, TimeMs now) override;
+  // The waiter queue: liveness is judged on the database's clock (clock_timestamp()), like the
+  // nodes' heartbeat leases it compares with.
+  bool keeps_lock_queue() const override { return true; }
+  void prefetch_lock_queue(const std::string& ns, const std::string& name,
+                           const std::string& waiter_id) override;
+  Result<LockQueueView> find_lock_queue(const std::string& ns, const std::string& name,
+                                        const std::string& waiter_id) override;
+  Result<void> enqueue_lock_waiter(const std::string& ns, const std::string& name,
+                                   const LockWaiterRow& row, std::int64_t wait_ms) override;
+  Result<void> delete_lock_waiter(const std::string& ns, const std::string& name,
+                                  const std::string& waiter_id) override;
+  Result<std::optional<std::int64_t>> count_lock_waiters(const std::string& ns,
+                                                         const std::string& name) override;
 
   // Not in Tables: how many tokens exist (the first start's admin token is made only when none).
   Result<std::int64_t> count_tokens();
@@ -147,6 +166,7 @@ class PgTables final : public Tables {
 
   PgConn& conn_;
   const Sql& sql_;
+  const std::string node_id_;
   bool batched_ = false;
   int token_batch_ = 1;
   std::uint64_t writes_ = 0;
@@ -172,6 +192,10 @@ class PgTables final : public Tables {
   Rows<core::IssuedNumber> issued_;
   Rows<core::OnceRecord> once_;
   Rows<core::LockRecord> locks_;
+  // Queue views by ns '\0' name '\0' waiter id; a lock whose queue this transaction wrote
+  // (queue_written_, by ns '\0' name) is looked up again instead.
+  Rows<LockQueueView> queues_;
+  std::unordered_set<std::string> queue_written_;
   std::vector<std::int64_t> tokens_;  // drawn, unused; largest first
   int tokens_wanted_ = 0;             // announced by prefetch_token, not drawn yet
   // The latest period row of each counter prefetched (by ns '\0' name): labels of one counter

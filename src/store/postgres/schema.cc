@@ -135,6 +135,32 @@ const std::vector<const char*>& migrations() {
         VALUES (replace(gen_random_uuid()::text, '-', ''),
                 floor(extract(epoch from clock_timestamp()) * 1000)::int8);
       )sql",
+      // 3: first come, first served across nodes (docs/decisions/076): the nodes' heartbeat
+      // leases, the durable lock waiter queue, and the waiter a release granted a lock to.
+      R"sql(
+      CREATE TABLE {s}.nodes (
+        node_id text COLLATE "C" PRIMARY KEY,
+        lease_expires_at bigint NOT NULL,
+        started_at bigint NOT NULL
+      );
+      CREATE SEQUENCE {s}.lock_waiter_seq AS bigint MINVALUE 1 START 1 NO CYCLE;
+      CREATE TABLE {s}.lock_waiters (
+        ns text COLLATE "C" NOT NULL,
+        name text COLLATE "C" NOT NULL,
+        seq bigint NOT NULL DEFAULT nextval('{s}.lock_waiter_seq'),
+        waiter_id text COLLATE "C" NOT NULL,
+        node_id text COLLATE "C" NOT NULL,
+        owner bytea NOT NULL,
+        lease_ms bigint NOT NULL,
+        request_id text,
+        enqueued_at bigint NOT NULL,
+        deadline_at bigint NOT NULL,
+        PRIMARY KEY (ns, name, seq),
+        UNIQUE (ns, name, waiter_id)
+      );
+      CREATE INDEX lock_waiters_node ON {s}.lock_waiters (node_id);
+      ALTER TABLE {s}.locks ADD COLUMN waiter text;
+      )sql",
   };
   return m;
 }

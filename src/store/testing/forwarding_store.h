@@ -90,6 +90,10 @@ class ForwardingStore : public Store {
   void acquire_lock(AcquireLockCmd c, Callback<AcquireLockReply> d) override {
     in_.acquire_lock(std::move(c), std::move(d));
   }
+  bool queues_lock_waiters() const override { return in_.queues_lock_waiters(); }
+  void leave_lock_queue(LeaveLockQueueCmd c, Callback<AcquireLockReply> d) override {
+    in_.leave_lock_queue(std::move(c), std::move(d));
+  }
   void release_lock(ReleaseLockCmd c, Callback<Unit> d) override {
     in_.release_lock(std::move(c), std::move(d));
   }

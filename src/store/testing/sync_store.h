@@ -114,6 +114,10 @@ class SyncStore {
     return CallAndWait<AcquireLockReply>(
         [&](auto cb) { s_.acquire_lock(std::move(cmd), std::move(cb)); });
   }
+  Result<AcquireLockReply> leave_lock_queue(LeaveLockQueueCmd cmd) {
+    return CallAndWait<AcquireLockReply>(
+        [&](auto cb) { s_.leave_lock_queue(std::move(cmd), std::move(cb)); });
+  }
   Result<Unit> release_lock(ReleaseLockCmd cmd) {
     return CallAndWait<Unit>([&](auto cb) { s_.release_lock(std::move(cmd), std::move(cb)); });
   }

@@ -316,7 +316,7 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::leave_queue(const Acqui
     }
   }
   auto r = co_await call_store<AcquireLockReply>([&](auto cb) {
-    store_.leave_lock_queue(LeaveLockQueueCmd{req.ref, me->waiter_id}, std::move(cb));
+    store_.leave_lock_queue(LeaveLockQueueCmd{req.ref, me->waiter_id, req.lease_ms}, std::move(cb));
   });
   {
     MutexLock lk(mu_);

@@ -207,6 +207,7 @@ struct AcquireLockReply {
 struct LeaveLockQueueCmd {
   LockRef ref;
   std::string waiter_id;
+  std::int64_t lease_ms = core::kLockDefaultLeaseMs;  // of a grant it picks up (Q3)
 };
 
 struct ReleaseLockCmd {
@@ -394,7 +395,8 @@ class Store {
   // the lock service then waits through the queue instead of its in-process line.
   virtual bool queues_lock_waiters() const { return false; }
   // Q4: removes the waiter's place (nothing when it has none). When the lock was granted to this
-  // waiter meanwhile, answers acquired=true with that grant (the caller now holds it); otherwise
+  // waiter meanwhile, picks the grant up (Q3) and answers acquired=true with it (the caller now
+  // holds it); otherwise
   // acquired=false with the live holder. Stores without a queue answer acquired=false.
   virtual void leave_lock_queue(LeaveLockQueueCmd cmd, Callback<AcquireLockReply> done) = 0;
   // Deletes the record when `token` is the current one (held or lapsed); with a waiter queue,

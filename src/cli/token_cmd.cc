@@ -150,10 +150,17 @@ void add_token_commands(CommandTree& tree) {
   CLI::App* revoke = tree.add_local_command(
       *group, "revoke", "Revoke a token by id (effective within a second on a running server)",
       "ichido token revoke 3f9a0c1d2e4b5a6f --data ./ichido-data", [o]() -> int {
-        auto t = o->store.empty() ? store::sqlite::revoke_token_in_dir(
-                                        o->data, o->id, SystemClock::instance().now_ms())
-                                  : store::postgres::revoke_token_in_store(address(*o), o->id);
+        std::vector<std::string> unconfirmed;
+        auto t = o->store.empty()
+                     ? store::sqlite::revoke_token_in_dir(o->data, o->id,
+                                                          SystemClock::instance().now_ms())
+                     : store::postgres::revoke_token_in_store(address(*o), o->id, &unconfirmed);
         if (!t.ok()) return fail(t.error());
+        for (const auto& node : unconfirmed) {
+          std::cerr << "ichido token revoke: warning: node " << node
+                    << " did not confirm within 3 s (it has lost its database connection; it "
+                       "reloads its tokens when it reconnects)\n";
+        }
         std::cout << "revoked " << t->id << "\n";
         return kExitOk;
       });

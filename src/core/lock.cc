@@ -39,6 +39,11 @@ LockRecord make_grant(const std::string& name, const std::string& owner, std::in
   return LockRecord{name, owner, token, now, now + lease_ms, std::move(request_id)};
 }
 
+LockRecord pick_up(LockRecord granted, std::int64_t lease_ms, TimeMs now) {
+  granted.lease_expires_at = now + lease_ms;
+  return granted;
+}
+
 Result<void> decide_release(const std::optional<LockRecord>& current, std::int64_t token) {
   if (!current || current->token != token) return not_holder(token);
   return {};

@@ -30,9 +30,12 @@
 //       overtakes a queued waiter, whatever process either runs on. A replay (L8) is answered
 //       before this rule, so a retry never waits for itself.
 //   Q3. release and force-release, in their own transaction, grant the lock to the head live
-//       waiter (token drawn then, lease from the waiter's lease_ms) and remove its place: the
-//       lock is never free while a live waiter is queued. The grant names the waiter
-//       (LockRecord::waiter), so the waiter finds it when it asks again, on any path.
+//       waiter (token drawn then) and remove its place: the lock is never free while a live
+//       waiter is queued. The grant names the waiter (LockRecord::waiter), so the waiter finds
+//       it when it asks again, on any path. Its lease is min(lease_ms, kLockPickupMs) until the
+//       waiter picks it up (asks again, or leaves and keeps it), which sets it to now + the
+//       waiter's lease_ms: a grant made for a waiter whose process just died lapses within
+//       kLockPickupMs instead of holding everyone up for its whole lease.
 //   Q4. A waiter that leaves (deadline, client gone) loses its place; when the lock was granted
 //       to it meanwhile, leaving answers that grant, and the caller decides (keep or release).
 //
@@ -70,6 +73,7 @@ namespace ichido::core {
 
 inline constexpr std::int64_t kLockDefaultLeaseMs = 30000;  // bounds: core/lease.h
 inline constexpr std::size_t kLockMaxOwnerBytes = 256;
+inline constexpr std::int64_t kLockPickupMs = 3000;  // Q3
 
 struct LockRecord {
   std::string name;
@@ -110,6 +114,9 @@ LockRecord make_grant(const std::string& name, const std::string& owner, std::in
 // L5/L7: Ok when `token` is the current record's (held or lapsed): the store deletes the record.
 // Errors: not_holder (details.token), when there is no record or another token holds it.
 Result<void> decide_release(const std::optional<LockRecord>& current, std::int64_t token);
+
+// Q3: the record a queued waiter picks up: the grant made for it, its lease from now.
+LockRecord pick_up(LockRecord granted, std::int64_t lease_ms, TimeMs now);
 
 // L5/L6: the renewed record (same token, lease from now). Errors: not_holder.
 Result<LockRecord> decide_renew(const std::optional<LockRecord>& current, std::int64_t token,

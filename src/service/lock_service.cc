@@ -316,7 +316,7 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::leave_queue(const Acqui
     }
   }
   auto r = co_await call_store<AcquireLockReply>([&](auto cb) {
-    store_.leave_lock_queue(LeaveLockQueueCmd{req.ref, me->waiter_id}, std::move(cb));
+    store_.leave_lock_queue(LeaveLockQueueCmd{req.ref, me->waiter_id, req.lease_ms}, std::move(cb));
   });
   {
     MutexLock lk(mu_);
@@ -395,7 +395,6 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire_queued(AcquireL
     if (!me) co_return AcquireLockOutcome{false, false, holder_or_none(std::move(r->record))};
 
     // Queued (D2): park until asked to look again, the lease end (front only) or the deadline.
-    bool poll = false;
     {
       MutexLock lk(mu_);
       me->lease_end = r->record.token != 0 ? lease_end : TimePoint::max();
@@ -410,39 +409,32 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire_queued(AcquireL
           }
         }
       }
-      if (me->has_turn) {  // asked again while the store was answering
-        me->has_turn = false;
-        poll = true;
-      }
     }
-    while (!poll) {
+    for (;;) {
+      bool leave = false, poll = false;
       TimePoint expiry;
       {
         MutexLock lk(mu_);
-        Line& line = lines_[key];
+        Line& line = lines_[key];  // present: `me` is in it
         const bool front = !line.queue.empty() && line.queue.front() == me;
-        expiry = front ? std::min(me->deadline, me->lease_end) : me->deadline;
-      }
-      me->timer.expires_at(expiry);
-      auto [ec] = co_await me->timer.async_wait(asio::as_tuple(asio::use_awaitable));
-      (void)ec;  // the reason is read from the flags below, under the mutex
-      bool leave = false;
-      {
-        MutexLock lk(mu_);
-        Line& line = lines_[key];
         const TimePoint t = Clock::now();
+        me->poked = false;
         if (cancelled(cs) || me->stop || t >= me->deadline) {
           leave = true;
-        } else if (me->has_turn) {
+        } else if (me->has_turn) {  // asked to look again (also while the store was answering)
           me->has_turn = false;
           poll = true;
-        } else if (!line.queue.empty() && line.queue.front() == me && t >= me->lease_end) {
+        } else if (front && t >= me->lease_end) {
           me->lease_end = TimePoint::max();  // W4: the holder's lease ended
           poll = true;
         }
-        me->poked = false;
+        expiry = front ? std::min(me->deadline, me->lease_end) : me->deadline;
       }
       if (leave) co_return co_await leave_queue(req, me, cancelled(cs));  // D3
+      if (poll) break;
+      me->timer.expires_at(expiry);
+      auto [ec] = co_await me->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+      (void)ec;  // the reason is read from the flags above, under the mutex
     }
   }
 }

@@ -49,6 +49,7 @@ Result<core::TokenInfo> revoke_token_rows(Tables& t, const std::string& id, Time
   if (!tok.revoked_at) {
     tok.revoked_at = now;
     ICHIDO_TRY(t.save_token(tok));
+    ICHIDO_TRY(t.bump_token_epoch());
   }
   return tok;
 }

@@ -1,5 +1,6 @@
 // The lock commands of TableStore: load the lock's row, ask core/lock.h, write the result (and the
 // token drawn for a grant) in the same transaction. Rules and invariants L1–L7: core/lock.h.
+#include <algorithm>
 #include <utility>
 
 #include "store/table_store.h"
@@ -17,7 +18,8 @@ Result<void> grant_to_head(Tables& t, const LockRef& ref, TimeMs now) {
   const LockWaiterRow& head = *q->head;
   auto token = t.next_token();  // L2: same transaction as the grant
   if (!token.ok()) return std::move(token).error();
-  auto grant = core::make_grant(ref.name, head.owner, *token, head.lease_ms, now, head.request_id);
+  auto grant = core::make_grant(ref.name, head.owner, *token,
+                                std::min(head.lease_ms, core::kLockPickupMs), now, head.request_id);
   grant.waiter = head.waiter_id;
   ICHIDO_TRY(t.save_lock(ref.ns, grant));
   return t.delete_lock_waiter(ref.ns, ref.name, head.waiter_id);
@@ -47,7 +49,9 @@ void TableStore::acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> don
         LockQueueView queue;
         if (t.keeps_lock_queue()) {
           if (!me.empty() && *current && (*current)->waiter == me) {  // Q3: made for this waiter
-            return AcquireLockReply{true, false, std::move(**current), now};
+            auto picked = core::pick_up(std::move(**current), cmd.lease_ms, now);
+            ICHIDO_TRY(t.save_lock(cmd.ref.ns, picked));
+            return AcquireLockReply{true, false, std::move(picked), now};
           }
           auto q = t.find_lock_queue(cmd.ref.ns, cmd.ref.name, me);
           if (!q.ok()) return std::move(q).error();
@@ -97,7 +101,10 @@ void TableStore::leave_lock_queue(LeaveLockQueueCmd cmd, Callback<AcquireLockRep
         if (!current.ok()) return std::move(current).error();
         if (t.keeps_lock_queue()) {
           if (*current && (*current)->waiter == cmd.waiter_id) {  // Q4: granted meanwhile
-            return AcquireLockReply{true, false, std::move(**current), now};
+            ICHIDO_TRY(core::validate_lease_ms(cmd.lease_ms));
+            auto picked = core::pick_up(std::move(**current), cmd.lease_ms, now);
+            ICHIDO_TRY(t.save_lock(cmd.ref.ns, picked));
+            return AcquireLockReply{true, false, std::move(picked), now};
           }
           ICHIDO_TRY(t.delete_lock_waiter(cmd.ref.ns, cmd.ref.name, cmd.waiter_id));
         }

@@ -125,6 +125,9 @@ class Tables {
   // Replaces the stored token with the same id.
   virtual Result<void> save_token(const core::TokenInfo& t) = 0;
   virtual Result<std::vector<core::TokenInfo>> list_tokens() = 0;
+  // A revocation happened in this transaction: stores whose processes cache tokens and must
+  // confirm they dropped it (PostgreSQL's token epoch, decision 077) count it; others ignore it.
+  virtual Result<void> bump_token_epoch() { return {}; }
   // Returns the new record's id.
   virtual Result<std::int64_t> insert_audit(const core::AuditEntry& e) = 0;
   // Up to q.limit records matching q (see AuditQuery), in q's order.

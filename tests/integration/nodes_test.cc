@@ -5,6 +5,7 @@
 // These tests need PostgreSQL: CTest runs them against the `pg` fixture's cluster
 // (pg_nodes_tests, with ICHIDO_TEST_STORE=postgres).
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <atomic>
@@ -555,7 +556,7 @@ TEST(Nodes, ANodeKilledWithQueuedWaitersDoesNotHoldUpTheOthers) {
       },
       milliseconds(15000)));
   const double lapsed_ms = Ms(steady::now() - killed);
-  EXPECT_GE(lapsed_ms, 2500) << "a live node's places must not be dropped early";
+  EXPECT_GE(lapsed_ms, 1500) << "a live node's places must not be dropped early";
   auto r = holder.send("POST", "/v1/ns/ops/locks/k9/release",
                        R"({"token":)" + std::to_string(held) + "}");
   ASSERT_EQ(r.status, 200) << r.body;
@@ -565,6 +566,47 @@ TEST(Nodes, ANodeKilledWithQueuedWaitersDoesNotHoldUpTheOthers) {
   EXPECT_EQ(survivors.order(), std::vector<std::string>{"S"});
   EXPECT_LT(steady::now() - released, kWokenWithin);
   std::printf("[ figures  ] killed node's places skipped after %.0f ms\n", lapsed_ms);
+}
+
+TEST(Nodes, AReleaseRightAfterANodeDiedReachesTheNextLiveWaiterWithinThePickupWindow) {
+  Deployment d(3);
+  d.start_all();
+  ApiClient holder(d.node(0).url(), "ops");
+  const std::int64_t held = Acquire(holder, "k9b", "holder");
+  std::vector<std::thread> victims;
+  struct JoinAll {
+    std::vector<std::thread>& ts;
+    ~JoinAll() {
+      for (auto& t : ts) {
+        if (t.joinable()) t.join();
+      }
+    }
+  } join_victims{victims};
+  victims.emplace_back([&d] {
+    ApiClient c(d.node(1).url(), "ops");
+    (void)c.send("POST", "/v1/ns/ops/locks/k9b/acquire",
+                 R"({"owner":"V","lease_ms":60000,"wait_ms":60000})");
+  });
+  ASSERT_TRUE(eventually([&] {
+    auto s = holder.send("GET", "/v1/ns/ops/locks/k9b");
+    return s.status == 200 && s.num("waiters") == 1;
+  }));
+  QueuedLockWaiters survivors(d, "k9b", /*ahead=*/1);
+  survivors.add(2, "S");
+  d.node(1).kill9();
+  // Released at once: the dead node's heartbeat lease is still live, so the lock is granted to
+  // its waiter — for the pickup window only (3 s), not for the waiter's 60 s lease.
+  const auto released = steady::now();
+  auto r = holder.send("POST", "/v1/ns/ops/locks/k9b/release",
+                       R"({"token":)" + std::to_string(held) + "}");
+  ASSERT_EQ(r.status, 200) << r.body;
+  survivors.join();
+  const double waited_ms = Ms(steady::now() - released);
+  EXPECT_TRUE(survivors.failures().empty()) << ::testing::PrintToString(survivors.failures());
+  EXPECT_EQ(survivors.order(), std::vector<std::string>{"S"});
+  EXPECT_LT(waited_ms, 3000 + Ms(kWokenWithin));
+  std::printf("[ figures  ] release right after a kill -9 -> next live waiter granted: %.0f ms\n",
+              waited_ms);
 }
 
 // A once begin with wait_ms on node A while node B's worker holds the key.
@@ -638,9 +680,11 @@ TEST(Nodes, OnceWaitersOnOneNodeAreWokenByACompleteOrAFailOnAnother) {
 TEST(Nodes, ACutListenConnectionIsReEstablishedAndWakeUpsGoOn) {
   Deployment d(2);
   d.start_all();
+  // The LISTEN sessions (their last query is the LISTEN, or after a reconnect the token
+  // epoch's confirmation, decision 077).
   const std::string listeners =
       "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'ichido-listen' AND "
-      "query LIKE 'LISTEN%' AND datname = current_database()";
+      "datname = current_database()";
   ASSERT_TRUE(eventually([&] { return query_value(d.url(), listeners) == "2"; }))
       << query_value(d.url(), listeners);
   ASSERT_EQ(query_value(d.url(),
@@ -719,21 +763,91 @@ TEST(Nodes, ATokenRevokedWithTheCliIsRefusedOnEveryNode) {
     if (t.at("role").as_string() == "writer") id = std::string(t.at("id").as_string());
   }
   ASSERT_FALSE(id.empty()) << listed;
-  auto [rcode, rout] = run_command(cli + "revoke " + id + " " + a.store_args());
+  const auto revoking = steady::now();
+  auto [rcode, rout] = run_command(cli + "revoke " + id + " " + a.store_args() + " 2>&1");
   ASSERT_EQ(rcode, 0) << rout;
-  const auto revoked = steady::now();
-  // Each node reloads as soon as its LISTEN connection reads the notification.
-  Reply ra, rb;
-  EXPECT_TRUE(eventually(
-      [&] {
-        ra = on_a.send("GET", "/v1/ns/ops/counters");
-        rb = on_b.send("GET", "/v1/ns/ops/counters");
-        return ra.status == 401 && rb.status == 401;
-      },
-      milliseconds(5000)))
-      << ra.status << " " << rb.status;
-  std::printf("[ figures  ] CLI revoke -> 401 on both nodes after %.1f ms\n",
-              Ms(steady::now() - revoked));
+  EXPECT_EQ(rout.find("warning"), std::string::npos) << rout;
+  // Decision 077: the CLI returned only once both nodes confirmed they dropped the token.
+  EXPECT_EQ(on_a.send("GET", "/v1/ns/ops/counters").status, 401);
+  EXPECT_EQ(on_b.send("GET", "/v1/ns/ops/counters").status, 401);
+  std::printf("[ figures  ] CLI revoke on 2 nodes (process start to exit): %.1f ms\n",
+              Ms(steady::now() - revoking));
+}
+
+TEST(Nodes, ATokenRevokedThroughOneNodeIsRefusedByEveryNodeWhenTheAnswerArrives) {
+  TempDir dir;
+  std::vector<std::unique_ptr<ServerProcess>> nodes;
+  for (int i = 0; i < 3; ++i) {
+    nodes.push_back(std::make_unique<ServerProcess>(dir.path() + "/n" + std::to_string(i),
+                                                    std::vector<std::string>{}, /*auth=*/true));
+    if (i > 0) nodes.back()->share_store(*nodes.front());
+    std::string err;
+    ASSERT_TRUE(nodes.back()->start(&err)) << err;
+  }
+  const std::string cli = std::string(ichido_binary()) + " token ";
+  auto [code, admin] =
+      run_command(cli + "create " + nodes[0]->store_args() + " --ns '*' --role admin");
+  ASSERT_EQ(code, 0) << admin;
+  ApiClient minter(nodes[0]->url(), "ops", admin);
+  std::vector<double> took;
+  // Repeated: without the confirmation a call racing the notification (about 2 ms) would be
+  // let through by another node now and then.
+  for (int round = 0; round < 20; ++round) {
+    auto m = minter.send("POST", "/v1/admin/tokens", R"({"ns":"ops","role":"writer"})");
+    ASSERT_EQ(m.status, 201) << m.body;
+    const std::string id = m.str("id"), secret = m.str("token");
+    std::vector<std::unique_ptr<ApiClient>> users;
+    for (auto& n : nodes) {
+      users.push_back(std::make_unique<ApiClient>(n->url(), "ops", secret));
+      ASSERT_EQ(users.back()->send("GET", "/v1/ns/ops/counters").status, 200);  // known everywhere
+    }
+    const auto t0 = steady::now();
+    auto del = minter.send("DELETE", "/v1/admin/tokens/" + id);
+    ASSERT_EQ(del.status, 200) << del.body;
+    took.push_back(Ms(steady::now() - t0));
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      EXPECT_EQ(users[i]->send("GET", "/v1/ns/ops/counters").status, 401)
+          << "round " << round << ", node " << i << " still took the revoked token";
+    }
+  }
+  std::sort(took.begin(), took.end());
+  std::printf("[ figures  ] HTTP revoke on 3 nodes: p50 %.1f ms, max %.1f ms (20 rounds)\n",
+              took[took.size() / 2], took.back());
+}
+
+// Decision 077 from the other side: a live node that cannot confirm (frozen: SIGSTOP) holds the
+// revoke's answer until its heartbeat lease lapses (3 s at most), then the answer comes anyway,
+// and the node refuses the token as soon as it runs again.
+TEST(Nodes, ARevokeWaitsForAFrozenNodeAtMostUntilItsHeartbeatLapses) {
+  TempDir dir;
+  ServerProcess a(dir.path() + "/a", {}, /*auth=*/true);
+  ServerProcess b(dir.path() + "/b", {}, /*auth=*/true);
+  b.share_store(a);
+  std::string err;
+  ASSERT_TRUE(a.start(&err)) << err;
+  ASSERT_TRUE(b.start(&err)) << err;
+  auto [code, admin] = run_command(std::string(ichido_binary()) + " token create " +
+                                   a.store_args() + " --ns '*' --role admin");
+  ASSERT_EQ(code, 0) << admin;
+  ApiClient minter(a.url(), "ops", admin);
+  auto m = minter.send("POST", "/v1/admin/tokens", R"({"ns":"ops","role":"writer"})");
+  ASSERT_EQ(m.status, 201) << m.body;
+  ApiClient on_b(b.url(), "ops", m.str("token"));
+  ASSERT_EQ(on_b.send("GET", "/v1/ns/ops/counters").status, 200);
+  ASSERT_EQ(::kill(b.pid(), SIGSTOP), 0);
+  const auto t0 = steady::now();
+  auto del = minter.send("DELETE", "/v1/admin/tokens/" + m.str("id"));
+  const double waited_ms = Ms(steady::now() - t0);
+  ASSERT_EQ(::kill(b.pid(), SIGCONT), 0);
+  ASSERT_EQ(del.status, 200) << del.body;
+  EXPECT_GE(waited_ms, 1000) << "the answer did not wait for the frozen node";
+  EXPECT_LT(waited_ms, 6000);
+  Reply rb;
+  EXPECT_TRUE(eventually([&] {
+    rb = on_b.send("GET", "/v1/ns/ops/counters");
+    return rb.status == 401;
+  })) << rb.status;
+  std::printf("[ figures  ] revoke with a frozen node answered after %.0f ms\n", waited_ms);
 }
 
 }  // namespace

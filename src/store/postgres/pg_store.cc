@@ -28,6 +28,8 @@ constexpr std::int64_t kNodeLeaseMs = 3000;
 // whichever node's monitor gets there, every kCleanupEveryProbes healthy probes (~30 s).
 constexpr std::int64_t kNodeForgetMs = 60000;
 constexpr std::uint64_t kCleanupEveryProbes = 60;
+// A revocation waits at most this long for the other live nodes to confirm it (decision 077).
+constexpr milliseconds kTokenAckWait{3000};
 
 Error closed_error() {
   return Error(errc::store_unavailable,
@@ -164,6 +166,7 @@ Result<void> PgStore::start() {
   for (auto& l : lanes_) l->thread = std::thread([this, lane = l.get()] { lane_loop(*lane); });
   for (auto& r : readers_) r->thread = std::thread([this, rd = r.get()] { reader_loop(*rd); });
   monitor_ = std::thread([this] { monitor_loop(); });
+  acker_ = std::thread([this] { acker_loop(); });
   if (opt_.listen) listener_ = std::thread([this] { listen_loop(); });
   return {};
 }
@@ -187,6 +190,12 @@ void PgStore::close() {
     for (auto& r : readers_) {
       if (r->thread.joinable()) r->thread.join();
     }
+    {
+      MutexLock lk(ack_mu_);  // the lanes are done: no revocation answer comes after this
+      acker_stop_ = true;
+    }
+    ack_cv_.notify_all();
+    if (acker_.joinable()) acker_.join();
     if (monitor_.joinable()) monitor_.join();
     if (listener_.joinable()) listener_.join();
     // This node's places in the waiter queue go with it at once, instead of at its heartbeat
@@ -564,7 +573,7 @@ void PgStore::listen_loop() {
       if (!first) {
         ExternalChanges all = everyone;
         all.tokens = true;
-        deliver(all);
+        deliver_tokens(*conn, all);
       }
       first = false;
     }
@@ -587,13 +596,62 @@ void PgStore::listen_loop() {
         received_.fetch_add(1);
         ExternalChanges all = everyone;
         all.tokens = true;
-        deliver(all);
+        deliver_tokens(*conn, all);
       } else if (d->node != node_id_) {
         received_.fetch_add(1);
-        deliver(d->changes);
+        if (d->changes.tokens) {
+          deliver_tokens(*conn, d->changes);
+        } else {
+          deliver(d->changes);
+        }
       }
     }
     if (lost) conn.reset();
+  }
+}
+
+void PgStore::deliver_tokens(PgConn& conn, const ExternalChanges& changes) {
+  // Read first: every revocation up to this epoch committed before the handler makes the node
+  // reload its tokens, so recording the epoch afterwards never claims more than was applied.
+  auto epoch = conn.query(sql_.token_epoch, Params());
+  const bool read = conn.sync().ok() && epoch.ok() && epoch->rows() == 1;
+  deliver(changes);
+  if (!read) return;  // not confirmed: the revoker waits for this node until its 3 s are up
+  (void)conn.query(sql_.node_tokens_applied, Params().text(node_id_).i64(epoch->i64(0, 0)));
+  (void)conn.sync();
+}
+
+void PgStore::revoke_token(RevokeTokenCmd cmd, Callback<core::TokenInfo> done) {
+  TableStore::revoke_token(std::move(cmd), [this, done](Result<core::TokenInfo> r) {
+    if (!r.ok()) return done(std::move(r));
+    MutexLock lk(ack_mu_);
+    if (acker_stop_) {
+      lk.unlock();
+      return done(std::move(r));
+    }
+    acks_.push_back([done, r = std::move(r)]() mutable { done(std::move(r)); });
+    ack_cv_.notify_one();
+  });
+}
+
+void PgStore::acker_loop() {
+  std::unique_ptr<PgConn> conn;
+  for (;;) {
+    std::deque<std::function<void()>> answers;
+    {
+      MutexLock lk(ack_mu_);
+      while (acks_.empty() && !acker_stop_) ack_cv_.wait(ack_mu_);
+      if (acks_.empty()) return;
+      answers.swap(acks_);
+    }
+    if (!closing_.load()) {
+      if (!conn || conn->broken()) {
+        auto c = open_checked(settings_);
+        if (c.ok()) conn = std::move(*c);
+      }
+      if (conn) (void)wait_for_token_acks(*conn, sql_, node_id_, kTokenAckWait);
+    }
+    for (auto& answer : answers) answer();
   }
 }
 

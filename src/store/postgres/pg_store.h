@@ -48,6 +48,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -112,6 +113,10 @@ class PgStore final : public TableStore {
   // queued in the database, live while this node's heartbeat lease (renewed by the monitor
   // every 500 ms, 3 s long) lasts.
   bool queues_lock_waiters() const override { return true; }
+  // Answers once every live node has applied the revocation (decision 077), or after 3 s
+  // (a node that has not confirmed by then has lost its database connections; it reloads its
+  // tokens when it gets them back). The revocation itself is durable before any of this.
+  void revoke_token(RevokeTokenCmd cmd, Callback<core::TokenInfo> done) override;
   StoreStats stats() const override;
   void close() override;
 
@@ -149,6 +154,10 @@ class PgStore final : public TableStore {
   Result<void> heartbeat(PgConn& conn);
   void listen_loop();
   void deliver(const ExternalChanges& changes);
+  // deliver() of a token change, confirmed in this node's row (decision 077): the epoch is read
+  // before the handler runs and recorded after it.
+  void deliver_tokens(PgConn& conn, const ExternalChanges& changes);
+  void acker_loop();
   // A usable connection in `slot`, connecting when needed (not more often than the backoff).
   PgConn* ensure(std::unique_ptr<PgConn>& slot, std::chrono::steady_clock::time_point& retry_at,
                  std::chrono::milliseconds& backoff, Error& error);
@@ -182,6 +191,13 @@ class PgStore final : public TableStore {
   std::optional<Error> identity_lost_ GUARDED_BY(health_mu_);
   std::int64_t highest_token_seen_ = 0;  // the monitor thread's own
   std::thread monitor_;
+
+  // Answers of revocations waiting for the other nodes' confirmation (decision 077).
+  Mutex ack_mu_;
+  CondVar ack_cv_;
+  std::deque<std::function<void()>> acks_ GUARDED_BY(ack_mu_);
+  bool acker_stop_ GUARDED_BY(ack_mu_) = false;  // set by close() once the lanes are done
+  std::thread acker_;
 
   std::atomic<bool> closing_{false};
   std::atomic<std::uint64_t> commits_{0};

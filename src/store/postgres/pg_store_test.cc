@@ -580,6 +580,8 @@ TEST_F(PgStoreTest, TheWaiterQueueGrantsInArrivalOrderAcrossStores) {
   ASSERT_TRUE(now_held.ok() && now_held->holder);
   EXPECT_EQ(now_held->holder->owner, "first");
   EXPECT_EQ(now_held->queued, 1);
+  // Until the waiter picks it up, the grant lasts at most kLockPickupMs (not its 60 s).
+  EXPECT_LE(now_held->holder->lease_expires_at - now_held->now, core::kLockPickupMs);
   // Q2: a newcomer with wait_ms 0 does not get it; the second waiter asking again neither.
   auto newcomer = sb.acquire_lock({l, "newcomer", 60000, std::nullopt});
   ASSERT_TRUE(newcomer.ok());
@@ -595,6 +597,7 @@ TEST_F(PgStoreTest, TheWaiterQueueGrantsInArrivalOrderAcrossStores) {
   EXPECT_FALSE(first->replayed);
   EXPECT_GT(first->record.token, held->record.token);
   EXPECT_EQ(first->record.owner, "first");
+  EXPECT_EQ(first->record.lease_expires_at, first->now + 60000) << "picked up: its own lease";
 
   // Q4: the second waiter leaves before its turn: its place is gone, nothing granted.
   auto left = sb.leave_lock_queue({l, "wb"});
@@ -610,6 +613,7 @@ TEST_F(PgStoreTest, TheWaiterQueueGrantsInArrivalOrderAcrossStores) {
   ASSERT_TRUE(third.ok());
   ASSERT_TRUE(third->acquired);
   EXPECT_EQ(third->record.owner, "third");
+  EXPECT_EQ(third->record.lease_expires_at, third->now + 30000) << "picked up by leaving";
   EXPECT_GT(third->record.token, first->record.token);
 
   // Q1: a place whose wait ended is not live: a release skips it and the lock is free.

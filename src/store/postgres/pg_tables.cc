@@ -1,8 +1,10 @@
 #include "store/postgres/pg_tables.h"
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <limits>
+#include <thread>
 #include <utility>
 
 #include "store/table_store.h"
@@ -370,6 +372,14 @@ Sql::Sql(const std::string& schema) {
   node_cleanup = S("WITH gone AS (DELETE FROM {s}.nodes WHERE lease_expires_at < " DB_NOW_MS
                    " - $1 RETURNING node_id) DELETE FROM {s}.lock_waiters WHERE node_id IN "
                    "(SELECT node_id FROM gone) OR deadline_at < " DB_NOW_MS " - $1");
+  bump_token_epoch = S("UPDATE {s}.token_epoch SET epoch = epoch + 1");
+  token_epoch = S("SELECT epoch FROM {s}.token_epoch");
+  node_tokens_applied =
+      S("UPDATE {s}.nodes SET tokens_epoch = greatest(tokens_epoch, $2) WHERE node_id = $1");
+  // The live nodes (but $1) that have not applied every revocation committed so far.
+  token_acks_pending =
+      S("SELECT n.node_id FROM {s}.nodes n, {s}.token_epoch e WHERE n.node_id <> $1 AND "
+        "n.lease_expires_at > " DB_NOW_MS " AND n.tokens_epoch < e.epoch ORDER BY n.node_id");
   node_leave =
       S("WITH w AS (DELETE FROM {s}.lock_waiters WHERE node_id = $1) "
         "DELETE FROM {s}.nodes WHERE node_id = $1");
@@ -944,6 +954,23 @@ Result<void> PgTables::delete_lock_waiter(const std::string& ns, const std::stri
                                           const std::string& waiter_id) {
   if (batched_) queue_written_.insert(row_key(ns, name));
   return write(sql_.delete_lock_waiter, Params().text(ns).text(name).text(waiter_id));
+}
+
+Result<void> PgTables::bump_token_epoch() { return write(sql_.bump_token_epoch, Params()); }
+
+Result<std::vector<std::string>> wait_for_token_acks(PgConn& conn, const Sql& sql,
+                                                     const std::string& self,
+                                                     std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto r = conn.query(sql.token_acks_pending, Params().text(self));
+    ICHIDO_TRY(conn.sync());
+    if (!r.ok()) return std::move(r).error();
+    std::vector<std::string> pending;
+    for (int i = 0; i < r->rows(); ++i) pending.push_back(r->str(i, 0));
+    if (pending.empty() || std::chrono::steady_clock::now() >= until) return pending;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
 }
 
 Result<std::optional<std::int64_t>> PgTables::count_lock_waiters(const std::string& ns,

@@ -22,6 +22,7 @@
 // Thread-safety: none (like the connection it uses).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -62,6 +63,8 @@ struct Sql {
   // The lock waiter queue and the nodes' heartbeat leases (docs/decisions/076).
   Stmt find_lock_queue, enqueue_lock_waiter, delete_lock_waiter, count_lock_waiters, node_heartbeat,
       node_cleanup, node_leave;
+  // Token epoch (decision 077): bumped by a revoke, applied by each node, awaited by the revoker.
+  Stmt bump_token_epoch, token_epoch, node_tokens_applied, token_acks_pending;
   // Health, identity.
   Stmt probe, find_store_id;
   // The change feed (change_feed.h): SELECT pg_notify(channel, payload).
@@ -146,6 +149,7 @@ class PgTables final : public Tables {
   // The waiter queue: liveness is judged on the database's clock (clock_timestamp()), like the
   // nodes' heartbeat leases it compares with.
   bool keeps_lock_queue() const override { return true; }
+  Result<void> bump_token_epoch() override;
   void prefetch_lock_queue(const std::string& ns, const std::string& name,
                            const std::string& waiter_id) override;
   Result<LockQueueView> find_lock_queue(const std::string& ns, const std::string& name,
@@ -205,5 +209,12 @@ class PgTables final : public Tables {
   // Period rows saved and not yet written (flush_writes): key of periods_ -> (id, period).
   std::map<std::string, std::pair<std::int64_t, std::string>> dirty_periods_;
 };
+
+// Decision 077: waits until every live node but `self` (empty: none is skipped) has applied
+// every token revocation committed so far, polling every 2 ms, at most `timeout`. Returns the
+// ids of the live nodes that had not confirmed by then (empty: all did). Blocks.
+Result<std::vector<std::string>> wait_for_token_acks(PgConn& conn, const Sql& sql,
+                                                     const std::string& self,
+                                                     std::chrono::milliseconds timeout);
 
 }  // namespace ichido::store::postgres

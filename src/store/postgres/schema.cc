@@ -136,13 +136,20 @@ const std::vector<const char*>& migrations() {
                 floor(extract(epoch from clock_timestamp()) * 1000)::int8);
       )sql",
       // 3: first come, first served across nodes (docs/decisions/076): the nodes' heartbeat
-      // leases, the durable lock waiter queue, and the waiter a release granted a lock to.
+      // leases, the durable lock waiter queue, and the waiter a release granted a lock to; the
+      // token epoch each node has applied (a revoke waits for every live node, decision 077).
       R"sql(
       CREATE TABLE {s}.nodes (
         node_id text COLLATE "C" PRIMARY KEY,
         lease_expires_at bigint NOT NULL,
-        started_at bigint NOT NULL
+        started_at bigint NOT NULL,
+        tokens_epoch bigint NOT NULL DEFAULT 0
       );
+      CREATE TABLE {s}.token_epoch (
+        only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+        epoch bigint NOT NULL
+      );
+      INSERT INTO {s}.token_epoch (epoch) VALUES (0);
       CREATE SEQUENCE {s}.lock_waiter_seq AS bigint MINVALUE 1 START 1 NO CYCLE;
       CREATE TABLE {s}.lock_waiters (
         ns text COLLATE "C" NOT NULL,

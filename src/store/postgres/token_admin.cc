@@ -16,9 +16,12 @@ namespace {
 // locks the server's batches take), with the database's clock read after them.
 // `announce_tokens`: the transaction also notifies every node that tokens changed (decision
 // 075), so a revocation is effective on every node as soon as it commits.
+// `unconfirmed` (with announce_tokens): after the commit, waits up to 3 s for every live node
+// to confirm it applied the change (decision 077) and lists those that did not.
 template <class T, class Fn>
 Result<T> in_transaction(const StoreAddress& at, std::vector<std::int64_t> keys, Fn fn,
-                         bool announce_tokens = false) {
+                         bool announce_tokens = false,
+                         std::vector<std::string>* unconfirmed = nullptr) {
   Options o;
   o.url = at.url;
   o.schema = at.schema;
@@ -41,6 +44,10 @@ Result<T> in_transaction(const StoreAddress& at, std::vector<std::int64_t> keys,
   (void)c.sync();
   c.send(r.ok() ? sql.commit : sql.rollback, Params());
   if (auto s = c.sync(); !s.ok()) return std::move(s).error();
+  if (r.ok() && unconfirmed) {
+    auto pending = wait_for_token_acks(c, sql, "", std::chrono::milliseconds(3000));
+    if (pending.ok()) *unconfirmed = std::move(*pending);
+  }
   return r;
 }
 
@@ -92,7 +99,8 @@ Result<std::vector<core::TokenInfo>> list_tokens_in_store(const StoreAddress& at
       at, {}, [](PgTables& t, TimeMs) { return t.list_tokens(); });
 }
 
-Result<core::TokenInfo> revoke_token_in_store(const StoreAddress& at, const std::string& id) {
+Result<core::TokenInfo> revoke_token_in_store(const StoreAddress& at, const std::string& id,
+                                              std::vector<std::string>* unconfirmed) {
   std::vector<std::int64_t> keys{job_key("token", id, ""), job_key("audit", "", "")};
   std::sort(keys.begin(), keys.end());
   return in_transaction<core::TokenInfo>(
@@ -104,7 +112,7 @@ Result<core::TokenInfo> revoke_token_in_store(const StoreAddress& at, const std:
         if (!a.ok()) return std::move(a).error();
         return tok;
       },
-      /*announce_tokens=*/true);
+      /*announce_tokens=*/true, unconfirmed);
 }
 
 }  // namespace ichido::store::postgres

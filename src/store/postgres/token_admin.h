@@ -33,6 +33,9 @@ Result<NewToken> create_token_in_store(const StoreAddress& at, core::Role role,
                                        std::optional<std::int64_t> expires_in_ms);
 Result<std::vector<core::TokenInfo>> list_tokens_in_store(const StoreAddress& at);
 // Errors: token_not_found.
-Result<core::TokenInfo> revoke_token_in_store(const StoreAddress& at, const std::string& id);
+// Returns once every live node has applied the revocation or 3 s have passed; the nodes that had
+// not confirmed by then are listed in `unconfirmed` when given (decision 077).
+Result<core::TokenInfo> revoke_token_in_store(const StoreAddress& at, const std::string& id,
+                                              std::vector<std::string>* unconfirmed = nullptr);
 
 }  // namespace ichido::store::postgres

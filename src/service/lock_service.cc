@@ -369,7 +369,10 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire_queued(AcquireL
         [&](auto cb) { store_.acquire_lock(cmd, std::move(cb)); });
     const TimePoint now = Clock::now();
     if (!r.ok()) {
-      if (me) (void)co_await leave_queue(req, me, cancelled(cs));  // D4
+      if (me) {  // D4; a grant made for it meanwhile is its answer (or released if gone)
+        auto left = co_await leave_queue(req, me, cancelled(cs));
+        if (left.ok() && left->acquired) co_return left;
+      }
       co_return std::move(r).error();
     }
     const TimePoint lease_end =

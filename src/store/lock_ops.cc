@@ -1,6 +1,7 @@
 // The lock commands of TableStore: load the lock's row, ask core/lock.h, write the result (and the
 // token drawn for a grant) in the same transaction. Rules and invariants L1–L7: core/lock.h.
 #include <algorithm>
+#include <functional>
 #include <utility>
 
 #include "store/table_store.h"
@@ -23,6 +24,22 @@ Result<void> grant_to_head(Tables& t, const LockRef& ref, TimeMs now) {
   grant.waiter = head.waiter_id;
   ICHIDO_TRY(t.save_lock(ref.ns, grant));
   return t.delete_lock_waiter(ref.ns, ref.name, head.waiter_id);
+}
+
+// What release and force-release read: the lock's row and its queue's head (Q3).
+std::function<void(Tables&)> prefetch_release(const LockRef& ref) {
+  return [ref](Tables& t) {
+    t.prefetch_lock(ref.ns, ref.name);
+    t.prefetch_lock_queue(ref.ns, ref.name, std::string());
+  };
+}
+
+// Q3: the waiter a grant was made for picks it up; its lease runs from now.
+Result<core::LockRecord> pick_up(Tables& t, const std::string& ns, core::LockRecord granted,
+                                 std::int64_t lease_ms, TimeMs now) {
+  auto picked = core::pick_up(std::move(granted), lease_ms, now);
+  ICHIDO_TRY(t.save_lock(ns, picked));
+  return picked;
 }
 
 // The live holder of `current` at `now`, or an empty record.
@@ -49,9 +66,9 @@ void TableStore::acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> don
         LockQueueView queue;
         if (t.keeps_lock_queue()) {
           if (!me.empty() && *current && (*current)->waiter == me) {  // Q3: made for this waiter
-            auto picked = core::pick_up(std::move(**current), cmd.lease_ms, now);
-            ICHIDO_TRY(t.save_lock(cmd.ref.ns, picked));
-            return AcquireLockReply{true, false, std::move(picked), now};
+            auto picked = pick_up(t, cmd.ref.ns, std::move(**current), cmd.lease_ms, now);
+            if (!picked.ok()) return std::move(picked).error();
+            return AcquireLockReply{true, false, std::move(*picked), now};
           }
           auto q = t.find_lock_queue(cmd.ref.ns, cmd.ref.name, me);
           if (!q.ok()) return std::move(q).error();
@@ -102,9 +119,9 @@ void TableStore::leave_lock_queue(LeaveLockQueueCmd cmd, Callback<AcquireLockRep
         if (t.keeps_lock_queue()) {
           if (*current && (*current)->waiter == cmd.waiter_id) {  // Q4: granted meanwhile
             ICHIDO_TRY(core::validate_lease_ms(cmd.lease_ms));
-            auto picked = core::pick_up(std::move(**current), cmd.lease_ms, now);
-            ICHIDO_TRY(t.save_lock(cmd.ref.ns, picked));
-            return AcquireLockReply{true, false, std::move(picked), now};
+            auto picked = pick_up(t, cmd.ref.ns, std::move(**current), cmd.lease_ms, now);
+            if (!picked.ok()) return std::move(picked).error();
+            return AcquireLockReply{true, false, std::move(*picked), now};
           }
           ICHIDO_TRY(t.delete_lock_waiter(cmd.ref.ns, cmd.ref.name, cmd.waiter_id));
         }
@@ -116,10 +133,7 @@ void TableStore::leave_lock_queue(LeaveLockQueueCmd cmd, Callback<AcquireLockRep
 
 void TableStore::release_lock(ReleaseLockCmd cmd, Callback<Unit> done) {
   auto keys = lock_keys(cmd.ref);
-  auto prefetch = [ref = cmd.ref](Tables& t) {
-    t.prefetch_lock(ref.ns, ref.name);
-    t.prefetch_lock_queue(ref.ns, ref.name, std::string());
-  };
+  auto prefetch = prefetch_release(cmd.ref);
   const LockRef woken = cmd.ref;
   write<Unit>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<Unit> {
@@ -150,10 +164,7 @@ void TableStore::renew_lock(RenewLockCmd cmd, Callback<core::LockRecord> done) {
 
 void TableStore::force_release_lock(ForceReleaseCmd cmd, Callback<ForceReleaseReply> done) {
   auto keys = lock_keys(cmd.ref);
-  auto prefetch = [r = cmd.ref](Tables& t) {
-    t.prefetch_lock(r.ns, r.name);
-    t.prefetch_lock_queue(r.ns, r.name, std::string());
-  };
+  auto prefetch = prefetch_release(cmd.ref);
   const LockRef woken = cmd.ref;
   write_audited<ForceReleaseReply>(
       [ref = std::move(cmd.ref)](Tables& t, TimeMs now) -> Result<ForceReleaseReply> {

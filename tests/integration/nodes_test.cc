@@ -409,6 +409,16 @@ TEST(Nodes, ALockWaiterIsHandedALockWhoseHolderOnAnotherNodeLetItsLeaseLapse) {
 
 // --- first come, first served across nodes (decision 076) ---------------------------------------
 
+// Joins the threads when the test ends, also when an assertion returns early.
+struct JoinAtExit {
+  std::vector<std::thread>& threads;
+  ~JoinAtExit() {
+    for (auto& t : threads) {
+      if (t.joinable()) t.join();
+    }
+  }
+};
+
 // Waiters that queue for one lock on several nodes, one after another; each, when granted, notes
 // its place in the grant order while it holds the lock, then releases it.
 class QueuedLockWaiters {
@@ -524,14 +534,7 @@ TEST(Nodes, ANodeKilledWithQueuedWaitersDoesNotHoldUpTheOthers) {
   const std::int64_t held = Acquire(holder, "k9", "holder");
   // Two waiters on the victim come first, then one on node 2.
   std::vector<std::thread> victims;  // their node dies under them: they get no grant
-  struct JoinAll {
-    std::vector<std::thread>& ts;
-    ~JoinAll() {
-      for (auto& t : ts) {
-        if (t.joinable()) t.join();
-      }
-    }
-  } join_victims{victims};
+  JoinAtExit join_victims{victims};
   for (const std::string owner : {"V1", "V2"}) {
     victims.emplace_back([&d, owner] {
       ApiClient c(d.node(1).url(), "ops");
@@ -574,14 +577,7 @@ TEST(Nodes, AReleaseRightAfterANodeDiedReachesTheNextLiveWaiterWithinThePickupWi
   ApiClient holder(d.node(0).url(), "ops");
   const std::int64_t held = Acquire(holder, "k9b", "holder");
   std::vector<std::thread> victims;
-  struct JoinAll {
-    std::vector<std::thread>& ts;
-    ~JoinAll() {
-      for (auto& t : ts) {
-        if (t.joinable()) t.join();
-      }
-    }
-  } join_victims{victims};
+  JoinAtExit join_victims{victims};
   victims.emplace_back([&d] {
     ApiClient c(d.node(1).url(), "ops");
     (void)c.send("POST", "/v1/ns/ops/locks/k9b/acquire",

@@ -59,7 +59,9 @@ class Router {
   std::vector<Route> routes_;
 };
 
-// Splits and percent-decodes a request target (origin form). Errors: invalid_request.
+// Splits and percent-decodes a request target (origin form, RFC 3986: "/" segments, then an
+// optional "?" query; what Boost.URL's parse_origin_form accepts). Errors: invalid_request (and
+// `out` unchanged) for anything else, e.g. a bad escape, a space, a fragment, a non-ASCII byte.
 Result<void> parse_target(std::string_view target, Request& out);
 
 }  // namespace ichido::http

@@ -76,6 +76,21 @@ CounterRef ref_of(const Params& p) {
   return CounterRef{get("ns"), get("name")};
 }
 
+// The command of `next` from its body, the body parsed in a buffer on the stack (as
+// next_response; the command owns copies of its strings).
+Result<NextCmd> next_cmd(const Request& req, const Params& p) {
+  unsigned char buf[1024];
+  json::monotonic_resource mr(buf, sizeof buf);
+  auto body = parse_body(req.body, &mr);
+  if (!body.ok()) return std::move(body).error();
+  Fields f(*body);
+  auto key = f.opt_string("key");
+  if (!key.ok()) return std::move(key).error();
+  auto note = f.opt_string("note");
+  if (!note.ok()) return std::move(note).error();
+  return NextCmd{ref_of(p), core::NextCommand{std::move(*key), std::move(*note).value_or("")}};
+}
+
 // Reads the PUT body into a config; absent fields take the documented defaults.
 Result<core::CounterConfig> decode_config(const json::object& body) {
   Fields f(body);
@@ -124,11 +139,7 @@ boost::asio::awaitable<Response> put_counter(service::CounterService& svc, const
 
 boost::asio::awaitable<Response> post_next(service::CounterService& svc, const Request& req,
                                            const Params& p) {
-  TRY_BODY(body, parse_body(req.body));
-  Fields f(body);
-  TRY_BODY(key, f.opt_string("key"));
-  TRY_BODY(note, f.opt_string("note"));
-  NextCmd cmd{ref_of(p), core::NextCommand{key, note.value_or("")}};
+  TRY_BODY(cmd, next_cmd(req, p));
   auto r = co_await svc.next(std::move(cmd));
   if (!r.ok()) co_return Response::error(r.error());
   co_return next_response(*r);

@@ -5,15 +5,16 @@
 
 namespace ichido::http {
 
-Result<boost::json::object> parse_body(std::string_view body) {
+Result<boost::json::object> parse_body(std::string_view body, boost::json::storage_ptr sp) {
   // RFC 8259 §8.1: a parser may ignore a UTF-8 byte order mark before the text. VBA's
   // ADODB.Stream and Windows tools write one; anywhere else it stays invalid JSON.
   if (body.substr(0, 3) == "\xEF\xBB\xBF") body.remove_prefix(3);
-  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return boost::json::object();
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    return boost::json::object(std::move(sp));
   boost::json::parse_options opts;
   opts.max_depth = kMaxJsonDepth;
   boost::system::error_code ec;
-  boost::json::value v = boost::json::parse(body, ec, {}, opts);
+  boost::json::value v = boost::json::parse(body, ec, std::move(sp), opts);
   if (ec) {
     return Error(errc::invalid_request,
                  "The request body is not valid JSON (" + ec.message() + "); send a JSON object.");

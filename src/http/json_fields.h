@@ -22,7 +22,9 @@ inline constexpr int kMaxJsonDepth = 32;
 // Parses a request body. An empty body reads as {}. One UTF-8 byte order mark (EF BB BF) at the
 // very start is skipped (RFC 8259 §8.1); a BOM anywhere else is invalid JSON. Errors:
 // invalid_request (not JSON, not an object, invalid UTF-8, nested deeper than kMaxJsonDepth).
-Result<boost::json::object> parse_body(std::string_view body);
+// `sp`: where the object's memory comes from (the heap by default; a handler may pass a
+// monotonic buffer on its stack when the object does not outlive it).
+Result<boost::json::object> parse_body(std::string_view body, boost::json::storage_ptr sp = {});
 
 class Fields {
  public:

@@ -7,8 +7,10 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace ichido {
 
@@ -41,5 +43,9 @@ class ManualClock final : public Clock {
 
 // RFC 3339 UTC with milliseconds: "2026-04-01T09:30:00.123Z".
 std::string format_rfc3339(TimeMs t);
+
+// The same text written into `buf` (no heap allocation), returned as a view of it.
+inline constexpr std::size_t kRfc3339Max = 40;
+std::string_view format_rfc3339(TimeMs t, char (&buf)[kRfc3339Max]);
 
 }  // namespace ichido

@@ -39,5 +39,14 @@ TEST(FormatRfc3339, AgreesWithGmtimeOnRandomInstants) {
   }
 }
 
+TEST(FormatRfc3339, TheBufferFormWritesTheSameTextOutsideFourDigitYearsToo) {
+  char buf[kRfc3339Max];
+  for (TimeMs t : {TimeMs{0}, TimeMs{1796066649724}, TimeMs{-1}, TimeMs{253402300800000},
+                   TimeMs{-62135596800001}}) {
+    EXPECT_EQ(format_rfc3339(t, buf), format_rfc3339(t)) << t;
+    EXPECT_EQ(format_rfc3339(t, buf), by_printf(t)) << t;
+  }
+}
+
 }  // namespace
 }  // namespace ichido

@@ -52,7 +52,8 @@ json::object next_json(const NextReply& n, json::storage_ptr sp) {
   o["period"] = n.record.period;
   o["key"] = n.record.key ? json::value(*n.record.key) : json::value(nullptr);
   o["replayed"] = n.replayed;
-  o["issued_at"] = format_rfc3339(n.record.issued_at);
+  char at[kRfc3339Max];
+  o["issued_at"] = format_rfc3339(n.record.issued_at, at);
   if (n.record.voided_at) {  // a replay of a number voided since: say so
     o["voided_at"] = format_rfc3339(*n.record.voided_at);
     o["void_reason"] = n.record.void_reason;

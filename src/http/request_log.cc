@@ -59,6 +59,7 @@ RequestLog::RequestLog(int fd, LogFormat format, std::size_t max_buffer_bytes)
 RequestLog::~RequestLog() { stop(); }
 
 std::string RequestLog::format(const Entry& e, LogFormat f) {
+  char at[kRfc3339Max];
   std::string line;
   line.reserve(160 + e.route.size());
   // Milliseconds with three decimals, without printf (it showed in the profile).
@@ -71,7 +72,7 @@ std::string RequestLog::format(const Entry& e, LogFormat f) {
   ms += static_cast<char>('0' + frac % 10);
   if (f == LogFormat::json) {
     line += "{\"at\":";
-    append_json_string(line, format_rfc3339(e.at));
+    append_json_string(line, format_rfc3339(e.at, at));
     line += ",\"remote\":";
     append_json_string(line, e.remote);
     line += ",\"method\":";
@@ -87,7 +88,7 @@ std::string RequestLog::format(const Entry& e, LogFormat f) {
     append_json_string(line, e.token_id);
     line += "}\n";
   } else {
-    line += format_rfc3339(e.at);
+    line += format_rfc3339(e.at, at);
     line += ' ';
     append_text_field(line, e.remote);
     line += ' ';

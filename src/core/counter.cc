@@ -12,6 +12,24 @@
 #include "core/fields.h"
 
 namespace ichido::core {
+namespace {
+
+// Appends `v` as printf's "%0*lld" with `width` would (zeros after a '-'; width 0: none), without
+// printf: it showed in the profile of `next` (issue 15).
+void append_padded(std::string& out, long long v, int width) {
+  char digits[24];
+  int n = 0;
+  unsigned long long u = v < 0 ? 0ULL - static_cast<unsigned long long>(v) : v;
+  do {
+    digits[n++] = static_cast<char>('0' + u % 10);
+    u /= 10;
+  } while (u != 0);
+  if (v < 0) out += '-';
+  for (int pad = width - n - (v < 0 ? 1 : 0); pad > 0; --pad) out += '0';
+  while (n > 0) out += digits[--n];
+}
+
+}  // namespace
 
 std::string_view to_string(Period p) {
   switch (p) {
@@ -149,21 +167,16 @@ Result<LocalDate> local_date(std::string_view tz, TimeMs now) {
 }
 
 std::string period_label(Period p, const LocalDate& d) {
-  char buf[32];
-  switch (p) {
-    case Period::none:
-      return "";
-    case Period::year:
-      std::snprintf(buf, sizeof buf, "%04d", d.year);
-      return buf;
-    case Period::month:
-      std::snprintf(buf, sizeof buf, "%04d-%02u", d.year, d.month);
-      return buf;
-    case Period::day:
-      std::snprintf(buf, sizeof buf, "%04d-%02u-%02u", d.year, d.month, d.day);
-      return buf;
-  }
-  return "";
+  std::string out;
+  if (p == Period::none) return out;
+  append_padded(out, d.year, 4);
+  if (p == Period::year) return out;
+  out += '-';
+  append_padded(out, d.month, 2);
+  if (p == Period::month) return out;
+  out += '-';
+  append_padded(out, d.day, 2);
+  return out;
 }
 
 bool is_period_label(Period p, std::string_view s) {
@@ -189,31 +202,25 @@ bool is_period_label(Period p, std::string_view s) {
 std::string render(const std::vector<FormatPiece>& pieces, std::int64_t value, const LocalDate& d) {
   using K = FormatPiece::Kind;
   std::string out;
-  char buf[32];
   for (const auto& p : pieces) {
     switch (p.kind) {
       case K::literal:
         out += p.text;
         break;
       case K::seq:
-        std::snprintf(buf, sizeof buf, "%0*lld", p.width, static_cast<long long>(value));
-        out += buf;
+        append_padded(out, value, p.width);
         break;
       case K::yyyy:
-        std::snprintf(buf, sizeof buf, "%04d", d.year);
-        out += buf;
+        append_padded(out, d.year, 4);
         break;
       case K::yy:
-        std::snprintf(buf, sizeof buf, "%02d", d.year % 100);
-        out += buf;
+        append_padded(out, d.year % 100, 2);
         break;
       case K::mm:
-        std::snprintf(buf, sizeof buf, "%02u", d.month);
-        out += buf;
+        append_padded(out, d.month, 2);
         break;
       case K::dd:
-        std::snprintf(buf, sizeof buf, "%02u", d.day);
-        out += buf;
+        append_padded(out, d.day, 2);
         break;
     }
   }

@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <limits>
+#include <random>
 #include <string>
 #include <variant>
 
@@ -67,6 +69,32 @@ void ExpectSameRecord(const IssuedNumber& a, const IssuedNumber& b) {
 }
 
 // --- formats -------------------------------------------------------------------------------
+
+TEST(Format, RendersLikePrintfForAnyValueWidthAndDate) {
+  using K = FormatPiece::Kind;
+  std::mt19937_64 rng(15);
+  char want[128];
+  for (int i = 0; i < 100000; ++i) {
+    const int width = static_cast<int>(rng() % 21);
+    std::int64_t v = static_cast<std::int64_t>(rng() >> (rng() % 64));
+    if (rng() % 4 == 0) v = -v;
+    if (i == 0) v = std::numeric_limits<std::int64_t>::min();
+    const LocalDate d{static_cast<int>(rng() % 20001) - 10000, static_cast<unsigned>(rng() % 13),
+                      static_cast<unsigned>(rng() % 32)};
+    std::vector<FormatPiece> pieces{{K::literal, "R-", 0}, {K::seq, "", width}, {K::yyyy, "", 0},
+                                    {K::yy, "", 0},        {K::mm, "", 0},      {K::dd, "", 0}};
+    std::snprintf(want, sizeof want, "R-%0*lld%04d%02d%02u%02u", width, static_cast<long long>(v),
+                  d.year, d.year % 100, d.month, d.day);
+    ASSERT_EQ(render(pieces, v, d), want) << v << " width " << width;
+    std::snprintf(want, sizeof want, "%04d", d.year);
+    ASSERT_EQ(period_label(Period::year, d), want);
+    std::snprintf(want, sizeof want, "%04d-%02u", d.year, d.month);
+    ASSERT_EQ(period_label(Period::month, d), want);
+    std::snprintf(want, sizeof want, "%04d-%02u-%02u", d.year, d.month, d.day);
+    ASSERT_EQ(period_label(Period::day, d), want);
+    ASSERT_EQ(period_label(Period::none, d), "");
+  }
+}
 
 TEST(Format, RendersSeqPaddedAndPlain) {
   EXPECT_EQ(Render("R-{seq:4}", 1), "R-0001");

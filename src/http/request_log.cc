@@ -8,9 +8,16 @@
 namespace ichido::http {
 namespace {
 
+// Appends `s` as a JSON string. Runs of characters that need no escape are appended at once
+// (character by character, the log line showed in the profile of `next`).
 void append_json_string(std::string& out, std::string_view s) {
   out += '"';
-  for (const unsigned char c : s) {
+  std::size_t run = 0;  // start of the pending run of plain characters
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out.append(s.data() + run, i - run);
+    run = i + 1;
     switch (c) {
       case '"':
         out += "\\\"";
@@ -27,16 +34,14 @@ void append_json_string(std::string& out, std::string_view s) {
       case '\t':
         out += "\\t";
         break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
+      default: {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+        out += buf;
+      }
     }
   }
+  out.append(s.data() + run, s.size() - run);
   out += '"';
 }
 
@@ -46,7 +51,12 @@ void append_text_field(std::string& out, std::string_view s) {
     out += '-';
     return;
   }
-  for (const unsigned char c : s) out += (c <= 0x20 || c == 0x7f) ? '_' : static_cast<char>(c);
+  const std::size_t from = out.size();
+  out.append(s);
+  for (std::size_t i = from; i < out.size(); ++i) {
+    const auto c = static_cast<unsigned char>(out[i]);
+    if (c <= 0x20 || c == 0x7f) out[i] = '_';
+  }
 }
 
 }  // namespace

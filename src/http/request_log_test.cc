@@ -50,5 +50,20 @@ TEST(RequestLogFormat, JsonLineEscapesAndTextLineReplaces) {
   EXPECT_NE(RequestLog::format(e, LogFormat::text).find(" /a_b_\"c\" "), std::string::npos);
 }
 
+TEST(RequestLogFormat, EveryCharacterClassAtEveryPlaceInAField) {
+  auto e = entry(500);
+  // Escapes at the start, in the middle and at the end, UTF-8 and DEL passed through in JSON.
+  const std::string route = std::string("\\a\tb\rc\x01\x1f\x7f\xE8\xAB\x8B") + '\0' + "\"";
+  e.route = route;
+  e.ns = "";
+  const std::string json = RequestLog::format(e, LogFormat::json);
+  EXPECT_NE(json.find("\"route\":\"\\\\a\\tb\\rc\\u0001\\u001f\x7f\xE8\xAB\x8B\\u0000\\\"\","),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"ns\":\"\","), std::string::npos) << json;
+  const std::string text = RequestLog::format(e, LogFormat::text);
+  EXPECT_NE(text.find(" \\a_b_c___\xE8\xAB\x8B_\" ns=- 200 "), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace ichido::http

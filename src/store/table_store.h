@@ -73,6 +73,9 @@ struct Job {
   std::function<void(Tables&)> prefetch;
   // Announced to other processes when the job committed and succeeded (see Announcement).
   std::vector<Announcement> announce;
+  // What `apply` and `finish` point to, when they do not own it themselves (make_job): a Job's
+  // functions are called only while the Job (or a copy or move of it) lives.
+  std::shared_ptr<void> state;
 };
 
 class TableStore : public Store {
@@ -175,24 +178,35 @@ class TableStore : public Store {
         std::move(done), std::move(keys), std::move(prefetch), std::move(announce));
   }
 
+  // One heap block per job for the function, the callback and the result: apply and finish
+  // hold a plain pointer to it (small enough for std::function's inline storage, so neither
+  // allocates), Job::state owns it. (Was three: a shared result slot and two std::function
+  // boxes holding shared_ptr copies; issue 15.)
   template <class T>
   static Job make_job(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done) {
-    auto slot = std::make_shared<std::optional<Result<T>>>();
-    Job job;
-    job.apply = [fn = std::move(fn), slot](Tables& t, TimeMs now) {
-      slot->emplace(fn(t, now));
-      return (*slot)->ok();
+    struct State {
+      std::function<Result<T>(Tables&, TimeMs)> fn;
+      Callback<T> done;
+      std::optional<Result<T>> result;
     };
-    job.finish = [slot, done = std::move(done)](const Error* store_error) {
+    auto state = std::make_shared<State>(State{std::move(fn), std::move(done), std::nullopt});
+    State* s = state.get();
+    Job job;
+    job.apply = [s](Tables& t, TimeMs now) {
+      s->result.emplace(s->fn(t, now));
+      return s->result->ok();
+    };
+    job.finish = [s](const Error* store_error) {
       if (store_error) {
-        done(*store_error);
-      } else if (*slot) {
-        done(std::move(**slot));
+        s->done(*store_error);
+      } else if (s->result) {
+        s->done(std::move(*s->result));
       } else {
-        done(Error(errc::internal,
-                   "An internal error stopped this command; nothing of it was saved."));
+        s->done(Error(errc::internal,
+                      "An internal error stopped this command; nothing of it was saved."));
       }
     };
+    job.state = std::move(state);
     return job;
   }
 };

@@ -243,6 +243,18 @@ TEST_F(SqliteStoreTest, GroupCommitBatchesQueuedCommands) {
   // The gate's own commit, then the 2000 queued commands in batches of at most 1024.
   EXPECT_LE(commits, 3u);
   EXPECT_EQ(after.failed_commits, before.failed_commits);
+  // The period row was written once per batch (decision 130), with every command's effect: a
+  // reader sees the last number and the count, and so does the store after a restart.
+  auto info = SyncStore(*store).get_counter(Ref("c"));
+  ASSERT_TRUE(info.ok()) << info.error().message;
+  EXPECT_EQ(info->last_value, kTotal + 1);
+  EXPECT_EQ(info->issued_count, kTotal + 1);
+  store.reset();
+  store = MustOpen(o);
+  ASSERT_TRUE(store);
+  auto again = SyncStore(*store).next({Ref("c"), {"after-restart", ""}});
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->record.value, kTotal + 2);
 }
 
 // A batch runs without a savepoint per command; a failing command that had already written is

@@ -114,6 +114,9 @@ Result<std::optional<PeriodRow>> SqliteTables::find_period(std::int64_t id,
   std::string key;
   if (cache_) {
     key = period_key(id, period);
+    if (auto it = cache_->pending_periods_.find(key); it != cache_->pending_periods_.end()) {
+      return std::optional<PeriodRow>(it->second.row);
+    }
     if (auto it = cache_->periods_.find(key); it != cache_->periods_.end()) {
       return std::optional<PeriodRow>(it->second);
     }
@@ -134,6 +137,28 @@ Result<std::optional<PeriodRow>> SqliteTables::find_period(std::int64_t id,
 
 Result<void> SqliteTables::save_period(std::int64_t id, const std::string& period,
                                        const PeriodRow& row) {
+  if (cache_ && cache_->defer_periods) {
+    ++cache_->deferred_writes;
+    auto [it, fresh] = cache_->pending_periods_.try_emplace(
+        period_key(id, period), WriterCache::PendingPeriod{id, period, row});
+    if (!fresh) it->second.row = row;
+    return {};
+  }
+  return write_period(id, period, row);
+}
+
+Result<void> SqliteTables::flush_writes() {
+  if (!cache_) return {};
+  auto pending = std::move(cache_->pending_periods_);
+  cache_->pending_periods_.clear();
+  for (const auto& [key, p] : pending) {
+    ICHIDO_TRY(write_period(p.counter_id, p.period, p.row));
+  }
+  return {};
+}
+
+Result<void> SqliteTables::write_period(std::int64_t id, const std::string& period,
+                                        const PeriodRow& row) {
   auto q = db_.query(
       "INSERT INTO counter_periods (counter_id, period, last_value, issued_count, voided_count) "
       "VALUES (?, ?, ?, ?, ?) ON CONFLICT (counter_id, period) DO UPDATE SET "

@@ -382,6 +382,40 @@ TEST_F(SqliteStoreTest, ReopenKeepsTheSchemaVersion) {
   }
 }
 
+// Migration 8: once_finished (no query has used it since the purge went namespace by namespace)
+// is gone; the purge's index once_ns_finished stays and is what the purge's query uses.
+TEST_F(SqliteStoreTest, FinishedOnceRecordsAreIndexedOnlyByNamespace) {
+  std::string db_path;
+  {
+    auto store = MustOpen();
+    ASSERT_TRUE(store);
+    db_path = store->db_path();
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  auto column = [&](const char* sql) {
+    std::string out;
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK) {
+      while (sqlite3_step(st) == SQLITE_ROW) {
+        const int last = sqlite3_column_count(st) - 1;
+        out += reinterpret_cast<const char*>(sqlite3_column_text(st, last));
+        out += ";";
+      }
+    }
+    sqlite3_finalize(st);
+    return out;
+  };
+  EXPECT_EQ(column("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = "
+                   "'once_records' AND name NOT LIKE 'sqlite_%' ORDER BY name"),
+            "once_by_state;once_ns_finished;");
+  EXPECT_NE(column("EXPLAIN QUERY PLAN SELECT key FROM once_records WHERE ns = 'a' AND "
+                   "finished_at IS NOT NULL AND finished_at < 5 ORDER BY finished_at LIMIT 10")
+                .find("once_ns_finished"),
+            std::string::npos);
+  sqlite3_close_v2(db);
+}
+
 TEST_F(SqliteStoreTest, RefusesADatabaseFromANewerVersion) {
   std::string db_path;
   {

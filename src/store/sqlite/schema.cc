@@ -131,7 +131,7 @@ const std::vector<const char*>& migrations() {
         WHERE finished_at IS NOT NULL;
       )sql",
       // 8: once_finished has served no query since the purge goes namespace by namespace (7),
-      // and every finished record paid one more b-tree insert for it (decision 130).
+      // and every finished record paid one more b-tree insert for it.
       R"sql(
       DROP INDEX IF EXISTS once_finished;
       )sql",

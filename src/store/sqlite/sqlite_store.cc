@@ -332,9 +332,11 @@ SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs no
     if (auto r = raise_token_sequence(db, token_floor_); !r.ok()) return give_up(r.error());
   }
   SqliteTables tables(db, &cache_);
-  // Optimistic batches defer period writes to the flush below (decision 130); isolated ones
-  // write through, so that a savepoint rolled back takes its job's period write with it.
-  cache_.defer_periods = !isolate;
+  // Optimistic batches defer period and token sequence writes to the flush below (decision
+  // 130); isolated ones write through, so that a savepoint rolled back takes its job's writes
+  // with it. The sequence is read again in every batch (after a D4 raise above, too).
+  cache_.start_batch();
+  cache_.defer_writes = !isolate;
   for (auto& job : batch) {
     if (isolate) {
       // Cannot isolate this job: give up on the batch rather than risk a partial effect.
@@ -375,7 +377,7 @@ SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs no
     }
   }
   if (auto r = tables.flush_writes(); !r.ok()) return give_up(r.error());
-  cache_.defer_periods = false;
+  cache_.defer_writes = false;
   return Attempt::applied;
 }
 

@@ -324,6 +324,71 @@ TEST_F(SqliteStoreTest, AFailingCommandThatWroteIsUndoneAloneInItsBatch) {
   EXPECT_EQ(info->issued_count, 4);
 }
 
+// Tokens drawn in one batch come from the sequence's value read once and written back once
+// before COMMIT (decision 130): every grant still gets its own token, in the order the commands
+// ran, a failed command's token vanishes with its other writes, and a restart continues above.
+TEST_F(SqliteStoreTest, TokensDrawnInOneBatchAreDistinctIncreasingAndSurviveARestart) {
+  Options o = Opts();
+  auto store = MustOpen(o);
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(SyncStore(*store).create_counter({Ref("c"), Config()}).ok());
+  auto first = SyncStore(*store).acquire_lock({{"acme", "first"}, "me"});
+  ASSERT_TRUE(first.ok() && first->acquired);
+  const StoreStats before = store->stats();
+
+  std::promise<void> writer_held, release;
+  auto released = release.get_future().share();
+  store->next({Ref("c"), {"gate", ""}}, [&](Result<NextReply>) {
+    writer_held.set_value();
+    released.wait_for(std::chrono::seconds(60));
+  });
+  ASSERT_EQ(writer_held.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+
+  constexpr int kLocks = 40;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::int64_t> tokens(kLocks, -1);
+  int answered = 0;
+  for (int i = 0; i < kLocks; ++i) {
+    if (i == kLocks / 2) {
+      // A command that draws a token, then fails: the batch runs again isolated.
+      Job job;
+      job.apply = [](Tables& t, TimeMs) {
+        (void)t.next_token();
+        return false;
+      };
+      job.finish = [&](const Error*) {
+        std::lock_guard lk(mu);
+        ++answered;
+        cv.notify_all();
+      };
+      SqliteStoreTestPeer::submit_write(*store, std::move(job));
+    }
+    store->acquire_lock({{"acme", "l" + std::to_string(i)}, "me"},
+                        [&, i](Result<AcquireLockReply> r) {
+                          std::lock_guard lk(mu);
+                          tokens[i] = r.ok() && r->acquired ? r->record.token : -1;
+                          ++answered;
+                          cv.notify_all();
+                        });
+  }
+  release.set_value();
+  {
+    std::unique_lock lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(60), [&] { return answered == kLocks + 1; }));
+  }
+  EXPECT_EQ(store->stats().isolated_batches - before.isolated_batches, 1u);
+  // One after another from the token before the batch: the failed command's draw is undone.
+  for (int i = 0; i < kLocks; ++i) EXPECT_EQ(tokens[i], first->record.token + 1 + i) << i;
+
+  store.reset();
+  store = MustOpen(o);
+  ASSERT_TRUE(store);
+  auto after = SyncStore(*store).acquire_lock({{"acme", "after"}, "me"});
+  ASSERT_TRUE(after.ok() && after->acquired);
+  EXPECT_GT(after->record.token, tokens.back());
+}
+
 // A failing command that wrote nothing (the usual 4xx) needs no second run.
 TEST_F(SqliteStoreTest, AFailingCommandThatWroteNothingCostsNoRerun) {
   auto store = MustOpen();

@@ -69,6 +69,26 @@ class SqliteStoreTest : public ::testing::Test {
     return out;
   }
 
+  // Every row of `sql`: its columns joined by '|', each row followed by ';' (an error: what it
+  // says).
+  static std::string Rows(sqlite3* db, const char* sql) {
+    std::string out;
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) != SQLITE_OK) return sqlite3_errmsg(db);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+      for (int i = 0; i < sqlite3_column_count(st); ++i) {
+        const auto* text = sqlite3_column_text(st, i);
+        if (i > 0) out += "|";
+        out += text ? reinterpret_cast<const char*>(text) : "NULL";
+      }
+      out += ";";
+    }
+    if (rc != SQLITE_DONE) out += sqlite3_errmsg(db);
+    sqlite3_finalize(st);
+    return out;
+  }
+
   ManualClock clock_{kNow};
   TempDir dir_;
 };
@@ -458,19 +478,7 @@ TEST_F(SqliteStoreTest, FinishedOnceRecordsAreIndexedOnlyByNamespace) {
   }
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-  auto column = [&](const char* sql) {
-    std::string out;
-    sqlite3_stmt* st = nullptr;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK) {
-      while (sqlite3_step(st) == SQLITE_ROW) {
-        const int last = sqlite3_column_count(st) - 1;
-        out += reinterpret_cast<const char*>(sqlite3_column_text(st, last));
-        out += ";";
-      }
-    }
-    sqlite3_finalize(st);
-    return out;
-  };
+  auto column = [&](const char* sql) { return Rows(db, sql); };
   EXPECT_EQ(column("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = "
                    "'once_records' AND name NOT LIKE 'sqlite_%' ORDER BY name"),
             "once_by_state;once_ns_finished;");
@@ -478,6 +486,43 @@ TEST_F(SqliteStoreTest, FinishedOnceRecordsAreIndexedOnlyByNamespace) {
                    "finished_at IS NOT NULL AND finished_at < 5 ORDER BY finished_at LIMIT 10")
                 .find("once_ns_finished"),
             std::string::npos);
+  sqlite3_close_v2(db);
+}
+
+// Migration 9: the CHECK on once_records.state is written with equalities, so that checking it
+// builds no ephemeral b-tree (as `IN (...)` with four values did on every save), and it still
+// refuses a state that is not one of the four.
+TEST_F(SqliteStoreTest, TheOnceStateCheckHoldsWithoutAnEphemeralTable) {
+  std::string db_path;
+  {
+    auto store = MustOpen();
+    ASSERT_TRUE(store);
+    db_path = store->db_path();
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK);
+  const std::string sql = Rows(db, "SELECT sql FROM sqlite_schema WHERE name = 'once_records'");
+  EXPECT_EQ(sql.find("state IN"), std::string::npos) << sql;
+  EXPECT_NE(sql.find("CHECK (state = 'processing' OR state = 'pending' OR state = 'completed' OR "
+                     "state = 'dead')"),
+            std::string::npos)
+      << sql;
+  const std::string plan =
+      Rows(db,
+           "EXPLAIN UPDATE once_records SET state = 'dead', finished_at = 1 WHERE ns = 'a' AND "
+           "key = 'b'");
+  EXPECT_NE(plan.find("state = 'processing'"), std::string::npos) << plan;  // the check runs
+  EXPECT_EQ(plan.find("OpenEphemeral"), std::string::npos) << plan;
+  EXPECT_EQ(Rows(db, "PRAGMA integrity_check"), "ok;");
+  const char* insert =
+      "INSERT INTO once_records (ns, key, state, owner, token, attempt, max_attempts, "
+      "lease_expires_at, last_error, holder_done, created_at, updated_at) VALUES "
+      "('a', 'b', '%s', 'o', 1, 1, 1, 1, '', 0, 1, 1)";
+  char bad[512], good[512];
+  std::snprintf(bad, sizeof bad, insert, "done");
+  std::snprintf(good, sizeof good, insert, "completed");
+  EXPECT_NE(Rows(db, bad).find("CHECK constraint failed"), std::string::npos);
+  EXPECT_EQ(Rows(db, good), "");
   sqlite3_close_v2(db);
 }
 

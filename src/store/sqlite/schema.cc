@@ -138,7 +138,7 @@ const std::vector<const char*>& migrations() {
       // 9: the CHECK on once_records.state as equalities joined by OR instead of IN (...): for an
       // IN list of more than two values SQLite builds an ephemeral b-tree every time the check
       // runs, i.e. on every insert and update of a once record (≈ 15 % of the instructions of a
-      // once begin+complete, decision 130). Same rule, same rows, no table rebuild: the
+      // once begin+complete, decision 131). Same rule, same rows, no table rebuild: the
       // procedure of SQLite's ALTER TABLE documentation for changing a CHECK constraint (the
       // schema cookie is bumped by migrate(), kRewritesSchema).
       R"sql(

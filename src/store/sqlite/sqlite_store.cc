@@ -332,12 +332,21 @@ SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs no
     if (auto r = raise_token_sequence(db, token_floor_); !r.ok()) return give_up(r.error());
   }
   SqliteTables tables(db, &cache_);
+  // Optimistic batches defer period and token sequence writes to the flush below (decision
+  // 130); isolated ones write through, so that a savepoint rolled back takes its job's writes
+  // with it. The sequence is read again in every batch (after a D4 raise above, too).
+  cache_.start_batch();
+  cache_.defer_writes = !isolate;
   for (auto& job : batch) {
     if (isolate) {
       // Cannot isolate this job: give up on the batch rather than risk a partial effect.
       if (auto r = step("SAVEPOINT job", "open a savepoint"); !r.ok()) return give_up(r.error());
     }
-    const auto changes_before = sqlite3_total_changes64(db.raw());
+    // What this job wrote: rows changed plus period writes deferred.
+    auto writes = [&] {
+      return static_cast<std::uint64_t>(sqlite3_total_changes64(db.raw())) + cache_.deferred_writes;
+    };
+    const auto changes_before = writes();
     bool keep = false;
     try {
       keep = job.apply(tables, now);
@@ -359,7 +368,7 @@ SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs no
         }
       }
       if (auto r = step("RELEASE job", "release a savepoint"); !r.ok()) return give_up(r.error());
-    } else if (!keep && sqlite3_total_changes64(db.raw()) != changes_before) {
+    } else if (!keep && writes() != changes_before) {
       cache_.clear();
       if (auto r = db.exec("ROLLBACK", "roll back"); !r.ok() || db.in_transaction()) {
         return give_up(r.ok() ? db.error("roll back") : r.error());
@@ -367,6 +376,8 @@ SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs no
       return Attempt::dirty_failure;
     }
   }
+  if (auto r = tables.flush_writes(); !r.ok()) return give_up(r.error());
+  cache_.defer_writes = false;
   return Attempt::applied;
 }
 

@@ -69,6 +69,26 @@ class SqliteStoreTest : public ::testing::Test {
     return out;
   }
 
+  // Every row of `sql`: its columns joined by '|', each row followed by ';' (an error: what it
+  // says).
+  static std::string Rows(sqlite3* db, const char* sql) {
+    std::string out;
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) != SQLITE_OK) return sqlite3_errmsg(db);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+      for (int i = 0; i < sqlite3_column_count(st); ++i) {
+        const auto* text = sqlite3_column_text(st, i);
+        if (i > 0) out += "|";
+        out += text ? reinterpret_cast<const char*>(text) : "NULL";
+      }
+      out += ";";
+    }
+    if (rc != SQLITE_DONE) out += sqlite3_errmsg(db);
+    sqlite3_finalize(st);
+    return out;
+  }
+
   ManualClock clock_{kNow};
   TempDir dir_;
 };
@@ -243,6 +263,18 @@ TEST_F(SqliteStoreTest, GroupCommitBatchesQueuedCommands) {
   // The gate's own commit, then the 2000 queued commands in batches of at most 1024.
   EXPECT_LE(commits, 3u);
   EXPECT_EQ(after.failed_commits, before.failed_commits);
+  // The period row was written once per batch (decision 130), with every command's effect: a
+  // reader sees the last number and the count, and so does the store after a restart.
+  auto info = SyncStore(*store).get_counter(Ref("c"));
+  ASSERT_TRUE(info.ok()) << info.error().message;
+  EXPECT_EQ(info->last_value, kTotal + 1);
+  EXPECT_EQ(info->issued_count, kTotal + 1);
+  store.reset();
+  store = MustOpen(o);
+  ASSERT_TRUE(store);
+  auto again = SyncStore(*store).next({Ref("c"), {"after-restart", ""}});
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->record.value, kTotal + 2);
 }
 
 // A batch runs without a savepoint per command; a failing command that had already written is
@@ -312,6 +344,71 @@ TEST_F(SqliteStoreTest, AFailingCommandThatWroteIsUndoneAloneInItsBatch) {
   EXPECT_EQ(info->issued_count, 4);
 }
 
+// Tokens drawn in one batch come from the sequence's value read once and written back once
+// before COMMIT (decision 130): every grant still gets its own token, in the order the commands
+// ran, a failed command's token vanishes with its other writes, and a restart continues above.
+TEST_F(SqliteStoreTest, TokensDrawnInOneBatchAreDistinctIncreasingAndSurviveARestart) {
+  Options o = Opts();
+  auto store = MustOpen(o);
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(SyncStore(*store).create_counter({Ref("c"), Config()}).ok());
+  auto first = SyncStore(*store).acquire_lock({{"acme", "first"}, "me"});
+  ASSERT_TRUE(first.ok() && first->acquired);
+  const StoreStats before = store->stats();
+
+  std::promise<void> writer_held, release;
+  auto released = release.get_future().share();
+  store->next({Ref("c"), {"gate", ""}}, [&](Result<NextReply>) {
+    writer_held.set_value();
+    released.wait_for(std::chrono::seconds(60));
+  });
+  ASSERT_EQ(writer_held.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+
+  constexpr int kLocks = 40;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::int64_t> tokens(kLocks, -1);
+  int answered = 0;
+  for (int i = 0; i < kLocks; ++i) {
+    if (i == kLocks / 2) {
+      // A command that draws a token, then fails: the batch runs again isolated.
+      Job job;
+      job.apply = [](Tables& t, TimeMs) {
+        (void)t.next_token();
+        return false;
+      };
+      job.finish = [&](const Error*) {
+        std::lock_guard lk(mu);
+        ++answered;
+        cv.notify_all();
+      };
+      SqliteStoreTestPeer::submit_write(*store, std::move(job));
+    }
+    store->acquire_lock({{"acme", "l" + std::to_string(i)}, "me"},
+                        [&, i](Result<AcquireLockReply> r) {
+                          std::lock_guard lk(mu);
+                          tokens[i] = r.ok() && r->acquired ? r->record.token : -1;
+                          ++answered;
+                          cv.notify_all();
+                        });
+  }
+  release.set_value();
+  {
+    std::unique_lock lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(60), [&] { return answered == kLocks + 1; }));
+  }
+  EXPECT_EQ(store->stats().isolated_batches - before.isolated_batches, 1u);
+  // One after another from the token before the batch: the failed command's draw is undone.
+  for (int i = 0; i < kLocks; ++i) EXPECT_EQ(tokens[i], first->record.token + 1 + i) << i;
+
+  store.reset();
+  store = MustOpen(o);
+  ASSERT_TRUE(store);
+  auto after = SyncStore(*store).acquire_lock({{"acme", "after"}, "me"});
+  ASSERT_TRUE(after.ok() && after->acquired);
+  EXPECT_GT(after->record.token, tokens.back());
+}
+
 // A failing command that wrote nothing (the usual 4xx) needs no second run.
 TEST_F(SqliteStoreTest, AFailingCommandThatWroteNothingCostsNoRerun) {
   auto store = MustOpen();
@@ -368,6 +465,65 @@ TEST_F(SqliteStoreTest, ReopenKeepsTheSchemaVersion) {
     // Each migration is applied once: reopening adds no rows and keeps the version.
     EXPECT_EQ(SchemaVersionRows(db_path), std::make_pair(v, v));
   }
+}
+
+// Migration 8: once_finished (no query has used it since the purge went namespace by namespace)
+// is gone; the purge's index once_ns_finished stays and is what the purge's query uses.
+TEST_F(SqliteStoreTest, FinishedOnceRecordsAreIndexedOnlyByNamespace) {
+  std::string db_path;
+  {
+    auto store = MustOpen();
+    ASSERT_TRUE(store);
+    db_path = store->db_path();
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  auto column = [&](const char* sql) { return Rows(db, sql); };
+  EXPECT_EQ(column("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = "
+                   "'once_records' AND name NOT LIKE 'sqlite_%' ORDER BY name"),
+            "once_by_state;once_ns_finished;");
+  EXPECT_NE(column("EXPLAIN QUERY PLAN SELECT key FROM once_records WHERE ns = 'a' AND "
+                   "finished_at IS NOT NULL AND finished_at < 5 ORDER BY finished_at LIMIT 10")
+                .find("once_ns_finished"),
+            std::string::npos);
+  sqlite3_close_v2(db);
+}
+
+// Migration 9: the CHECK on once_records.state is written with equalities, so that checking it
+// builds no ephemeral b-tree (as `IN (...)` with four values did on every save), and it still
+// refuses a state that is not one of the four.
+TEST_F(SqliteStoreTest, TheOnceStateCheckHoldsWithoutAnEphemeralTable) {
+  std::string db_path;
+  {
+    auto store = MustOpen();
+    ASSERT_TRUE(store);
+    db_path = store->db_path();
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK);
+  const std::string sql = Rows(db, "SELECT sql FROM sqlite_schema WHERE name = 'once_records'");
+  EXPECT_EQ(sql.find("state IN"), std::string::npos) << sql;
+  EXPECT_NE(sql.find("CHECK (state = 'processing' OR state = 'pending' OR state = 'completed' OR "
+                     "state = 'dead')"),
+            std::string::npos)
+      << sql;
+  const std::string plan =
+      Rows(db,
+           "EXPLAIN UPDATE once_records SET state = 'dead', finished_at = 1 WHERE ns = 'a' AND "
+           "key = 'b'");
+  EXPECT_NE(plan.find("state = 'processing'"), std::string::npos) << plan;  // the check runs
+  EXPECT_EQ(plan.find("OpenEphemeral"), std::string::npos) << plan;
+  EXPECT_EQ(Rows(db, "PRAGMA integrity_check"), "ok;");
+  const char* insert =
+      "INSERT INTO once_records (ns, key, state, owner, token, attempt, max_attempts, "
+      "lease_expires_at, last_error, holder_done, created_at, updated_at) VALUES "
+      "('a', 'b', '%s', 'o', 1, 1, 1, 1, '', 0, 1, 1)";
+  char bad[512], good[512];
+  std::snprintf(bad, sizeof bad, insert, "done");
+  std::snprintf(good, sizeof good, insert, "completed");
+  EXPECT_NE(Rows(db, bad).find("CHECK constraint failed"), std::string::npos);
+  EXPECT_EQ(Rows(db, good), "");
+  sqlite3_close_v2(db);
 }
 
 TEST_F(SqliteStoreTest, RefusesADatabaseFromANewerVersion) {

@@ -59,6 +59,20 @@ std::string period_key(std::int64_t id, const std::string& period) {
 }  // namespace
 
 Result<std::int64_t> SqliteTables::next_token() {
+  if (cache_ && cache_->defer_writes) {
+    if (!cache_->token_) {
+      auto q = db_.query("SELECT value FROM sequences WHERE name = 'token'");
+      if (!q.ok()) return std::move(q).error();
+      const int rc = q->step();
+      if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db_.error("read the token sequence");
+      cache_->token_ = rc == SQLITE_ROW ? q->int64(0) : 0;
+    }
+    const std::int64_t token = ++*cache_->token_;
+    cache_->token_dirty_ = true;
+    ++cache_->deferred_writes;
+    cache_->drawn_token = std::max(cache_->drawn_token, token);
+    return token;
+  }
   auto q = db_.query(
       "INSERT INTO sequences (name, value) VALUES ('token', 1) "
       "ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value");
@@ -114,6 +128,9 @@ Result<std::optional<PeriodRow>> SqliteTables::find_period(std::int64_t id,
   std::string key;
   if (cache_) {
     key = period_key(id, period);
+    if (auto it = cache_->pending_periods_.find(key); it != cache_->pending_periods_.end()) {
+      return std::optional<PeriodRow>(it->second.row);
+    }
     if (auto it = cache_->periods_.find(key); it != cache_->periods_.end()) {
       return std::optional<PeriodRow>(it->second);
     }
@@ -134,6 +151,37 @@ Result<std::optional<PeriodRow>> SqliteTables::find_period(std::int64_t id,
 
 Result<void> SqliteTables::save_period(std::int64_t id, const std::string& period,
                                        const PeriodRow& row) {
+  if (cache_ && cache_->defer_writes) {
+    ++cache_->deferred_writes;
+    auto [it, fresh] = cache_->pending_periods_.try_emplace(
+        period_key(id, period), WriterCache::PendingPeriod{id, period, row});
+    if (!fresh) it->second.row = row;
+    return {};
+  }
+  return write_period(id, period, row);
+}
+
+Result<void> SqliteTables::flush_writes() {
+  if (!cache_) return {};
+  auto pending = std::move(cache_->pending_periods_);
+  cache_->pending_periods_.clear();
+  for (const auto& [key, p] : pending) {
+    ICHIDO_TRY(write_period(p.counter_id, p.period, p.row));
+  }
+  if (cache_->token_dirty_) {
+    auto q = db_.query(
+        "INSERT INTO sequences (name, value) VALUES ('token', ?1) "
+        "ON CONFLICT (name) DO UPDATE SET value = excluded.value");
+    if (!q.ok()) return std::move(q).error();
+    q->bind(1, *cache_->token_);
+    ICHIDO_TRY(q->run("advance the token sequence"));
+    cache_->token_dirty_ = false;
+  }
+  return {};
+}
+
+Result<void> SqliteTables::write_period(std::int64_t id, const std::string& period,
+                                        const PeriodRow& row) {
   auto q = db_.query(
       "INSERT INTO counter_periods (counter_id, period, last_value, issued_count, voided_count) "
       "VALUES (?, ?, ?, ?, ?) ON CONFLICT (counter_id, period) DO UPDATE SET "

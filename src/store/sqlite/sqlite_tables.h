@@ -1,6 +1,8 @@
 // SqliteTables: the Tables interface over one SQLite connection. The caller owns the transaction.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -14,15 +16,33 @@ namespace ichido::store::sqlite {
 // tables: counters are never changed after creation, periods only through save_period), and
 // write-through: a row enters only after the statement that read or wrote it succeeded. Any
 // rollback may undo cached rows, so whoever rolls back must clear() it.
+//
+// Deferred writes (decision 130): while `defer_writes` is set (the writer's optimistic batch,
+// sqlite_store.cc), save_period only records the row as pending, next_token draws from the
+// token sequence's value read once per batch, and SqliteTables::flush_writes() writes every
+// pending row and the sequence once, before COMMIT. A batch of `next` on one counter so writes
+// its period row once instead of once per command, and a batch of once begins or lock grants
+// writes the sequence once. Pending writes are part of the transaction: clear() (every
+// rollback) drops them with everything else, and `deferred_writes` counts them so that "did
+// this failed job write?" still sees them. start_batch() forgets the sequence's value, so
+// every batch reads it again (nothing else can change it between batches unseen).
 class WriterCache {
  public:
   void clear() {
     counters_.clear();
     periods_.clear();
+    pending_periods_.clear();
+    start_batch();
+  }
+  void start_batch() {
+    token_ = std::nullopt;
+    token_dirty_ = false;
   }
   // The largest token drawn since the writer last reset it (data_dir.h D4). Not a cache: a
   // rollback makes it an over-estimate, which only reserves tokens early.
   std::int64_t drawn_token = 0;
+  bool defer_writes = false;          // set by the writer around an optimistic batch
+  std::uint64_t deferred_writes = 0;  // save_period calls deferred so far (never reset)
 
  private:
   friend class SqliteTables;
@@ -34,6 +54,16 @@ class WriterCache {
   }
   std::unordered_map<std::string, CounterRow> counters_;  // by ns '\0' name
   std::unordered_map<std::string, PeriodRow> periods_;    // by counter id '\0' period
+  struct PendingPeriod {
+    std::int64_t counter_id;
+    std::string period;
+    PeriodRow row;
+  };
+  // Not bounded by kMaxRows: it holds at most one row per counter period the batch touched,
+  // and is emptied at every flush or rollback.
+  std::unordered_map<std::string, PendingPeriod> pending_periods_;  // same keys as periods_
+  std::optional<std::int64_t> token_;  // the token sequence's value in this batch, once read
+  bool token_dirty_ = false;           // token_ is ahead of the table
 };
 
 class SqliteTables final : public Tables {
@@ -90,7 +120,15 @@ class SqliteTables final : public Tables {
   Result<void> delete_lock(const std::string& ns, const std::string& name) override;
   Result<std::vector<core::LockRecord>> list_live_locks(const std::string& ns, TimeMs now) override;
 
+  // Writes the period rows save_period deferred (WriterCache::defer_writes), each once, and
+  // the token sequence if next_token drew from it, and forgets them. Fails as a statement does (the
+  // transaction must then be rolled back: which rows were written is unknown). Without a cache or
+  // anything pending: nothing to do.
+  Result<void> flush_writes();
+
  private:
+  Result<void> write_period(std::int64_t counter_id, const std::string& period,
+                            const PeriodRow& row);
   Db& db_;
   WriterCache* cache_;  // the writer's; nullptr on readers
 };

@@ -1,5 +1,7 @@
 #include "store/sqlite/db.h"
 
+#include "store/sqlite/wal_buffer_vfs.h"
+
 namespace ichido::store::sqlite {
 
 Query::~Query() {
@@ -67,7 +69,12 @@ void Db::close() {
 Result<void> Db::open(const std::string& path, bool create, const std::string& vfs) {
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
   if (create) flags |= SQLITE_OPEN_CREATE;
-  if (sqlite3_open_v2(path.c_str(), &db_, flags, vfs.empty() ? nullptr : vfs.c_str()) !=
+  // Through the WAL write buffer (decision 132) over the requested VFS; its precondition,
+  // synchronous=FULL, is set below before anything is written. An unknown `vfs` is passed on
+  // as it is, so that opening fails as it would without the shim.
+  std::string shim = wal_buffer_vfs(vfs);
+  const std::string& use = shim.empty() ? vfs : shim;
+  if (sqlite3_open_v2(path.c_str(), &db_, flags, use.empty() ? nullptr : use.c_str()) !=
       SQLITE_OK) {
     Error e = error("open the database");
     close();

@@ -1,4 +1,5 @@
 // SqliteTables: the once-record rows (table once_records, schema migrations 4 and 6).
+#include "store/sqlite/rows.h"
 #include "store/sqlite/sqlite_tables.h"
 
 namespace ichido::store::sqlite {
@@ -59,7 +60,11 @@ Result<std::optional<core::OnceRecord>> SqliteTables::find_once(const std::strin
   if (!q.ok()) return std::move(q).error();
   q->bind(1, ns).bind(2, key);
   const int rc = q->step();
-  if (rc == SQLITE_DONE) return std::optional<core::OnceRecord>();
+  if (cache_) cache_->absent_once_.clear();
+  if (rc == SQLITE_DONE) {
+    if (cache_) cache_->absent_once_ = name_key(ns, key);
+    return std::optional<core::OnceRecord>();
+  }
   if (rc != SQLITE_ROW) return db_.error("read a once record");
   auto r = once_from(*q);
   if (!r.ok()) return std::move(r).error();
@@ -71,6 +76,13 @@ Result<std::optional<core::OnceRecord>> SqliteTables::find_once(const std::strin
 // third more than a plain UPDATE (measured with this table and its indexes); most saves are
 // updates (complete, fail, renew), and a new record pays one missed index lookup.
 Result<void> SqliteTables::save_once(const std::string& ns, const core::OnceRecord& r) {
+  // The writer's job just looked this key up and found nothing (WriterCache::absent_once_):
+  // the UPDATE would miss, so go straight to the INSERT.
+  bool absent = false;
+  if (cache_ && !cache_->absent_once_.empty()) {
+    absent = cache_->absent_once_ == name_key(ns, r.key);
+    cache_->absent_once_.clear();
+  }
   auto bind = [&](Query& q) {
     q.bind(1, ns).bind(2, r.key).bind(3, core::to_string(r.state)).bind(4, r.owner);
     q.bind(5, r.fingerprint).bind(6, r.token).bind(7, r.attempt).bind(8, r.max_attempts);
@@ -78,7 +90,7 @@ Result<void> SqliteTables::save_once(const std::string& ns, const core::OnceReco
     q.bind(12, std::int64_t{r.holder_done}).bind(13, r.created_at).bind(14, r.updated_at);
     q.bind(15, r.finished_at).bind(16, r.request_id);
   };
-  {
+  if (!absent) {
     auto q = db_.query(
         "UPDATE once_records SET state = ?3, owner = ?4, fingerprint = ?5, token = ?6, "
         "attempt = ?7, max_attempts = ?8, lease_expires_at = ?9, result = ?10, last_error = ?11, "

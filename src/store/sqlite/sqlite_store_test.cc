@@ -18,6 +18,7 @@
 
 #include "store/sqlite/schema.h"
 #include "store/sqlite/test_peer.h"
+#include "store/sqlite/wal_buffer_vfs.h"
 #include "store/testing/sync_store.h"
 
 namespace ichido::store::sqlite {
@@ -242,6 +243,7 @@ TEST_F(SqliteStoreTest, GroupCommitBatchesQueuedCommands) {
     std::lock_guard lk(mu);
     EXPECT_EQ(answered, 0) << "the writer was supposed to be held";
   }
+  const WalBufferStats wal_before = wal_buffer_stats();
   release.set_value();
   {
     std::unique_lock lk(mu);
@@ -263,6 +265,13 @@ TEST_F(SqliteStoreTest, GroupCommitBatchesQueuedCommands) {
   // The gate's own commit, then the 2000 queued commands in batches of at most 1024.
   EXPECT_LE(commits, 3u);
   EXPECT_EQ(after.failed_commits, before.failed_commits);
+  // Decision 132: the WAL frames of a commit (two writes per page) reach the file in writes of
+  // up to 64 KiB at its fsync. Counters are process-wide; nothing else writes here meanwhile.
+  const WalBufferStats wal_after = wal_buffer_stats();
+  const auto out = wal_after.writes_out - wal_before.writes_out;
+  const auto buffered = wal_after.writes_buffered - wal_before.writes_buffered;
+  EXPECT_GE(out, commits) << "at least one write per commit";
+  EXPECT_GE(buffered, 8 * out);
   // The period row was written once per batch (decision 130), with every command's effect: a
   // reader sees the last number and the count, and so does the store after a restart.
   auto info = SyncStore(*store).get_counter(Ref("c"));

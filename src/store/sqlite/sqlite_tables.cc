@@ -41,14 +41,6 @@ core::IssuedNumber issued_from(const Query& q) {
   return r;
 }
 
-std::string counter_key(const std::string& ns, const std::string& name) {
-  std::string k;
-  k.reserve(ns.size() + name.size() + 1);
-  k.append(ns).push_back('\0');
-  k.append(name);
-  return k;
-}
-
 std::string period_key(std::int64_t id, const std::string& period) {
   std::string k = std::to_string(id);
   k.push_back('\0');
@@ -87,7 +79,7 @@ Result<std::optional<CounterRow>> SqliteTables::find_counter(const std::string& 
                                                              const std::string& name) {
   std::string key;
   if (cache_) {
-    key = counter_key(ns, name);
+    key = name_key(ns, name);
     if (auto it = cache_->counters_.find(key); it != cache_->counters_.end()) {
       return std::optional<CounterRow>(it->second);
     }
@@ -112,7 +104,7 @@ Result<std::int64_t> SqliteTables::insert_counter(const CounterRow& r) {
   if (cache_) {
     CounterRow stored = r;
     stored.id = id;
-    WriterCache::put(cache_->counters_, counter_key(r.ns, r.name), std::move(stored));
+    WriterCache::put(cache_->counters_, name_key(r.ns, r.name), std::move(stored));
   }
   return id;
 }

@@ -32,6 +32,7 @@ class WriterCache {
     counters_.clear();
     periods_.clear();
     pending_periods_.clear();
+    absent_once_.clear();
     start_batch();
   }
   void start_batch() {
@@ -62,6 +63,11 @@ class WriterCache {
   // Not bounded by kMaxRows: it holds at most one row per counter period the batch touched,
   // and is emptied at every flush or rollback.
   std::unordered_map<std::string, PendingPeriod> pending_periods_;  // same keys as periods_
+  // ns '\0' key of the once record the writer's last find_once found absent, until the next
+  // find_once or save_once (which then inserts without trying an UPDATE first). One job finds
+  // and saves its record one after the other on the one writer thread, so the hint cannot be
+  // stale when its save reads it; a rollback clears it.
+  std::string absent_once_;
   std::optional<std::int64_t> token_;  // the token sequence's value in this batch, once read
   bool token_dirty_ = false;           // token_ is ahead of the table
 };

@@ -342,7 +342,7 @@ SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs no
       // Cannot isolate this job: give up on the batch rather than risk a partial effect.
       if (auto r = step("SAVEPOINT job", "open a savepoint"); !r.ok()) return give_up(r.error());
     }
-    // What this job wrote: rows changed plus period writes deferred.
+    // What this job wrote: rows changed plus writes deferred (period rows, token draws).
     auto writes = [&] {
       return static_cast<std::uint64_t>(sqlite3_total_changes64(db.raw())) + cache_.deferred_writes;
     };

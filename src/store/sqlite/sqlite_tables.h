@@ -43,7 +43,7 @@ class WriterCache {
   // rollback makes it an over-estimate, which only reserves tokens early.
   std::int64_t drawn_token = 0;
   bool defer_writes = false;          // set by the writer around an optimistic batch
-  std::uint64_t deferred_writes = 0;  // save_period calls deferred so far (never reset)
+  std::uint64_t deferred_writes = 0;  // period saves and token draws deferred (never reset)
 
  private:
   friend class SqliteTables;

@@ -2,8 +2,8 @@
 
 #include <sqlite3.h>
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -137,8 +137,7 @@ int x_unfetch(sqlite3_file* f, sqlite3_int64 off, void* p) {
 
 sqlite3_vfs* base_of(sqlite3_vfs* vfs) { return static_cast<Shim*>(vfs->pAppData)->base; }
 
-int x_open(sqlite3_vfs* vfs, sqlite3_filename name, sqlite3_file* file, int flags,
-           int* out_flags) {
+int x_open(sqlite3_vfs* vfs, sqlite3_filename name, sqlite3_file* file, int flags, int* out_flags) {
   sqlite3_vfs* base = base_of(vfs);
   auto* f = reinterpret_cast<File*>(file);
   f->real = reinterpret_cast<sqlite3_file*>(f + 1);

@@ -26,7 +26,8 @@ TEST(WalBufferVfs, ALargeCommitReachesTheFileWhole) {
   const std::string path = dir.path() + "/t.db";
   Db writer;
   ASSERT_TRUE(writer.open(path, /*create=*/true).ok());
-  ASSERT_TRUE(writer.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, x BLOB NOT NULL)", "create").ok());
+  ASSERT_TRUE(
+      writer.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, x BLOB NOT NULL)", "create").ok());
   const WalBufferStats before = wal_buffer_stats();
   ASSERT_TRUE(writer.exec("BEGIN IMMEDIATE", "begin").ok());
   for (int i = 0; i < 64; ++i) {
@@ -57,8 +58,9 @@ TEST(WalBufferVfs, ALargeCommitReachesTheFileWhole) {
   Db again;
   ASSERT_TRUE(again.open(path, /*create=*/false).ok());
   EXPECT_EQ(Scalar(again, "SELECT sum(length(x)) FROM t"), 64 * 32768);
-  EXPECT_EQ(Scalar(again, "SELECT count(*) FROM pragma_integrity_check WHERE "
-                          "integrity_check = 'ok'"),
+  EXPECT_EQ(Scalar(again,
+                   "SELECT count(*) FROM pragma_integrity_check WHERE "
+                   "integrity_check = 'ok'"),
             1);
 }
 

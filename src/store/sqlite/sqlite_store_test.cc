@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -68,6 +69,40 @@ class SqliteStoreTest : public ::testing::Test {
     }
     sqlite3_close_v2(db);
     return out;
+  }
+
+  // Holds the store's writer inside a `next` of counter `counter` (its answer's callback waits)
+  // until the returned promise is set, at most 60 s, so that everything submitted meanwhile
+  // lands in one batch. nullptr when the writer did not get there within 60 s.
+  static std::shared_ptr<std::promise<void>> HoldWriter(SqliteStore& store,
+                                                        const std::string& counter) {
+    auto release = std::make_shared<std::promise<void>>();
+    auto held = std::make_shared<std::promise<void>>();
+    auto got_there = held->get_future();
+    store.next({Ref(counter), {"gate", ""}},
+               [held, released = release->get_future().share()](Result<NextReply>) {
+                 held->set_value();
+                 released.wait_for(std::chrono::seconds(60));
+               });
+    if (got_there.wait_for(std::chrono::seconds(60)) != std::future_status::ready) return nullptr;
+    return release;
+  }
+
+  // The database of a new data directory, opened directly once the store that created it is
+  // closed again (nullptr on failure; the caller closes it).
+  sqlite3* FreshDatabase() {
+    std::string path;
+    {
+      auto store = MustOpen();
+      if (!store) return nullptr;
+      path = store->db_path();
+    }
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
+      sqlite3_close_v2(db);
+      return nullptr;
+    }
+    return db;
   }
 
   // Every row of `sql`: its columns joined by '|', each row followed by ';' (an error: what it
@@ -297,13 +332,8 @@ TEST_F(SqliteStoreTest, AFailingCommandThatWroteIsUndoneAloneInItsBatch) {
   const StoreStats before = store->stats();
 
   // Hold the writer so that everything below lands in one batch.
-  std::promise<void> writer_held, release;
-  auto released = release.get_future().share();
-  store->next({Ref("c"), {"gate", ""}}, [&](Result<NextReply>) {
-    writer_held.set_value();
-    released.wait_for(std::chrono::seconds(60));
-  });
-  ASSERT_EQ(writer_held.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  auto release = HoldWriter(*store, "c");
+  ASSERT_TRUE(release);
 
   std::mutex mu;
   std::condition_variable cv;
@@ -336,7 +366,7 @@ TEST_F(SqliteStoreTest, AFailingCommandThatWroteIsUndoneAloneInItsBatch) {
   next(2, "b");
   hand_made(3, /*writes=*/true);
   next(4, "c");
-  release.set_value();
+  release->set_value();
   {
     std::unique_lock lk(mu);
     ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(60), [&] { return answered == 5; }));
@@ -365,13 +395,8 @@ TEST_F(SqliteStoreTest, TokensDrawnInOneBatchAreDistinctIncreasingAndSurviveARes
   ASSERT_TRUE(first.ok() && first->acquired);
   const StoreStats before = store->stats();
 
-  std::promise<void> writer_held, release;
-  auto released = release.get_future().share();
-  store->next({Ref("c"), {"gate", ""}}, [&](Result<NextReply>) {
-    writer_held.set_value();
-    released.wait_for(std::chrono::seconds(60));
-  });
-  ASSERT_EQ(writer_held.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  auto release = HoldWriter(*store, "c");
+  ASSERT_TRUE(release);
 
   constexpr int kLocks = 40;
   std::mutex mu;
@@ -401,7 +426,7 @@ TEST_F(SqliteStoreTest, TokensDrawnInOneBatchAreDistinctIncreasingAndSurviveARes
                           cv.notify_all();
                         });
   }
-  release.set_value();
+  release->set_value();
   {
     std::unique_lock lk(mu);
     ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(60), [&] { return answered == kLocks + 1; }));
@@ -479,14 +504,8 @@ TEST_F(SqliteStoreTest, ReopenKeepsTheSchemaVersion) {
 // Migration 8: once_finished (no query has used it since the purge went namespace by namespace)
 // is gone; the purge's index once_ns_finished stays and is what the purge's query uses.
 TEST_F(SqliteStoreTest, FinishedOnceRecordsAreIndexedOnlyByNamespace) {
-  std::string db_path;
-  {
-    auto store = MustOpen();
-    ASSERT_TRUE(store);
-    db_path = store->db_path();
-  }
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3* db = FreshDatabase();
+  ASSERT_NE(db, nullptr);
   auto column = [&](const char* sql) { return Rows(db, sql); };
   EXPECT_EQ(column("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = "
                    "'once_records' AND name NOT LIKE 'sqlite_%' ORDER BY name"),
@@ -502,14 +521,8 @@ TEST_F(SqliteStoreTest, FinishedOnceRecordsAreIndexedOnlyByNamespace) {
 // builds no ephemeral b-tree (as `IN (...)` with four values did on every save), and it still
 // refuses a state that is not one of the four.
 TEST_F(SqliteStoreTest, TheOnceStateCheckHoldsWithoutAnEphemeralTable) {
-  std::string db_path;
-  {
-    auto store = MustOpen();
-    ASSERT_TRUE(store);
-    db_path = store->db_path();
-  }
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK);
+  sqlite3* db = FreshDatabase();
+  ASSERT_NE(db, nullptr);
   const std::string sql = Rows(db, "SELECT sql FROM sqlite_schema WHERE name = 'once_records'");
   EXPECT_EQ(sql.find("state IN"), std::string::npos) << sql;
   EXPECT_NE(sql.find("CHECK (state = 'processing' OR state = 'pending' OR state = 'completed' OR "

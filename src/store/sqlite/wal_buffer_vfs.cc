@@ -11,23 +11,23 @@
 #include <new>
 #include <vector>
 
+#include "store/sqlite/vfs_shim.h"
+
 namespace ichido::store::sqlite {
 namespace {
 
 std::atomic<std::uint64_t> g_buffered{0};
 std::atomic<std::uint64_t> g_out{0};
 
-// One registered shim: its sqlite3_vfs and the wrapped one. Never freed (SQLite keeps pointers
-// to registered VFSes for the life of the process).
+// One registered shim. Never freed (SQLite keeps pointers to registered VFSes for the life of
+// the process).
 struct Shim {
   sqlite3_vfs vfs{};
-  sqlite3_vfs* base = nullptr;
   std::string name;
 };
 
 struct File {
-  sqlite3_file base;   // pMethods = &g_methods
-  sqlite3_file* real;  // the wrapped VFS's file, in the memory right after this struct
+  ShimFile head;
   bool wal;
   std::vector<char>* buf;  // wal only: the bytes not yet written, from offset `start`
   sqlite3_int64 start;
@@ -36,7 +36,7 @@ struct File {
 sqlite3_io_methods g_methods;
 
 File* as(sqlite3_file* f) { return reinterpret_cast<File*>(f); }
-sqlite3_file* real(sqlite3_file* f) { return as(f)->real; }
+sqlite3_file* real(sqlite3_file* f) { return shim_real(f); }
 
 // Writes the buffer out and empties it; on failure it is dropped too. In pieces of at most
 // kMaxWalWrite bytes: SQLite's unix VFS cannot write 128 KiB or more in one call (it masks the
@@ -48,8 +48,8 @@ int flush(File* f) {
   for (sqlite3_int64 done = 0; done < size && rc == SQLITE_OK;) {
     const auto n = std::min<sqlite3_int64>(size - done, kMaxWalWrite);
     g_out.fetch_add(1, std::memory_order_relaxed);
-    rc = f->real->pMethods->xWrite(f->real, f->buf->data() + done, static_cast<int>(n),
-                                   f->start + done);
+    rc = f->head.real->pMethods->xWrite(f->head.real, f->buf->data() + done, static_cast<int>(n),
+                                        f->start + done);
     done += n;
   }
   f->buf->clear();
@@ -59,7 +59,7 @@ int flush(File* f) {
 int x_close(sqlite3_file* file) {
   File* f = as(file);
   const int flushed = flush(f);
-  const int rc = f->real->pMethods->xClose(f->real);
+  const int rc = f->head.real->pMethods->xClose(f->head.real);
   delete f->buf;
   f->buf = nullptr;
   return flushed != SQLITE_OK ? flushed : rc;
@@ -70,7 +70,7 @@ int x_read(sqlite3_file* f, void* p, int n, sqlite3_int64 off) {
 }
 int x_write(sqlite3_file* file, const void* p, int n, sqlite3_int64 off) {
   File* f = as(file);
-  if (!f->wal) return f->real->pMethods->xWrite(f->real, p, n, off);
+  if (!f->wal) return f->head.real->pMethods->xWrite(f->head.real, p, n, off);
   auto& b = *f->buf;
   const auto end = f->start + static_cast<sqlite3_int64>(b.size());
   if (!b.empty() && off >= f->start && off + n <= end) {
@@ -85,7 +85,7 @@ int x_write(sqlite3_file* file, const void* p, int n, sqlite3_int64 off) {
   }
   if (n > kMaxWalWrite) {  // not a WAL frame (never larger than 64 KiB + 24): as it comes
     g_out.fetch_add(1, std::memory_order_relaxed);
-    return f->real->pMethods->xWrite(f->real, p, n, off);
+    return f->head.real->pMethods->xWrite(f->head.real, p, n, off);
   }
   if (b.empty()) f->start = off;
   const auto* c = static_cast<const char*>(p);
@@ -105,70 +105,29 @@ int x_file_size(sqlite3_file* f, sqlite3_int64* size) {
   if (int rc = flush(as(f)); rc != SQLITE_OK) return rc;
   return real(f)->pMethods->xFileSize(real(f), size);
 }
-int x_lock(sqlite3_file* f, int l) { return real(f)->pMethods->xLock(real(f), l); }
-int x_unlock(sqlite3_file* f, int l) { return real(f)->pMethods->xUnlock(real(f), l); }
-int x_check_reserved(sqlite3_file* f, int* out) {
-  return real(f)->pMethods->xCheckReservedLock(real(f), out);
-}
 int x_file_control(sqlite3_file* f, int op, void* arg) {
   if (int rc = flush(as(f)); rc != SQLITE_OK) return rc;
   return real(f)->pMethods->xFileControl(real(f), op, arg);
 }
-int x_sector_size(sqlite3_file* f) { return real(f)->pMethods->xSectorSize(real(f)); }
-int x_device_characteristics(sqlite3_file* f) {
-  return real(f)->pMethods->xDeviceCharacteristics(real(f));
-}
-// Shared memory and memory mapping belong to the main database file, which is never buffered.
-int x_shm_map(sqlite3_file* f, int region, int size, int extend, void volatile** p) {
-  return real(f)->pMethods->xShmMap(real(f), region, size, extend, p);
-}
-int x_shm_lock(sqlite3_file* f, int offset, int n, int flags) {
-  return real(f)->pMethods->xShmLock(real(f), offset, n, flags);
-}
-void x_shm_barrier(sqlite3_file* f) { real(f)->pMethods->xShmBarrier(real(f)); }
-int x_shm_unmap(sqlite3_file* f, int del) { return real(f)->pMethods->xShmUnmap(real(f), del); }
 int x_fetch(sqlite3_file* f, sqlite3_int64 off, int n, void** p) {
   if (int rc = flush(as(f)); rc != SQLITE_OK) return rc;
   return real(f)->pMethods->xFetch(real(f), off, n, p);
 }
-int x_unfetch(sqlite3_file* f, sqlite3_int64 off, void* p) {
-  return real(f)->pMethods->xUnfetch(real(f), off, p);
-}
-
-sqlite3_vfs* base_of(sqlite3_vfs* vfs) { return static_cast<Shim*>(vfs->pAppData)->base; }
-
 int x_open(sqlite3_vfs* vfs, sqlite3_filename name, sqlite3_file* file, int flags, int* out_flags) {
-  sqlite3_vfs* base = base_of(vfs);
   auto* f = reinterpret_cast<File*>(file);
-  f->real = reinterpret_cast<sqlite3_file*>(f + 1);
+  f->head.real = reinterpret_cast<sqlite3_file*>(f + 1);
   f->wal = (flags & SQLITE_OPEN_WAL) != 0;
   f->buf = nullptr;
   f->start = 0;
-  const int rc = base->xOpen(base, name, f->real, flags, out_flags);
-  // Methods only for a file the base opened: SQLite calls xClose exactly when pMethods is set.
-  if (rc != SQLITE_OK || !f->real->pMethods) {
-    f->base.pMethods = nullptr;
-    return rc;
+  const int rc = open_shim_file(vfs, name, &f->head, flags, out_flags, &g_methods);
+  if (rc != SQLITE_OK || !f->head.base.pMethods || !f->wal) return rc;
+  f->buf = new (std::nothrow) std::vector<char>();
+  if (!f->buf) {
+    f->head.real->pMethods->xClose(f->head.real);
+    f->head.base.pMethods = nullptr;
+    return SQLITE_NOMEM;
   }
-  if (f->wal) {
-    f->buf = new (std::nothrow) std::vector<char>();
-    if (!f->buf) {
-      f->real->pMethods->xClose(f->real);
-      f->base.pMethods = nullptr;
-      return SQLITE_NOMEM;
-    }
-  }
-  f->base.pMethods = &g_methods;
   return rc;
-}
-int x_delete(sqlite3_vfs* vfs, const char* name, int sync) {
-  return base_of(vfs)->xDelete(base_of(vfs), name, sync);
-}
-int x_access(sqlite3_vfs* vfs, const char* name, int flags, int* out) {
-  return base_of(vfs)->xAccess(base_of(vfs), name, flags, out);
-}
-int x_full_pathname(sqlite3_vfs* vfs, const char* name, int n, char* out) {
-  return base_of(vfs)->xFullPathname(base_of(vfs), name, n, out);
 }
 
 }  // namespace
@@ -182,38 +141,19 @@ std::string wal_buffer_vfs(const std::string& base_name) {
   if (!base) return "";
   static std::once_flag methods_once;
   std::call_once(methods_once, [] {
-    g_methods = sqlite3_io_methods{3,
-                                   x_close,
-                                   x_read,
-                                   x_write,
-                                   x_truncate,
-                                   x_sync,
-                                   x_file_size,
-                                   x_lock,
-                                   x_unlock,
-                                   x_check_reserved,
-                                   x_file_control,
-                                   x_sector_size,
-                                   x_device_characteristics,
-                                   x_shm_map,
-                                   x_shm_lock,
-                                   x_shm_barrier,
-                                   x_shm_unmap,
-                                   x_fetch,
-                                   x_unfetch};
+    g_methods = passthrough_io_methods();
+    g_methods.xClose = x_close;
+    g_methods.xRead = x_read;
+    g_methods.xWrite = x_write;
+    g_methods.xTruncate = x_truncate;
+    g_methods.xSync = x_sync;
+    g_methods.xFileSize = x_file_size;
+    g_methods.xFileControl = x_file_control;
+    g_methods.xFetch = x_fetch;
   });
   auto* shim = new Shim();
-  shim->base = base;
   shim->name = "ichido-walbuf:" + std::string(base->zName);
-  shim->vfs = *base;  // dlopen, randomness, sleep, time: the base's
-  shim->vfs.pNext = nullptr;
-  shim->vfs.pAppData = shim;
-  shim->vfs.zName = shim->name.c_str();
-  shim->vfs.szOsFile = static_cast<int>(sizeof(File)) + base->szOsFile;
-  shim->vfs.xOpen = x_open;
-  shim->vfs.xDelete = x_delete;
-  shim->vfs.xAccess = x_access;
-  shim->vfs.xFullPathname = x_full_pathname;
+  shim->vfs = wrapping_vfs(base, shim->name.c_str(), static_cast<int>(sizeof(File)), x_open);
   if (sqlite3_vfs_register(&shim->vfs, /*makeDflt=*/0) != SQLITE_OK) {
     delete shim;
     return "";

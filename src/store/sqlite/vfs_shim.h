@@ -26,7 +26,9 @@ sqlite3_io_methods passthrough_io_methods();
 sqlite3_vfs wrapping_vfs(sqlite3_vfs* base, const char* name, int shim_file_size,
                          int (*open)(sqlite3_vfs*, sqlite3_filename, sqlite3_file*, int, int*));
 // The VFS a wrapping_vfs wraps.
-inline sqlite3_vfs* wrapped_vfs(sqlite3_vfs* vfs) { return static_cast<sqlite3_vfs*>(vfs->pAppData); }
+inline sqlite3_vfs* wrapped_vfs(sqlite3_vfs* vfs) {
+  return static_cast<sqlite3_vfs*>(vfs->pAppData);
+}
 
 // Opens `name` on the wrapped VFS into file->real (which the caller points at the memory right
 // after its own struct, inside what SQLite allocated for `file`). SQLite calls xClose exactly when

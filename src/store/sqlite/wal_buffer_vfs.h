@@ -5,7 +5,8 @@
 // the page), then fsyncs. Under group commit a batch dirties tens of pages, so the writer thread
 // spent more time entering the kernel for those writes than SQLite spent deciding them. This
 // shim wraps another VFS (the default one, or a test's fault VFS) and, for files opened as a
-// WAL only, keeps consecutive writes in memory and hands them to the wrapped VFS as one write:
+// WAL only, keeps consecutive writes in memory and hands them to the wrapped VFS in a few large
+// writes:
 //
 // - xWrite appends to the buffer when the write starts exactly where the buffer ends (the WAL is
 //   written front to back), or copies into it when it rewrites bytes the buffer holds (a frame

@@ -201,10 +201,14 @@ Result<void> migrate(Db& db) {
       if (version == current_schema_version()) return false;
       ICHIDO_TRY(db.exec(migrations()[version], "apply a schema migration"));
       if (version + 1 == kRewritesSchema) {
-        auto c = db.query("PRAGMA schema_version");
-        if (!c.ok()) return std::move(c).error();
-        if (c->step() != SQLITE_ROW) return db.error("read the schema cookie");
-        const std::string bump = "PRAGMA schema_version = " + std::to_string(c->int64(0) + 1);
+        std::int64_t cookie = 0;
+        {
+          auto c = db.query("PRAGMA schema_version");  // reset when it goes out of scope
+          if (!c.ok()) return std::move(c).error();
+          if (c->step() != SQLITE_ROW) return db.error("read the schema cookie");
+          cookie = c->int64(0);
+        }
+        const std::string bump = "PRAGMA schema_version = " + std::to_string(cookie + 1);
         ICHIDO_TRY(db.exec(bump.c_str(), "bump the schema cookie"));
       }
       auto q = db.query("INSERT INTO schema_version (version) VALUES (?)");

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/auth.h"
@@ -22,6 +23,16 @@
 #include "ichido/store.h"
 
 namespace ichido::store {
+
+// The key under which a backend caches a row named by two strings (namespace and name, counter
+// id and period, ...): both joined by a '\0', which neither can hold.
+inline std::string row_key(std::string_view a, std::string_view b) {
+  std::string k;
+  k.reserve(a.size() + b.size() + 1);
+  k.append(a).push_back('\0');
+  k.append(b);
+  return k;
+}
 
 struct CounterRow {
   std::int64_t id = 0;

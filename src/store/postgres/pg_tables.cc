@@ -393,14 +393,6 @@ Sql::Sql(const std::string& schema) {
   notify = S("SELECT pg_notify($1, $2)");
 }
 
-static std::string row_key(const std::string& a, const std::string& b) {
-  std::string k;
-  k.reserve(a.size() + b.size() + 1);
-  k.append(a).push_back('\0');
-  k.append(b);
-  return k;
-}
-
 template <class T>
 Result<std::optional<std::optional<T>>> PgTables::remembered(Rows<T>& rows,
                                                              const std::string& key) {

@@ -2,22 +2,12 @@
 #pragma once
 
 #include <optional>
-#include <string>
 #include <type_traits>
 #include <vector>
 
 #include "store/sqlite/db.h"
 
 namespace ichido::store::sqlite {
-
-// The writer cache's key of a row named by (namespace, name): ns '\0' name (names hold no NUL).
-inline std::string name_key(const std::string& ns, const std::string& name) {
-  std::string k;
-  k.reserve(ns.size() + name.size() + 1);
-  k.append(ns).push_back('\0');
-  k.append(name);
-  return k;
-}
 
 // Runs a query expected to return at most one row, mapped by `from`.
 template <class T, class From>

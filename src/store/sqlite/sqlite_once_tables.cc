@@ -1,5 +1,4 @@
 // SqliteTables: the once-record rows (table once_records, schema migrations 4 and 6).
-#include "store/sqlite/rows.h"
 #include "store/sqlite/sqlite_tables.h"
 
 namespace ichido::store::sqlite {
@@ -62,7 +61,7 @@ Result<std::optional<core::OnceRecord>> SqliteTables::find_once(const std::strin
   const int rc = q->step();
   if (cache_) cache_->absent_once_.clear();
   if (rc == SQLITE_DONE) {
-    if (cache_) cache_->absent_once_ = name_key(ns, key);
+    if (cache_) cache_->absent_once_ = row_key(ns, key);
     return std::optional<core::OnceRecord>();
   }
   if (rc != SQLITE_ROW) return db_.error("read a once record");
@@ -80,7 +79,7 @@ Result<void> SqliteTables::save_once(const std::string& ns, const core::OnceReco
   // the UPDATE would miss, so go straight to the INSERT.
   bool absent = false;
   if (cache_ && !cache_->absent_once_.empty()) {
-    absent = cache_->absent_once_ == name_key(ns, r.key);
+    absent = cache_->absent_once_ == row_key(ns, r.key);
     cache_->absent_once_.clear();
   }
   auto bind = [&](Query& q) {

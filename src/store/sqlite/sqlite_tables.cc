@@ -41,13 +41,6 @@ core::IssuedNumber issued_from(const Query& q) {
   return r;
 }
 
-std::string period_key(std::int64_t id, const std::string& period) {
-  std::string k = std::to_string(id);
-  k.push_back('\0');
-  k.append(period);
-  return k;
-}
-
 }  // namespace
 
 Result<std::int64_t> SqliteTables::next_token() {
@@ -79,7 +72,7 @@ Result<std::optional<CounterRow>> SqliteTables::find_counter(const std::string& 
                                                              const std::string& name) {
   std::string key;
   if (cache_) {
-    key = name_key(ns, name);
+    key = row_key(ns, name);
     if (auto it = cache_->counters_.find(key); it != cache_->counters_.end()) {
       return std::optional<CounterRow>(it->second);
     }
@@ -104,7 +97,7 @@ Result<std::int64_t> SqliteTables::insert_counter(const CounterRow& r) {
   if (cache_) {
     CounterRow stored = r;
     stored.id = id;
-    WriterCache::put(cache_->counters_, name_key(r.ns, r.name), std::move(stored));
+    WriterCache::put(cache_->counters_, row_key(r.ns, r.name), std::move(stored));
   }
   return id;
 }
@@ -119,7 +112,7 @@ Result<std::optional<PeriodRow>> SqliteTables::find_period(std::int64_t id,
                                                            const std::string& period) {
   std::string key;
   if (cache_) {
-    key = period_key(id, period);
+    key = row_key(std::to_string(id), period);
     if (auto it = cache_->pending_periods_.find(key); it != cache_->pending_periods_.end()) {
       return std::optional<PeriodRow>(it->second.row);
     }
@@ -146,7 +139,7 @@ Result<void> SqliteTables::save_period(std::int64_t id, const std::string& perio
   if (cache_ && cache_->defer_writes) {
     ++cache_->deferred_writes;
     auto [it, fresh] = cache_->pending_periods_.try_emplace(
-        period_key(id, period), WriterCache::PendingPeriod{id, period, row});
+        row_key(std::to_string(id), period), WriterCache::PendingPeriod{id, period, row});
     if (!fresh) it->second.row = row;
     return {};
   }
@@ -183,7 +176,7 @@ Result<void> SqliteTables::write_period(std::int64_t id, const std::string& peri
   q->bind(1, id).bind(2, period).bind(3, row.last_value).bind(4, row.issued_count);
   q->bind(5, row.voided_count);
   ICHIDO_TRY(q->run("save a counter period"));
-  if (cache_) WriterCache::put(cache_->periods_, period_key(id, period), row);
+  if (cache_) WriterCache::put(cache_->periods_, row_key(std::to_string(id), period), row);
   return {};
 }
 

@@ -1,5 +1,6 @@
 #include "http/api.h"
 
+#include <boost/asio/this_coro.hpp>
 #include <boost/beast/core/string.hpp>
 #include <chrono>
 #include <exception>
@@ -203,19 +204,20 @@ boost::asio::awaitable<Response> Api::route(Request& req, Routed& routed, bool* 
 
 boost::asio::awaitable<BeastResponse> Api::handle(const BeastRequest& breq, std::string remote,
                                                   std::string* route_out) {
-  auto res = co_await serve(breq, std::move(remote), false, route_out);
-  co_return std::move(*res);
+  return serve(breq, std::move(remote), nullptr, route_out);
 }
 
 boost::asio::awaitable<std::optional<BeastResponse>> Api::admit(const BeastRequest& header,
                                                                 std::string remote,
                                                                 std::string* route_out) {
-  return serve(header, std::move(remote), true, route_out);
+  bool admitted = false;
+  auto res = co_await serve(header, std::move(remote), &admitted, route_out);
+  if (admitted) co_return std::nullopt;
+  co_return std::move(res);
 }
 
-boost::asio::awaitable<std::optional<BeastResponse>> Api::serve(const BeastRequest& breq,
-                                                                std::string remote, bool admit_only,
-                                                                std::string* route_out) {
+boost::asio::awaitable<BeastResponse> Api::serve(const BeastRequest& breq, std::string remote,
+                                                 bool* admitted_out, std::string* route_out) {
   const unsigned version = breq.version();
   const bool keep_alive = breq.keep_alive();
   const auto started = std::chrono::steady_clock::now();
@@ -246,13 +248,21 @@ boost::asio::awaitable<std::optional<BeastResponse>> Api::serve(const BeastReque
       if (auto it = breq.find(beast_http::field::if_none_match); it != breq.end()) {
         req.if_none_match = std::string(it->value());
       }
-      res = co_await route(req, routed, admit_only ? &admitted : nullptr);
+      res = co_await route(req, routed, admitted_out ? &admitted : nullptr);
     }
   } catch (const std::exception& ex) {
     res = Response::error(Error(errc::internal, std::string("Internal error: ") + ex.what() +
                                                     ". Nothing is known to have changed; retry."));
   }
-  if (admitted) co_return std::nullopt;  // admit(): the body may come
+  if (admitted) {  // admit(): the body may come
+    *admitted_out = true;
+    co_return BeastResponse();
+  }
+  // The server cancels a waiting request whose client hung up (server.cc, watch_peer): no
+  // answer is sent, so none is counted in /metrics, and the request log says 499 (nginx's
+  // "client closed request"), not the 500 that the handler's "cancelled" error would map to.
+  const bool client_gone = (co_await boost::asio::this_coro::cancellation_state).cancelled() !=
+                           boost::asio::cancellation_type::none;
   if (opt_.request_log) {
     RequestLog::Entry e;
     e.at = opt_.clock->now_ms();
@@ -266,7 +276,7 @@ boost::asio::awaitable<std::optional<BeastResponse>> Api::serve(const BeastReque
     }
     e.route = routed.pattern.empty() ? std::string_view(path) : routed.pattern;
     e.ns = routed.ns;
-    e.status = res.status;
+    e.status = client_gone ? kClientClosedRequest : res.status;
     e.duration_us = std::chrono::duration_cast<std::chrono::microseconds>(
                         std::chrono::steady_clock::now() - started)
                         .count();
@@ -274,6 +284,7 @@ boost::asio::awaitable<std::optional<BeastResponse>> Api::serve(const BeastReque
     opt_.request_log->write(e);
   }
   if (route_out) *route_out = routed.pattern;
+  if (client_gone) co_return BeastResponse();  // not sent, not counted
   co_return to_beast(std::move(res), version, keep_alive, origin);
 }
 

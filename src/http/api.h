@@ -63,6 +63,8 @@ struct ApiOptions {
 //   (that origin), Vary: Origin and Access-Control-Expose-Headers (Retry-After, ETag).
 // Requests from other origins, and all requests when the list is empty, get none of this.
 inline constexpr int kCorsMaxAgeSeconds = 7200;
+// The request log's status for a request whose client went away while it waited (never sent).
+inline constexpr unsigned kClientClosedRequest = 499;
 
 class Api {
  public:
@@ -122,9 +124,11 @@ class Api {
   // `admitted` non-null: stop after the checks that need no body (admit()); *admitted tells
   // whether they passed (the returned Response is then meaningless).
   boost::asio::awaitable<Response> route(Request& req, Routed& routed, bool* admitted = nullptr);
-  boost::asio::awaitable<std::optional<BeastResponse>> serve(const BeastRequest& req,
-                                                             std::string remote, bool admit_only,
-                                                             std::string* route_out);
+  // handle() and admit(). `admitted` non-null: admit()'s checks only; *admitted tells whether
+  // they passed (the returned response is then meaningless). handle() is this coroutine itself,
+  // not a coroutine around it: every frame of a request that waits stays allocated while it waits.
+  boost::asio::awaitable<BeastResponse> serve(const BeastRequest& req, std::string remote,
+                                              bool* admitted, std::string* route_out);
   // The request's Origin when CORS is on and cors_origins allows it, else empty (no allocation).
   std::string_view cors_origin(const BeastRequest& req) const;
   Response cors_preflight(const BeastRequest& req, std::string_view origin) const;

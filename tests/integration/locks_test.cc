@@ -229,6 +229,14 @@ TEST_F(LocksTest, DisconnectedWaiterLeavesTheLine) {
   }
   ASSERT_TRUE(eventually([&] { return waiters(api, "dc") == 0; }))
       << "the disconnected waiter is still in line";
+  // Nothing was sent to it: logged as 499 (client closed request), not counted as an answer —
+  // before, it was logged and counted as a 500 internal error.
+  EXPECT_TRUE(eventually([&] {
+    return server_.log().find("/locks/{name}/acquire ns=t 499 ") != std::string::npos;
+  })) << server_.log();
+  auto metrics = api.send("GET", "/metrics");
+  EXPECT_EQ(metrics.body.find("ichido_http_responses_total{code=\"500\"}"), std::string::npos)
+      << metrics.body;
   ASSERT_EQ(release(api, "dc", h.num("token")).status, 200);
   auto g = api.send("GET", lock_path("dc"));
   EXPECT_FALSE(g.at("held").as_bool()) << "the lock went to a client that had left";

@@ -157,6 +157,10 @@ class LockService {
   void erase_if_idle_locked(const std::string& key) REQUIRES(mu_);
 
   boost::asio::awaitable<void> release_for_gone_client(LockRef ref, std::int64_t token);
+  boost::asio::awaitable<Result<AcquireLockOutcome>> take_turn(
+      const AcquireLockRequest& req, const std::string& key, TimePoint deadline, std::uint64_t& gen,
+      std::shared_ptr<Waiter>& me, const boost::asio::any_io_executor& ex,
+      boost::asio::cancellation_state cs, bool& turn, bool& answered);
   // D1–D4: acquire through the store's waiter queue.
   boost::asio::awaitable<Result<AcquireLockOutcome>> acquire_queued(AcquireLockRequest req);
   // D3: leaves the local line and the store's queue; the outcome when the lock was granted to

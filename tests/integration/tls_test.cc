@@ -56,6 +56,38 @@ TEST(Tls, CurlWithTheSelfSignedCaCompletesANextAndPlainHttpIsRefused) {
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
+// Over TLS the watch of a waiting request reads through the TLS stream (server.cc, watch_peer):
+// a client that gives up leaves the line there too, and is logged 499.
+TEST(Tls, AWaiterWhoseClientGivesUpLeavesTheLine) {
+  TempDir dir;
+  const std::string cert = dir.path() + "/cert.pem", key = dir.path() + "/key.pem";
+  auto [mk, mk_out] = run_command(
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+      "-addext subjectAltName=IP:127.0.0.1 -keyout " +
+      key + " -out " + cert + " 2>&1");
+  ASSERT_EQ(mk, 0) << mk_out;
+  ServerProcess server(dir.path() + "/data", {"--tls-cert", cert, "--tls-key", key});
+  std::string err;
+  ASSERT_TRUE(server.start(&err)) << err;
+  const std::string lock =
+      "https://127.0.0.1:" + std::to_string(server.port()) + "/v1/ns/t/locks/x";
+  const std::string curl = "curl -sS --cacert " + cert + " ";
+  auto [c1, held] =
+      run_command(curl + "-X POST " + lock + "/acquire -d '{\"owner\":\"a\",\"wait_ms\":0}'");
+  ASSERT_NE(held.find("\"acquired\":true"), std::string::npos) << held;
+  auto [c2, gave_up] = run_command(curl + "--max-time 1 -X POST " + lock +
+                                   "/acquire -d '{\"owner\":\"b\",\"wait_ms\":60000}' 2>&1");
+  EXPECT_NE(c2, 0) << gave_up;  // curl timed out and closed the connection
+  EXPECT_TRUE(eventually([&] {
+    auto [c, st] = run_command(curl + lock);
+    return st.find("\"waiters\":0") != std::string::npos;
+  })) << "the waiter whose client gave up is still in line";
+  EXPECT_TRUE(eventually([&] {
+    return server.log().find("/locks/{name}/acquire ns=t 499 ") != std::string::npos;
+  })) << server.log();
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
 TEST(Tls, ACertificateWithoutAKeyIsAUsageError) {
   TempDir dir;
   auto [rc, out] =

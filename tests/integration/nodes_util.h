@@ -54,6 +54,16 @@ inline std::int64_t log_clock_skew_ms(const std::string& log) {
 
 // N nodes on one PostgreSQL schema: the first node's own (in the `pg` fixture's cluster), or
 // `url` + `schema` of a cluster the test runs itself.
+// Joins the threads when the test ends, also when an assertion returns early.
+struct JoinAtExit {
+  std::vector<std::thread>& threads;
+  ~JoinAtExit() {
+    for (auto& t : threads) {
+      if (t.joinable()) t.join();
+    }
+  }
+};
+
 class Deployment {
  public:
   explicit Deployment(int n, std::vector<std::string> args = {}, const std::string& url = "",

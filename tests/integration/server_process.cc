@@ -150,8 +150,12 @@ bool ServerProcess::start(std::string* error) {
     *error = "cannot create " + log_path;
     return false;
   }
-  std::vector<std::string> args = {ichido_binary(), "serve",  "--listen",
-                                   "127.0.0.1:0",   "--data", data_dir_};
+  std::vector<std::string> args = {binary_.empty() ? std::string(ichido_binary()) : binary_,
+                                   "serve",
+                                   "--listen",
+                                   "127.0.0.1:0",
+                                   "--data",
+                                   data_dir_};
   if (!pg_schema_.empty()) {
     if (pg_url_.empty()) {
       *error = "ICHIDO_TEST_STORE=postgres but no PostgreSQL URL (did pg_cluster_start run?)";

@@ -58,6 +58,8 @@ class ServerProcess {
   const std::string& store_schema() const { return pg_schema_; }
   // Environment variables the server process gets in addition to the test's (e.g. libfaketime).
   void set_env(std::vector<std::pair<std::string, std::string>> env) { env_ = std::move(env); }
+  // Runs another build of ichido than ichido_binary() (before start()).
+  void set_binary(std::string path) { binary_ = std::move(path); }
 
   // Starts the server and waits (bounded, 20 s) until it prints its listening line.
   // Returns false (with the log in `error`) when it exits or never becomes ready.
@@ -83,6 +85,7 @@ class ServerProcess {
   std::string pg_schema_;    // on_postgres(): its schema
   bool owns_schema_ = true;  // drop pg_schema_ in the destructor
   std::vector<std::pair<std::string, std::string>> env_;
+  std::string binary_;  // empty: ichido_binary()
   std::vector<std::string> extra_args_;
   bool auth_ = false;
   pid_t pid_ = -1;

@@ -408,8 +408,9 @@ class Store {
   // waiter queue, then grants the lock to the head live waiter (Q3).
   virtual void force_release_lock(ForceReleaseCmd cmd, Callback<ForceReleaseReply> done) = 0;
   virtual void get_lock(LockRef ref, Callback<LockState> done) = 0;
-  // The held locks of a namespace (live leases only), by name.
-  virtual void list_locks(std::string ns, Callback<std::vector<core::LockRecord>> done) = 0;
+  // The held locks of a namespace (live leases only), by name: `holder` always set, `queued` as
+  // for get_lock (the waiters of every process, with a waiter queue).
+  virtual void list_locks(std::string ns, Callback<std::vector<LockState>> done) = 0;
 
   // Synchronous and cheap: can the store read and write right now? (/readyz)
   virtual Result<void> check_ready() = 0;

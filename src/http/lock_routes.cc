@@ -129,8 +129,8 @@ boost::asio::awaitable<Response> list_locks(service::LockService& svc, const Req
   if (!r.ok()) co_return Response::error(r.error());
   json::array items;
   for (const auto& l : *r) {
-    json::object o = held_json(l);
-    o["waiters"] = static_cast<std::int64_t>(svc.waiters(LockRef{ref_of(p).ns, l.name}));
+    json::object o = held_json(*l.holder);
+    o["waiters"] = static_cast<std::int64_t>(l.waiters);
     items.push_back(std::move(o));
   }
   co_return Response::json(200, json::object{{"items", std::move(items)}});

@@ -514,10 +514,20 @@ asio::awaitable<Result<LockStatus>> LockService::get(LockRef ref) {
   co_return LockStatus{std::move(s->holder), waiting};
 }
 
-asio::awaitable<Result<std::vector<core::LockRecord>>> LockService::list(std::string ns) {
+asio::awaitable<Result<std::vector<LockStatus>>> LockService::list(std::string ns) {
   if (auto r = core::validate_name(ns, "ns"); !r.ok()) co_return std::move(r).error();
-  co_return co_await call_store<std::vector<core::LockRecord>>(
-      [&](auto cb) { store_.list_locks(std::move(ns), std::move(cb)); });
+  auto held = co_await call_store<std::vector<LockState>>(
+      [&](auto cb) { store_.list_locks(ns, std::move(cb)); });
+  if (!held.ok()) co_return std::move(held).error();
+  std::vector<LockStatus> out;
+  out.reserve(held->size());
+  for (auto& s : *held) {
+    // With a store queue, the waiters of every process (D1); else this process's line.
+    const std::size_t waiting =
+        s.queued ? static_cast<std::size_t>(*s.queued) : waiters(LockRef{ns, s.holder->name});
+    out.push_back(LockStatus{std::move(s.holder), waiting});
+  }
+  co_return out;
 }
 
 void LockService::notify_external(const LockRef& ref) {

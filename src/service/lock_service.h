@@ -110,7 +110,8 @@ class LockService {
   // Admin: ends any holder's lease now (cmd.audit written atomically with it).
   boost::asio::awaitable<Result<ForceReleaseReply>> force_release(ForceReleaseCmd cmd);
   boost::asio::awaitable<Result<LockStatus>> get(LockRef ref);
-  boost::asio::awaitable<Result<std::vector<core::LockRecord>>> list(std::string ns);
+  // The held locks of `ns`, by name, each with its waiters (as get()).
+  boost::asio::awaitable<Result<std::vector<LockStatus>>> list(std::string ns);
 
   // A change on another node (Store::watch_external_changes, decision 075) may have freed `ref`:
   // handled like a local release (W3). A spurious call costs the front waiter one store call.

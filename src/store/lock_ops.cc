@@ -200,10 +200,20 @@ void TableStore::get_lock(LockRef ref, Callback<LockState> done) {
       std::move(done));
 }
 
-void TableStore::list_locks(std::string ns, Callback<std::vector<core::LockRecord>> done) {
-  read<std::vector<core::LockRecord>>(
-      [ns = std::move(ns)](Tables& t, TimeMs now) -> Result<std::vector<core::LockRecord>> {
-        return t.list_live_locks(ns, now);
+void TableStore::list_locks(std::string ns, Callback<std::vector<LockState>> done) {
+  read<std::vector<LockState>>(
+      [ns = std::move(ns)](Tables& t, TimeMs now) -> Result<std::vector<LockState>> {
+        auto held = t.list_live_locks(ns, now);
+        if (!held.ok()) return std::move(held).error();
+        std::vector<LockState> out;
+        out.reserve(held->size());
+        for (auto& l : *held) {
+          // With a waiter queue (several nodes), the waiters of every node, as get_lock (Q1).
+          auto queued = t.count_lock_waiters(ns, l.name);
+          if (!queued.ok()) return std::move(queued).error();
+          out.push_back(LockState{std::move(l), now, *queued});
+        }
+        return out;
       },
       std::move(done));
 }

@@ -123,7 +123,7 @@ class TableStore : public Store {
   void renew_lock(RenewLockCmd cmd, Callback<core::LockRecord> done) override;
   void force_release_lock(ForceReleaseCmd cmd, Callback<ForceReleaseReply> done) override;
   void get_lock(LockRef ref, Callback<LockState> done) override;
-  void list_locks(std::string ns, Callback<std::vector<core::LockRecord>> done) override;
+  void list_locks(std::string ns, Callback<std::vector<LockState>> done) override;
 
  protected:
   // Backends run `job` durably (write) or on a consistent snapshot (read), then call finish.

@@ -455,6 +455,12 @@ class QueuedLockWaiters {
         return s.status == 200 && s.num("waiters") == n;
       })) << owner
           << " never showed as queued on node " << i;
+      // The namespace's list counts the waiters of every node too (it counted only its own).
+      if (g.send("GET", path()).at("held").as_bool()) {
+        EXPECT_TRUE(eventually([&] { return listed_waiters(g) == n; }))
+            << "GET …/locks on node " << i << " shows " << listed_waiters(g) << " waiters, not "
+            << n;
+      }
     }
   }
   void join() {
@@ -475,6 +481,15 @@ class QueuedLockWaiters {
     return failures_;
   }
   std::string path() const { return "/v1/ns/ops/locks/" + name_; }
+  // The waiters of this lock in the namespace's list (GET …/locks), -1 when it is not listed.
+  std::int64_t listed_waiters(ApiClient& c) const {
+    auto l = c.send("GET", "/v1/ns/ops/locks");
+    if (l.status != 200) return -1;
+    for (const auto& item : l.at("items").as_array()) {
+      if (item.at("name").as_string() == name_) return item.at("waiters").as_int64();
+    }
+    return -1;
+  }
 
  private:
   Deployment& d_;

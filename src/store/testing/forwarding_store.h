@@ -106,7 +106,7 @@ class ForwardingStore : public Store {
   void get_lock(LockRef r, Callback<LockState> d) override {
     in_.get_lock(std::move(r), std::move(d));
   }
-  void list_locks(std::string ns, Callback<std::vector<core::LockRecord>> d) override {
+  void list_locks(std::string ns, Callback<std::vector<LockState>> d) override {
     in_.list_locks(std::move(ns), std::move(d));
   }
   Result<void> check_ready() override { return in_.check_ready(); }

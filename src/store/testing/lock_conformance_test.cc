@@ -220,13 +220,13 @@ TYPED_TEST(LockConformance, ListShowsLiveLeasesOfTheNamespaceByName) {
   auto l = this->S().list_locks(this->kNs);
   ASSERT_TRUE(l.ok());
   ASSERT_EQ(l->size(), 2u);
-  EXPECT_EQ((*l)[0].name, "alpha");
-  EXPECT_EQ((*l)[1].name, "zeta");
+  EXPECT_EQ((*l)[0].holder->name, "alpha");
+  EXPECT_EQ((*l)[1].holder->name, "zeta");
   this->clock_.advance(1000);  // alpha lapses
   l = this->S().list_locks(this->kNs);
   ASSERT_TRUE(l.ok());
   ASSERT_EQ(l->size(), 1u);
-  EXPECT_EQ((*l)[0].name, "zeta");
+  EXPECT_EQ((*l)[0].holder->name, "zeta");
   auto none = this->S().list_locks("empty");
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());

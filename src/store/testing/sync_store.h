@@ -176,8 +176,8 @@ class SyncStore {
       s_.put_ns_settings(PutNsSettingsCmd{std::move(ns), st, std::move(audit)}, std::move(cb));
     });
   }
-  Result<std::vector<core::LockRecord>> list_locks(std::string ns) {
-    return CallAndWait<std::vector<core::LockRecord>>(
+  Result<std::vector<LockState>> list_locks(std::string ns) {
+    return CallAndWait<std::vector<LockState>>(
         [&](auto cb) { s_.list_locks(std::move(ns), std::move(cb)); });
   }
 

@@ -55,7 +55,9 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
   cmd->add_flag("--init", cfg->init,
                 "Start a new, empty store in --data although its database was lost (it held a "
                 "store: ichido.id is there). Counters and records start over; fencing tokens "
-                "continue above the old ones. Without it, ichido refuses to start from zero");
+                "continue above the old ones. Without it, ichido refuses to start from zero. "
+                "With --store: this node forgets the store it served (--data DIR/store.id) and "
+                "serves what the database holds, creating a new store when it is empty");
   cmd->add_option_function<std::string>(
       "--min-free-disk",
       [cfg](const std::string& text) {

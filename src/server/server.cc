@@ -140,6 +140,46 @@ Result<std::string> create_first_admin_token(store::TableStore& store, const std
   return path;
 }
 
+// DIR/store.id: the PostgreSQL store a node served (its store_identity), one line. "" when the
+// file is absent or empty.
+std::string read_store_id(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return std::string();
+  char buf[128] = {};
+  const bool got = std::fgets(buf, sizeof buf, f) != nullptr;
+  std::fclose(f);
+  std::string id = got ? std::string(buf) : std::string();
+  while (!id.empty() && (id.back() == '\n' || id.back() == '\r' || id.back() == ' ')) id.pop_back();
+  return id;
+}
+
+// Writes DIR/store.id durably (a temporary file, fsync, rename, fsync of the directory).
+Result<void> write_store_id(const std::string& path, const std::string& id) {
+  std::error_code ec;
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  std::filesystem::create_directories(dir, ec);  // with --store, --data may not exist yet
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const std::string line = id + "\n";
+  bool ok = fd >= 0 && ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
+            ::fsync(fd) == 0;
+  if (fd >= 0) ::close(fd);
+  ok = ok && ::rename(tmp.c_str(), path.c_str()) == 0;
+  if (ok) {
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      (void)::fsync(dfd);
+      ::close(dfd);
+    }
+  }
+  if (!ok) {
+    return Error(errc::internal, "cannot write " + path +
+                                     " (this node's record of the store it serves; is --data "
+                                     "writable?)");
+  }
+  return {};
+}
+
 // The embedded store in cfg.data_dir, or PostgreSQL when cfg.store_url is set. Logs where
 // (never the URL itself: it may carry a password).
 Result<std::unique_ptr<store::TableStore>> open_store(const ServerLog& log,
@@ -162,8 +202,18 @@ Result<std::unique_ptr<store::TableStore>> open_store(const ServerLog& log,
   o.listen_url = cfg.listen_store_url;
   o.statements = cfg.store_no_prepare ? store::postgres::PgConn::Mode::unnamed
                                       : store::postgres::PgConn::Mode::prepared;
+  // The store this node served before (decision 134): never replaced by a new, empty one
+  // unless --init says so.
+  const std::string id_file = cfg.data_dir + "/store.id";
+  if (!cfg.init) o.expect_store_id = read_store_id(id_file);
   auto s = store::postgres::PgStore::open(o);
   if (!s.ok()) return std::move(s).error();
+  if ((*s)->store_id() != o.expect_store_id) {
+    if (auto w = write_store_id(id_file, (*s)->store_id()); !w.ok()) {
+      (*s)->close();
+      return w.error();
+    }
+  }
   log("store " + (*s)->store_id() + " opened: PostgreSQL at " + (*s)->describe() + " (" +
       std::to_string(o.lanes) + " write connections" +
       (cfg.store_no_prepare ? ", unnamed statements" : "") + "; node-local files in " +
@@ -235,10 +285,9 @@ int run_server(const ServeConfig& cfg) {
   }
   raise_fd_limit(log, cfg.max_connections);
 
-  if (!cfg.store_url.empty() && (cfg.init || cfg.min_free_disk > 0)) {
-    log(std::string("cannot start: ") + (cfg.init ? "--init" : "--min-free-disk") +
-        " is for the embedded store (--data); with --store the first node creates the schema in "
-        "an empty database, and the database server watches its own disk.");
+  if (!cfg.store_url.empty() && cfg.min_free_disk > 0) {
+    log("cannot start: --min-free-disk is for the embedded store (--data); with --store the "
+        "database server watches its own disk.");
     return kExitUsage;
   }
   auto store = open_store(log, cfg);

@@ -745,6 +745,56 @@ TEST(Nodes, WakeUpLatencyAcrossNodesIsMeasured) {
   EXPECT_LT(ms.back(), Ms(kWokenWithin));
 }
 
+// Decision 134: a node remembers the store it served (--data DIR/store.id). When its database
+// was emptied it refuses to start a new, empty store in its place (receipt numbers would start
+// again from 1), and so does `ichido token` (it never creates a store); --init is the way to
+// start a new store on purpose.
+TEST(Nodes, ANodeDoesNotStartANewStoreInAnEmptiedDatabaseWithoutInit) {
+  TempDir dir;
+  ServerProcess a(dir.path() + "/a");
+  std::string err;
+  ASSERT_TRUE(a.start(&err)) << err;
+  {
+    ApiClient c(a.url(), "shop");
+    ASSERT_EQ(c.create("r", R"({"start":0,"max":999,"format":"R-{seq:3}"})").status, 201);
+    ASSERT_EQ(c.next("r", "k1").status, 200);
+  }
+  ASSERT_EQ(a.stop(), 0) << a.log();
+  const std::string id = slurp(dir.path() + "/a/store.id");
+  ASSERT_EQ(id.size(), 33u) << "store.id: '" << id << "'";  // 32 hex digits and a newline
+
+  const std::string schema_count =
+      "SELECT count(*) FROM pg_namespace WHERE nspname = '" + a.store_schema() + "'";
+  {
+    store::postgres::PgConn::Settings s;
+    s.conninfo = a.store_url();
+    auto c = store::postgres::PgConn::connect(s);
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    ASSERT_TRUE((*c)->exec_script("DROP SCHEMA \"" + a.store_schema() + "\" CASCADE").ok());
+  }
+  ASSERT_EQ(query_value(a.store_url(), schema_count), "0");
+
+  EXPECT_FALSE(a.start(&err)) << "started a new store in place of " << id;
+  EXPECT_NE(err.find("holds no ichido store"), std::string::npos) << err;
+  EXPECT_EQ(query_value(a.store_url(), schema_count), "0") << "a schema was created";
+
+  auto [code, out] = run_command(std::string(ichido_binary()) + " token create " + a.store_args() +
+                                 " --ns shop --role writer 2>&1");
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(out.find("There is no ichido store"), std::string::npos) << out;
+  EXPECT_EQ(query_value(a.store_url(), schema_count), "0") << "the CLI created a schema";
+
+  ServerProcess again(dir.path() + "/a", {"--init"});
+  again.set_store(a.store_url(), a.store_schema());
+  ASSERT_TRUE(again.start(&err)) << err;
+  ApiClient c(again.url(), "shop");
+  EXPECT_EQ(c.send("GET", "/v1/ns/shop/counters/r").status, 404);  // a new, empty store
+  ASSERT_EQ(again.stop(), 0) << again.log();
+  EXPECT_NE(slurp(dir.path() + "/a/store.id"), id);
+  // Without --init it now serves the new store again, as any restart.
+  ASSERT_TRUE(a.start(&err)) << err;
+}
+
 // `ichido token revoke --store URL`: the revocation reaches every running node through the
 // change feed (one NOTIFY in the revoking transaction), not only the next token refresh.
 TEST(Nodes, ATokenRevokedWithTheCliIsRefusedOnEveryNode) {

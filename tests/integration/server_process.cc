@@ -75,6 +75,10 @@ ServerProcess::ServerProcess(std::string data_dir, std::vector<std::string> extr
     static std::atomic<int> n{0};
     pg_url_ = test_pg_url();
     pg_schema_ = "it_" + std::to_string(::getpid()) + "_" + std::to_string(n.fetch_add(1));
+    // A new schema is a new store: a node directory reused from an earlier ServerProcess of the
+    // test must not remember that one's store (decision 134 would refuse to start).
+    std::error_code ec;
+    std::filesystem::remove(data_dir_ + "/store.id", ec);
   }
 }
 

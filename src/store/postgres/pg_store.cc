@@ -136,7 +136,16 @@ Result<void> PgStore::start() {
   auto first = open_checked(settings_);
   if (!first.ok()) return std::move(first).error();
   if (opt_.migrate) {
-    auto m = migrate(**first, opt_.schema);
+    const Error emptied =
+        Error(errc::store_unavailable,
+              "This node served store " + opt_.expect_store_id + ", but schema \"" + opt_.schema +
+                  "\" at " + (*first)->server() +
+                  " holds no ichido store: the database was emptied, or the URL names another "
+                  "database. A new, empty store is not created in its place (its counters would "
+                  "start again from the beginning). Restore the database from a backup; or, to "
+                  "start a new store on purpose, start this node once with --init.")
+            .with("needs_operator", std::string("true"));
+    auto m = migrate(**first, opt_.schema, opt_.expect_store_id.empty() ? nullptr : &emptied);
     if (!m.ok()) return std::move(m).error();
   }
   describe_ = (*first)->server() + "/" + opt_.schema;
@@ -152,6 +161,14 @@ Result<void> PgStore::start() {
           .with("needs_operator", std::string("true"));
     }
     store_id_ = id->str(0, 0);
+    if (!opt_.expect_store_id.empty() && store_id_ != opt_.expect_store_id) {
+      return Error(errc::store_unavailable,
+                   "This node served store " + opt_.expect_store_id + ", but schema \"" +
+                       opt_.schema + "\" at " + (*first)->server() + " holds store " + store_id_ +
+                       ": the URL names another database, or the database was replaced. To serve "
+                       "that store with this node on purpose, start it once with --init.")
+          .with("needs_operator", std::string("true"));
+    }
   }
   // The heartbeat row exists before any waiter of this node is queued (decision 076); when it
   // cannot be written now (a read-only database), the monitor keeps trying.

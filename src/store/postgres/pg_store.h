@@ -72,12 +72,16 @@ struct Options {
   std::size_t max_batch = 256;     // jobs per transaction at most
   std::size_t max_queue = 100000;  // queued jobs per lane beyond this are refused (503)
   PgConn::Mode statements = PgConn::Mode::prepared;
-  int io_timeout_ms = 20000;                // a statement's answer must come within this
-  int connect_timeout_s = 5;                // per host, unless the URL sets connect_timeout
-  int lock_timeout_ms = 10000;              // waiting for another node's key lock at most this
-  int idle_in_tx_timeout_ms = 10000;        // a frozen node's transaction is ended after this
-  int max_retries = 10;                     // re-runs after serialization failures / deadlocks
-  bool migrate = true;                      // create or upgrade the schema at open()
+  int io_timeout_ms = 20000;          // a statement's answer must come within this
+  int connect_timeout_s = 5;          // per host, unless the URL sets connect_timeout
+  int lock_timeout_ms = 10000;        // waiting for another node's key lock at most this
+  int idle_in_tx_timeout_ms = 10000;  // a frozen node's transaction is ended after this
+  int max_retries = 10;               // re-runs after serialization failures / deadlocks
+  bool migrate = true;                // create or upgrade the schema at open()
+  // The store this node served before (its --data DIR/store.id), "" when none: open() then
+  // refuses to create a new store in an empty schema (the database was emptied, or the URL
+  // names another database), and refuses a schema holding another store. Both needs_operator.
+  std::string expect_store_id;
   std::string application_name = "ichido";  // shown in pg_stat_activity
   Clock* clock = nullptr;                   // tests only: replaces the database's clock
   // The change feed between nodes (docs/decisions/075). listen_url: the LISTEN connection's own

@@ -204,7 +204,7 @@ Result<void> validate_schema_name(const std::string& s) {
 
 int current_schema_version() { return static_cast<int>(migrations().size()); }
 
-Result<MigrateOutcome> migrate(PgConn& conn, const std::string& schema) {
+Result<MigrateOutcome> migrate(PgConn& conn, const std::string& schema, const Error* if_absent) {
   ICHIDO_TRY(validate_schema_name(schema));
   const std::string q = "\"" + schema + "\"";
   const Stmt begin{"BEGIN ISOLATION LEVEL READ COMMITTED"};
@@ -268,6 +268,7 @@ Result<MigrateOutcome> migrate(PgConn& conn, const std::string& schema) {
   if (!state.ok()) return give_up(std::move(state).error());
   auto [exists, from] = *state;
   if (from > current_schema_version()) return give_up(newer(from));
+  if (from == 0 && if_absent) return give_up(*if_absent);
   if (auto s = conn.sync(); !s.ok()) return give_up(std::move(s).error());
   if (from < current_schema_version()) {
     if (!exists) {

@@ -28,7 +28,10 @@ struct MigrateOutcome {
 };
 
 // Creates or upgrades `schema` on `conn` (idle, outside any transaction). Errors:
-// store_unavailable (connection, privileges, newer schema, encoding).
-Result<MigrateOutcome> migrate(PgConn& conn, const std::string& schema);
+// store_unavailable (connection, privileges, newer schema, encoding). `if_absent` non-null: when
+// there is no ichido schema yet, nothing is created and that error is returned (a node that
+// remembers another store, a CLI that must not create one).
+Result<MigrateOutcome> migrate(PgConn& conn, const std::string& schema,
+                               const Error* if_absent = nullptr);
 
 }  // namespace ichido::store::postgres

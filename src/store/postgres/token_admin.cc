@@ -28,7 +28,15 @@ Result<T> in_transaction(const StoreAddress& at, std::vector<std::int64_t> keys,
   auto conn = open_checked(connection_settings(o));
   if (!conn.ok()) return std::move(conn).error();
   PgConn& c = **conn;
-  auto migrated = migrate(c, at.schema);
+  // The CLI never creates a store: an empty schema means a wrong URL or schema more often than a
+  // store nobody started yet, and a token in a new store would be a token for nothing.
+  const Error absent =
+      Error(errc::store_unavailable,
+            "There is no ichido store in schema \"" + at.schema + "\" at " + c.server() +
+                ": check the URL and --store-schema, or start a node first "
+                "(`ichido serve --store URL` creates the store and its first "
+                "admin token).");
+  auto migrated = migrate(c, at.schema, &absent);
   if (!migrated.ok()) return std::move(migrated).error();
   const Sql sql(at.schema);
   c.send(sql.begin_write, Params());

@@ -162,12 +162,22 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::take_turn(
   const TimePoint lease_end =
       now + milliseconds(std::max<TimeMs>(0, r->record.lease_expires_at - r->now));
   if (r->acquired) {
-    return_turn_locked(key, line, lease_end);
-    lk.unlock();
-    if (cancelled(cs) && !r->replayed) {  // W5: granted to a client that is gone
+    if (cancelled(cs) && !r->replayed) {
+      // W5: granted to a client that is gone. The turn is kept until that grant is released, so
+      // nobody asks the store meanwhile — above all the gone client's own retry with the same
+      // request_id, which would be answered this grant ("replayed") just before it is released
+      // (W6 skips its replay check while `releasing`). Then the front finds out (turn returned).
+      line.releasing = true;
+      lk.unlock();
       co_await release_for_gone_client(req.ref, r->record.token);
+      MutexLock after(mu_);
+      Line& same = lines_[key];  // present: its turn is out
+      same.releasing = false;
+      return_turn_locked(key, same, std::nullopt);
       co_return cancelled_error();
     }
+    return_turn_locked(key, line, lease_end);
+    lk.unlock();
     co_return AcquireLockOutcome{true, r->replayed, std::move(r->record)};
   }
   if (line.gen != gen && !cancelled(cs)) {  // W3: it may have been freed meanwhile
@@ -221,7 +231,10 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire(AcquireLockRequ
     {
       MutexLock lk(mu_);
       auto it = lines_.find(key);
-      line_busy = it != lines_.end() && (!it->second.queue.empty() || it->second.turn_out);
+      // Not while a grant to a gone client is being released (W5): it may be this request's own
+      // earlier attempt, and a replay now would answer a grant that is about to end.
+      line_busy = it != lines_.end() && (!it->second.queue.empty() || it->second.turn_out) &&
+                  !it->second.releasing;
     }
     if (line_busy) {  // W6: a replay must not wait in line behind others (or for itself)
       auto again = co_await replay(req);

@@ -17,7 +17,9 @@
 //       timeout, disconnect) passes the known lease end to the new front.
 //   W5. A waiter that leaves (deadline, client gone) is removed from the line; a waiter that
 //       leaves while holding the turn passes it on; a grant to a client already gone is
-//       released again, so a disconnected client never keeps anyone waiting longer than needed.
+//       released again, so a disconnected client never keeps anyone waiting longer than needed;
+//       its turn is held until that release is done, and W6 does not replay meanwhile (the
+//       client's own retry must not be answered a grant that is about to end).
 //   W6. A request with a request_id that would park (or answer "not acquired" at once) first
 //       asks the store whether it is a replay of the current grant (core/lock.h L8): a retry
 //       whose first answer was lost gets that grant at once, without waiting for itself. The
@@ -143,6 +145,7 @@ class LockService {
     std::deque<std::shared_ptr<Waiter>> queue;  // parked, first come first served
     bool turn_out = false;                      // W2: someone is asking the store right now
     std::uint64_t gen = 0;                      // W3: bumped by every event that may free it
+    bool releasing = false;  // W5: the turn is held while a gone client's grant is released
   };
 
  private:

@@ -334,7 +334,90 @@ class GatedStore final : public store_testing::ForwardingStore {
       held.push_back([done, r]() { done(r); });
     });
   }
+  // Releases held back before the store sees them: not decided (not committed) until deliver().
+  bool hold_releases = false;
+  void release_lock(ReleaseLockCmd cmd, Callback<Unit> done) override {
+    if (!hold_releases) return in_.release_lock(std::move(cmd), std::move(done));
+    held.push_back([this, cmd = std::move(cmd), done = std::move(done)]() mutable {
+      in_.release_lock(std::move(cmd), std::move(done));
+    });
+  }
 };
+
+// W5 + W6: a client whose waiting acquire (with a request_id) was granted just as it went away
+// retries with the same request_id while that grant is being released. Before, the retry was
+// answered the grant ("replayed", the old token) and the release then ended it: the client
+// believed it held a lock nobody held. Now the retry waits for the release and gets a new grant.
+TEST(LockServiceRace, ARetryDuringTheReleaseOfItsGoneGrantIsNotAnsweredThatGrant) {
+  asio::io_context ioc;
+  ManualClock clock(kT0);
+  store::memory::MemoryStore mem(&clock);
+  GatedStore gated(mem);
+  LockService svc(gated, LockLimits{10, 10});
+  auto run_until = [&](const std::function<bool()>& done) {
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done() && std::chrono::steady_clock::now() < limit) {
+      ioc.restart();
+      ioc.run_one_for(std::chrono::milliseconds(5));
+    }
+    return done();
+  };
+  auto spawn = [&](std::optional<Result<AcquireLockOutcome>>& out, std::string owner,
+                   std::optional<std::string> rid, asio::cancellation_signal* cancel) {
+    auto body = [&svc, &out, owner, rid]() -> asio::awaitable<void> {
+      AcquireLockRequest req{LockRef{"ns", "l"}, owner, 60000, 60000, rid};
+      auto r = co_await svc.acquire(std::move(req));
+      out.emplace(std::move(r));
+    };
+    if (cancel) {
+      asio::co_spawn(ioc, body, asio::bind_cancellation_slot(cancel->slot(), asio::detached));
+    } else {
+      asio::co_spawn(ioc, body, asio::detached);
+    }
+  };
+  std::optional<Result<AcquireLockOutcome>> holder, first, retry;
+  spawn(holder, "H", std::nullopt, nullptr);
+  ASSERT_TRUE(run_until([&] { return holder.has_value(); }));
+  const std::int64_t held_token = (*holder)->record->token;
+  asio::cancellation_signal cancel;
+  spawn(first, "S", "rid-1", &cancel);  // parks behind H
+  ASSERT_TRUE(run_until([&] { return svc.waiters(LockRef{"ns", "l"}) == 1u; }));
+  // H releases: the turn goes to S, which is cancelled (its client went away) before it runs.
+  std::optional<Result<Unit>> rel;
+  asio::co_spawn(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        ReleaseLockCmd cmd{LockRef{"ns", "l"}, held_token};
+        auto r = co_await svc.release(std::move(cmd));
+        rel.emplace(std::move(r));
+        gated.hold_releases = true;  // S's grant will be released, but not yet
+        cancel.emit(asio::cancellation_type::terminal);
+      },
+      asio::detached);
+  ASSERT_TRUE(run_until([&] { return !gated.held.empty(); })) << "S's grant was not released";
+  ASSERT_TRUE(rel && rel->ok());
+  // S's retry, same owner and request_id, while the release of its first grant is pending.
+  spawn(retry, "S", "rid-1", nullptr);
+  for (int i = 0; i < 100 && !retry; ++i) {  // before: answered at once; now: it waits
+    ioc.restart();
+    ioc.run_one_for(std::chrono::milliseconds(5));
+  }
+  if (retry) {
+    ASSERT_TRUE(retry->ok()) << retry->error().message;
+    EXPECT_FALSE((*retry)->replayed) << "the retry was answered token " << (*retry)->record->token
+                                     << ", a grant that is being released";
+  }
+  gated.hold_releases = false;
+  gated.deliver();
+  ASSERT_TRUE(run_until([&] { return retry.has_value(); }));
+  ASSERT_TRUE(retry->ok()) << retry->error().message;
+  EXPECT_TRUE((*retry)->acquired);
+  EXPECT_FALSE((*retry)->replayed);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_FALSE(first->ok());  // cancelled: its client went away
+  // A new grant: above H's token and S's released one (tokens are consecutive here).
+  EXPECT_GT((*retry)->record->token, held_token + 1);
+}
 
 // W3: a release that lands while the only requester is at the store (it has the turn and will
 // hear "busy") must not be lost: the requester sees the line's generation moved and retries at

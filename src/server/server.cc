@@ -209,9 +209,12 @@ Result<std::unique_ptr<store::TableStore>> open_store(const ServerLog& log,
   auto s = store::postgres::PgStore::open(o);
   if (!s.ok()) return std::move(s).error();
   if ((*s)->store_id() != o.expect_store_id) {
+    // Best effort: a node whose --data is read-only (a container) still serves; it only cannot
+    // remember its store (decision 134).
     if (auto w = write_store_id(id_file, (*s)->store_id()); !w.ok()) {
-      (*s)->close();
-      return w.error();
+      log("warning: " + w.error().message +
+          "; this node will not notice if its database is "
+          "emptied or replaced before its next start");
     }
   }
   log("store " + (*s)->store_id() + " opened: PostgreSQL at " + (*s)->describe() + " (" +

@@ -793,6 +793,21 @@ TEST(Nodes, ANodeDoesNotStartANewStoreInAnEmptiedDatabaseWithoutInit) {
   EXPECT_NE(slurp(dir.path() + "/a/store.id"), id);
   // Without --init it now serves the new store again, as any restart.
   ASSERT_TRUE(a.start(&err)) << err;
+  ASSERT_EQ(a.stop(), 0) << a.log();
+
+  // A node whose --data cannot be written (here: under a regular file) still serves; it warns
+  // that it cannot remember its store.
+  {
+    std::FILE* f = std::fopen((dir.path() + "/file").c_str(), "w");
+    ASSERT_TRUE(f);
+    std::fclose(f);
+  }
+  auto [rc, log] = run_command("timeout 3 " + std::string(ichido_binary()) +
+                               " serve --listen 127.0.0.1:0 --no-auth --data " + dir.path() +
+                               "/file/node " + a.store_args() + " 2>&1");
+  EXPECT_EQ(rc, 124) << log;  // still running when `timeout` stopped it
+  EXPECT_NE(log.find("listening on"), std::string::npos) << log;
+  EXPECT_NE(log.find("warning: cannot write"), std::string::npos) << log;
 }
 
 // `ichido token revoke --store URL`: the revocation reaches every running node through the

@@ -443,35 +443,34 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
     auto req = parser.release();
     BeastResponse res;
     std::string route;
-    if (Api::may_wait(req) && std::is_same_v<Stream, beast::tcp_stream>) {
-      // Plain TCP: the light watch (watch_plain). The wait may outlast the idle and read
-      // timeouts; an expired deadline would close the connection under it.
-      tcp_layer.expires_never();
-      if (buffer.size() == 0) buffer.shrink_to_fit();  // given back while it waits (4 KiB)
-      watch_plain(conn, limits_.max_header_bytes + limits_.max_body_bytes);
-      res = co_await api_.handle(req, remote, &route);
-      ++conn->watch_gen;
-      if (conn->client_gone) break;  // its wait was cancelled; nothing to answer
-      boost::system::error_code ignore;
-      tcp_layer.socket().cancel(ignore);  // the watch's pending wait
-    } else if (Api::may_wait(req)) {
-      // TLS: bytes must be read through the TLS stream, so the watch is a coroutine raced with
-      // the handler (watch_peer).
-      using namespace asio::experimental::awaitable_operators;
-      // The wait may outlast the idle and read timeouts; the watch below reads through the
-      // stream (a pipelined request), and an expired deadline would close the connection under
-      // it. The watch itself notices a client that goes away.
+    if (Api::may_wait(req)) {
+      // The wait may outlast the idle and read timeouts; an expired deadline would close the
+      // connection under it. The watch notices a client that goes away.
       tcp_layer.expires_never();
       // The read buffer (4 KiB) is given back while the request waits, which may be minutes;
       // the watch allocates one only when the client sends something meanwhile.
       if (buffer.size() == 0) buffer.shrink_to_fit();
-      // Named locals, not temporaries, inside co_await (g++ 12).
-      auto handling = api_.handle(req, remote, &route);
-      auto watching = watch_peer(stream, buffer, limits_.max_header_bytes + limits_.max_body_bytes);
-      auto raced = std::move(handling) || std::move(watching);
-      auto outcome = co_await std::move(raced);
-      if (outcome.index() == 1) break;  // the client went away; its wait was cancelled
-      res = std::move(std::get<0>(outcome));
+      if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
+        // Plain TCP: the light watch (watch_plain).
+        watch_plain(conn, limits_.max_header_bytes + limits_.max_body_bytes);
+        res = co_await api_.handle(req, remote, &route);
+        ++conn->watch_gen;
+        if (conn->client_gone) break;  // its wait was cancelled; nothing to answer
+        boost::system::error_code ignore;
+        tcp_layer.socket().cancel(ignore);  // the watch's pending wait
+      } else {
+        // TLS: bytes must be read through the TLS stream, so the watch is a coroutine raced
+        // with the handler (watch_peer), which reads a pipelined request through the stream.
+        using namespace asio::experimental::awaitable_operators;
+        // Named locals, not temporaries, inside co_await (g++ 12).
+        auto handling = api_.handle(req, remote, &route);
+        auto watching =
+            watch_peer(stream, buffer, limits_.max_header_bytes + limits_.max_body_bytes);
+        auto raced = std::move(handling) || std::move(watching);
+        auto outcome = co_await std::move(raced);
+        if (outcome.index() == 1) break;  // the client went away; its wait was cancelled
+        res = std::move(std::get<0>(outcome));
+      }
     } else {
       res = co_await api_.handle(req, remote, &route);
     }

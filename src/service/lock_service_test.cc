@@ -344,72 +344,83 @@ class GatedStore final : public store_testing::ForwardingStore {
   }
 };
 
+// The service over a GatedStore, run by hand (the tests below hold store calls back).
+class LockServiceRace : public ::testing::Test {
+ protected:
+  using Slot = std::optional<Result<AcquireLockOutcome>>;
+
+  bool RunUntil(const std::function<bool()>& done) {
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done() && std::chrono::steady_clock::now() < limit) {
+      ioc_.restart();
+      ioc_.run_one_for(std::chrono::milliseconds(5));
+    }
+    return done();
+  }
+
+  // An acquire of lock "l" (wait_ms 60000) whose outcome lands in `out`.
+  void Spawn(Slot& out, std::string owner, std::int64_t lease_ms,
+             std::optional<std::string> rid = std::nullopt,
+             asio::cancellation_signal* cancel = nullptr) {
+    auto body = [this, &out, owner, lease_ms, rid]() -> asio::awaitable<void> {
+      AcquireLockRequest req{LockRef{"ns", "l"}, owner, 60000, lease_ms, rid};
+      auto r = co_await svc_.acquire(std::move(req));
+      out.emplace(std::move(r));
+    };
+    if (cancel) {
+      asio::co_spawn(ioc_, body, asio::bind_cancellation_slot(cancel->slot(), asio::detached));
+    } else {
+      asio::co_spawn(ioc_, body, asio::detached);
+    }
+  }
+
+  asio::io_context ioc_;
+  ManualClock clock_{kT0};
+  store::memory::MemoryStore mem_{&clock_};
+  GatedStore gated_{mem_};
+  LockService svc_{gated_, LockLimits{10, 10}};
+};
+
 // W5 + W6: a client whose waiting acquire (with a request_id) was granted just as it went away
 // retries with the same request_id while that grant is being released. Before, the retry was
 // answered the grant ("replayed", the old token) and the release then ended it: the client
 // believed it held a lock nobody held. Now the retry waits for the release and gets a new grant.
-TEST(LockServiceRace, ARetryDuringTheReleaseOfItsGoneGrantIsNotAnsweredThatGrant) {
-  asio::io_context ioc;
-  ManualClock clock(kT0);
-  store::memory::MemoryStore mem(&clock);
-  GatedStore gated(mem);
-  LockService svc(gated, LockLimits{10, 10});
-  auto run_until = [&](const std::function<bool()>& done) {
-    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!done() && std::chrono::steady_clock::now() < limit) {
-      ioc.restart();
-      ioc.run_one_for(std::chrono::milliseconds(5));
-    }
-    return done();
-  };
-  auto spawn = [&](std::optional<Result<AcquireLockOutcome>>& out, std::string owner,
-                   std::optional<std::string> rid, asio::cancellation_signal* cancel) {
-    auto body = [&svc, &out, owner, rid]() -> asio::awaitable<void> {
-      AcquireLockRequest req{LockRef{"ns", "l"}, owner, 60000, 60000, rid};
-      auto r = co_await svc.acquire(std::move(req));
-      out.emplace(std::move(r));
-    };
-    if (cancel) {
-      asio::co_spawn(ioc, body, asio::bind_cancellation_slot(cancel->slot(), asio::detached));
-    } else {
-      asio::co_spawn(ioc, body, asio::detached);
-    }
-  };
-  std::optional<Result<AcquireLockOutcome>> holder, first, retry;
-  spawn(holder, "H", std::nullopt, nullptr);
-  ASSERT_TRUE(run_until([&] { return holder.has_value(); }));
+TEST_F(LockServiceRace, ARetryDuringTheReleaseOfItsGoneGrantIsNotAnsweredThatGrant) {
+  Slot holder, first, retry;
+  Spawn(holder, "H", 60000);
+  ASSERT_TRUE(RunUntil([&] { return holder.has_value(); }));
   const std::int64_t held_token = (*holder)->record->token;
   asio::cancellation_signal cancel;
-  spawn(first, "S", "rid-1", &cancel);  // parks behind H
-  ASSERT_TRUE(run_until([&] { return svc.waiters(LockRef{"ns", "l"}) == 1u; }));
+  Spawn(first, "S", 60000, "rid-1", &cancel);  // parks behind H
+  ASSERT_TRUE(RunUntil([&] { return svc_.waiters(LockRef{"ns", "l"}) == 1u; }));
   // H releases: the turn goes to S, which is cancelled (its client went away) before it runs.
   std::optional<Result<Unit>> rel;
   asio::co_spawn(
-      ioc,
+      ioc_,
       [&]() -> asio::awaitable<void> {
         ReleaseLockCmd cmd{LockRef{"ns", "l"}, held_token};
-        auto r = co_await svc.release(std::move(cmd));
+        auto r = co_await svc_.release(std::move(cmd));
         rel.emplace(std::move(r));
-        gated.hold_releases = true;  // S's grant will be released, but not yet
+        gated_.hold_releases = true;  // S's grant will be released, but not yet
         cancel.emit(asio::cancellation_type::terminal);
       },
       asio::detached);
-  ASSERT_TRUE(run_until([&] { return !gated.held.empty(); })) << "S's grant was not released";
+  ASSERT_TRUE(RunUntil([&] { return !gated_.held.empty(); })) << "S's grant was not released";
   ASSERT_TRUE(rel && rel->ok());
   // S's retry, same owner and request_id, while the release of its first grant is pending.
-  spawn(retry, "S", "rid-1", nullptr);
+  Spawn(retry, "S", 60000, "rid-1");
   for (int i = 0; i < 100 && !retry; ++i) {  // before: answered at once; now: it waits
-    ioc.restart();
-    ioc.run_one_for(std::chrono::milliseconds(5));
+    ioc_.restart();
+    ioc_.run_one_for(std::chrono::milliseconds(5));
   }
   if (retry) {
     ASSERT_TRUE(retry->ok()) << retry->error().message;
     EXPECT_FALSE((*retry)->replayed) << "the retry was answered token " << (*retry)->record->token
                                      << ", a grant that is being released";
   }
-  gated.hold_releases = false;
-  gated.deliver();
-  ASSERT_TRUE(run_until([&] { return retry.has_value(); }));
+  gated_.hold_releases = false;
+  gated_.deliver();
+  ASSERT_TRUE(RunUntil([&] { return retry.has_value(); }));
   ASSERT_TRUE(retry->ok()) << retry->error().message;
   EXPECT_TRUE((*retry)->acquired);
   EXPECT_FALSE((*retry)->replayed);
@@ -422,53 +433,30 @@ TEST(LockServiceRace, ARetryDuringTheReleaseOfItsGoneGrantIsNotAnsweredThatGrant
 // W3: a release that lands while the only requester is at the store (it has the turn and will
 // hear "busy") must not be lost: the requester sees the line's generation moved and retries at
 // once, instead of parking until the holder's (long) lease end.
-TEST(LockServiceRace, ReleaseDuringABusyAnswerIsNotLost) {
-  asio::io_context ioc;
-  ManualClock clock(kT0);
-  store::memory::MemoryStore mem(&clock);
-  GatedStore gated(mem);
-  LockService svc(gated, LockLimits{10, 10});
-  auto run_until = [&](const std::function<bool()>& done) {
-    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!done() && std::chrono::steady_clock::now() < limit) {
-      ioc.restart();
-      ioc.run_one_for(std::chrono::milliseconds(5));
-    }
-    return done();
-  };
-  std::optional<Result<AcquireLockOutcome>> holder, waiter;
-  auto spawn = [&](std::optional<Result<AcquireLockOutcome>>& out, std::string owner) {
-    asio::co_spawn(
-        ioc,
-        [&svc, &out, owner]() -> asio::awaitable<void> {
-          AcquireLockRequest req{LockRef{"ns", "l"}, owner, 60000, 3600000};
-          auto r = co_await svc.acquire(std::move(req));
-          out.emplace(std::move(r));
-        },
-        asio::detached);
-  };
-  spawn(holder, "H");
-  ASSERT_TRUE(run_until([&] { return holder.has_value(); }));
+TEST_F(LockServiceRace, ReleaseDuringABusyAnswerIsNotLost) {
+  Slot holder, waiter;
+  Spawn(holder, "H", 3600000);
+  ASSERT_TRUE(RunUntil([&] { return holder.has_value(); }));
   ASSERT_TRUE(holder->ok() && (*holder)->acquired);
 
-  gated.hold_acquires = true;
-  spawn(waiter, "W");  // takes the turn; the store says busy, but the answer is held back
-  ASSERT_TRUE(run_until([&] { return !gated.held.empty(); }));
+  gated_.hold_acquires = true;
+  Spawn(waiter, "W", 3600000);  // takes the turn; the store says busy, but the answer is held back
+  ASSERT_TRUE(RunUntil([&] { return !gated_.held.empty(); }));
   std::optional<Result<Unit>> rel;
   const std::int64_t token = (*holder)->record->token;
   asio::co_spawn(
-      ioc,
+      ioc_,
       [&]() -> asio::awaitable<void> {
         ReleaseLockCmd cmd{LockRef{"ns", "l"}, token};
-        auto r = co_await svc.release(std::move(cmd));
+        auto r = co_await svc_.release(std::move(cmd));
         rel.emplace(std::move(r));
       },
       asio::detached);
-  ASSERT_TRUE(run_until([&] { return rel.has_value(); }));
+  ASSERT_TRUE(RunUntil([&] { return rel.has_value(); }));
   ASSERT_TRUE(rel->ok());
-  gated.hold_acquires = false;
-  gated.deliver();  // "busy" arrives after the release
-  ASSERT_TRUE(run_until([&] { return waiter.has_value(); }))
+  gated_.hold_acquires = false;
+  gated_.deliver();  // "busy" arrives after the release
+  ASSERT_TRUE(RunUntil([&] { return waiter.has_value(); }))
       << "the waiter parked until the holder's one-hour lease: the release was lost";
   ASSERT_TRUE(waiter->ok());
   EXPECT_TRUE((*waiter)->acquired);

@@ -65,11 +65,7 @@ std::string read_token(const std::string& data_dir) {
 TEST(CliHttps, TalksToATlsServerWithItsCaAndRefusesAnUnknownOne) {
   TempDir dir;
   const std::string cert = dir.path() + "/cert.pem", key = dir.path() + "/key.pem";
-  auto [mk, mk_out] = run_command(
-      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
-      "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " +
-      key + " -out " + cert + " 2>&1");
-  ASSERT_EQ(mk, 0) << mk_out;
+  ASSERT_EQ(make_self_signed_cert(dir.path()), "");
   ServerProcess server(dir.path() + "/data", {"--tls-cert", cert, "--tls-key", key},
                        /*auth=*/true);
   std::string err;

@@ -47,4 +47,14 @@ inline std::string slurp(const std::string& path) {
   return ss.str();
 }
 
+// A self-signed certificate for localhost and 127.0.0.1 (valid one day), written to
+// `dir`/cert.pem and `dir`/key.pem with openssl. "" on success, else openssl's output.
+inline std::string make_self_signed_cert(const std::string& dir) {
+  auto [code, out] = run_command(
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+      "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " +
+      dir + "/key.pem -out " + dir + "/cert.pem 2>&1");
+  return code == 0 ? std::string() : "openssl failed (" + std::to_string(code) + "): " + out;
+}
+
 }  // namespace ichido::testing

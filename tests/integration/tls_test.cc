@@ -12,11 +12,7 @@ namespace {
 TEST(Tls, CurlWithTheSelfSignedCaCompletesANextAndPlainHttpIsRefused) {
   TempDir dir;
   const std::string cert = dir.path() + "/cert.pem", key = dir.path() + "/key.pem";
-  auto [mk, mk_out] = run_command(
-      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
-      "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " +
-      key + " -out " + cert + " 2>&1");
-  ASSERT_EQ(mk, 0) << mk_out;
+  ASSERT_EQ(make_self_signed_cert(dir.path()), "");
   ServerProcess server(dir.path() + "/data", {"--tls-cert", cert, "--tls-key", key},
                        /*auth=*/true);
   std::string err;
@@ -61,11 +57,7 @@ TEST(Tls, CurlWithTheSelfSignedCaCompletesANextAndPlainHttpIsRefused) {
 TEST(Tls, AWaiterWhoseClientGivesUpLeavesTheLine) {
   TempDir dir;
   const std::string cert = dir.path() + "/cert.pem", key = dir.path() + "/key.pem";
-  auto [mk, mk_out] = run_command(
-      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
-      "-addext subjectAltName=IP:127.0.0.1 -keyout " +
-      key + " -out " + cert + " 2>&1");
-  ASSERT_EQ(mk, 0) << mk_out;
+  ASSERT_EQ(make_self_signed_cert(dir.path()), "");
   ServerProcess server(dir.path() + "/data", {"--tls-cert", cert, "--tls-key", key});
   std::string err;
   ASSERT_TRUE(server.start(&err)) << err;

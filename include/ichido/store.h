@@ -213,6 +213,9 @@ struct LeaveLockQueueCmd {
 struct ReleaseLockCmd {
   LockRef ref;
   std::int64_t token = 0;
+  // The service releases a grant whose client went away before the answer reached it: nothing
+  // changes (and the answer is Ok) when a replay answered that grant meanwhile (core L9).
+  bool for_gone_client = false;
 };
 struct RenewLockCmd {
   LockRef ref;
@@ -353,8 +356,9 @@ class Store {
   virtual void get_once(OnceRef ref, Callback<core::OnceRecord> done) = 0;
   // Records in key order. Errors: invalid_request (field limit).
   virtual void list_once(OnceQuery q, Callback<OncePage> done) = 0;
-  // Undoes the acquisition of `token` whose answer could not be delivered (core::decide_abandon):
-  // answers whether anything was undone. Errors: none beyond the store's own.
+  // Undoes the acquisition of `token` whose answer could not be delivered (core::decide_abandon;
+  // not one a replay answered: O9): answers whether anything was undone. Errors: none beyond the
+  // store's own.
   virtual void abandon_once(AbandonOnceCmd cmd, Callback<bool> done) = 0;
   // Forgets the record; answers it as it was. Errors: once_not_found.
   virtual void reset_once(ResetOnceCmd cmd, Callback<core::OnceRecord> done) = 0;
@@ -400,7 +404,8 @@ class Store {
   // acquired=false with the live holder. Stores without a queue answer acquired=false.
   virtual void leave_lock_queue(LeaveLockQueueCmd cmd, Callback<AcquireLockReply> done) = 0;
   // Deletes the record when `token` is the current one (held or lapsed); with a waiter queue,
-  // grants the lock to the head live waiter in the same transaction (Q3). Errors: not_holder.
+  // grants the lock to the head live waiter in the same transaction (Q3). With for_gone_client,
+  // a grant a replay answered is kept and the answer is Ok (L9). Errors: not_holder.
   virtual void release_lock(ReleaseLockCmd cmd, Callback<Unit> done) = 0;
   // Moves the lease end to now + lease_ms, same token. Errors: not_holder, invalid_request.
   virtual void renew_lock(RenewLockCmd cmd, Callback<core::LockRecord> done) = 0;

@@ -18,8 +18,13 @@
 //   L7. release and force-release delete the record; after them the lock is free (L3).
 //   L8. A grant stores the acquire's request_id (if any). An acquire whose owner and request_id
 //       equal the current record's (held, or lapsed and not taken over) is a *replay* of that
-//       grant: it answers the record as it is (same token, current lease end) and writes nothing
-//       — the retry of a caller whose first answer was lost (API.md, "request_id").
+//       grant: it answers the record as it is (same token, current lease end) and writes only
+//       the mark of L9 (the first time) — the retry of a caller whose first answer was lost
+//       (API.md, "request_id").
+//   L9. `replayed` marks a grant a replay (L8) answered (never shown to clients; a new grant
+//       starts unmarked). A release on behalf of a client that went away before its grant's
+//       answer reached it (ReleaseLockCmd::for_gone_client) changes nothing when the grant is
+//       marked: the client's retry was answered that grant and holds it (decision 135).
 //
 // Fair waiting across processes (stores that keep a durable waiter queue: PostgreSQL, decision
 // 076; the memory and SQLite stores keep none, and for them Q1–Q4 never apply):
@@ -85,6 +90,7 @@ struct LockRecord {
   // Q3: the queued waiter this grant was made for by a release; empty when the caller's own
   // acquire made it. Never shown to clients.
   std::optional<std::string> waiter;
+  bool replayed = false;  // L9: a replay answered this grant. Never shown to clients.
 
   bool operator==(const LockRecord&) const = default;
 };
@@ -114,6 +120,12 @@ LockRecord make_grant(const std::string& name, const std::string& owner, std::in
 // L5/L7: Ok when `token` is the current record's (held or lapsed): the store deletes the record.
 // Errors: not_holder (details.token), when there is no record or another token holds it.
 Result<void> decide_release(const std::optional<LockRecord>& current, std::int64_t token);
+
+// L9: a release for a gone client (ReleaseLockCmd::for_gone_client) of `token` leaves the grant
+// alone: a replay answered it.
+inline bool kept_by_replay(const std::optional<LockRecord>& current, std::int64_t token) {
+  return current && current->token == token && current->replayed;
+}
 
 // Q3: the record a queued waiter picks up: the grant made for it, its lease from now.
 LockRecord pick_up(LockRecord granted, std::int64_t lease_ms, TimeMs now);

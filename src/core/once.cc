@@ -38,6 +38,7 @@ BeginDecision acquire(OnceRecord r, const BeginCommand& cmd, TimeMs now) {
   r.token = 0;  // the store assigns the next value of its sequence
   r.lease_expires_at = now + cmd.lease_ms;
   r.holder_done = false;
+  r.replayed = false;  // O9
   r.updated_at = now;
   return BeginDecision{BeginOutcome::acquired, std::move(r), true, 0};
 }
@@ -184,7 +185,8 @@ Result<BeginDecision> decide_begin(const std::optional<OnceRecord>& existing,
       break;
   }
   if (cmd.request_id && r.request_id == cmd.request_id && r.owner == cmd.owner) {
-    BeginDecision replay{BeginOutcome::acquired, r, false, 0};
+    BeginDecision replay{BeginOutcome::acquired, r, !r.replayed, 0};  // O9: marked once
+    replay.record.replayed = true;
     replay.replayed = true;
     return replay;
   }
@@ -250,7 +252,8 @@ Result<Change> decide_fail(const std::optional<OnceRecord>& existing, std::int64
 }
 
 Abandon decide_abandon(const std::optional<OnceRecord>& existing, std::int64_t token, TimeMs now) {
-  if (!existing || existing->token != token || existing->state != OnceState::processing) {
+  if (!existing || existing->token != token || existing->state != OnceState::processing ||
+      existing->replayed) {  // O9: the client's retry holds it
     return Abandon{existing, false};
   }
   if (existing->attempt <= 1) return Abandon{std::nullopt, true};

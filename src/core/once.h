@@ -21,7 +21,11 @@
 //   O8. `request_id` is the one of the begin that made the latest acquisition. A begin with the
 //       same owner and request_id while that acquisition is still processing (live, or lapsed
 //       and not taken over) is a *replay*: it answers `acquired` with the record unchanged (same
-//       token and attempt, current lease end) and writes nothing.
+//       token and attempt, current lease end); it writes only the mark of O9 (the first time).
+//   O9. `replayed`: a replay (O8) answered the latest acquisition (never shown to clients; a new
+//       acquisition clears it). decide_abandon — the undo of an acquisition whose client went
+//       away before its answer arrived — leaves a replayed acquisition alone: the client's retry
+//       holds it, and undoing it would hand the item to a second worker while the first works.
 //
 // State diagram (the function behind each edge):
 //
@@ -85,6 +89,7 @@ struct OnceRecord {
   TimeMs created_at = 0;
   TimeMs updated_at = 0;
   std::optional<TimeMs> finished_at;  // completed or dead since
+  bool replayed = false;              // O9: a replay answered the latest acquisition
 
   bool operator==(const OnceRecord&) const = default;
 };
@@ -162,7 +167,7 @@ Result<OnceRecord> decide_renew(const std::optional<OnceRecord>& existing, std::
 // the record. Attempt 1 came from no record, so the record is removed (nullopt); a later attempt
 // k+1 came from attempt k (failed with retry, or lapsed), so the record goes back to pending at
 // attempt k — the undelivered attempt is not spent. `write` false: nothing to undo (another
-// token holds it, or it concluded). Errors: none.
+// token holds it, it concluded, or a replay answered it: O9). Errors: none.
 struct Abandon {
   std::optional<OnceRecord> record;  // the record to save; nullopt with write: delete it
   bool write = false;

@@ -132,12 +132,14 @@ TEST(OnceBegin, SameOwnerAndRequestIdReplayTheAcquisition) {
   auto live = s.Begin(WithRequestId("A", "r1", 30000), kT0 + 500);
   EXPECT_EQ(live.outcome, BeginOutcome::acquired);
   EXPECT_TRUE(live.replayed);
-  EXPECT_FALSE(live.write);
+  EXPECT_TRUE(live.write) << "O9: the first replay marks the acquisition";
+  EXPECT_TRUE(live.record.replayed);
   EXPECT_EQ(live.record.token, 101);
   EXPECT_EQ(live.record.attempt, 1);
   EXPECT_EQ(live.record.lease_expires_at, kT0 + 10000) << "the lease is not changed";
   auto lapsed = s.Begin(WithRequestId("A", "r1"), kT0 + 20000);  // nobody took over
   EXPECT_TRUE(lapsed.replayed);
+  EXPECT_FALSE(lapsed.write) << "marked already";
   EXPECT_EQ(lapsed.record.token, 101);
   // Another request_id of the same owner is an ordinary second claim.
   auto other = s.Begin(WithRequestId("A", "r2"), kT0 + 500);
@@ -149,6 +151,7 @@ TEST(OnceBegin, SameOwnerAndRequestIdReplayTheAcquisition) {
   auto taken = s.Begin(WithRequestId("B", "r3"), kT0 + 20000);
   EXPECT_EQ(taken.outcome, BeginOutcome::acquired);
   EXPECT_FALSE(taken.replayed);
+  EXPECT_FALSE(taken.record.replayed) << "a new acquisition starts unmarked";
   auto late = s.Begin(WithRequestId("A", "r1"), kT0 + 20001);
   EXPECT_EQ(late.outcome, BeginOutcome::in_progress);
   EXPECT_EQ(late.record.owner, "B");
@@ -306,6 +309,17 @@ TEST(OnceAbandon, UndoesAnUndeliveredAcquisition) {
   EXPECT_FALSE(decide_abandon(s.rec, 102, kT0 + 6).write);
   s.Apply(decide_complete(s.rec, 103, "1", kT0 + 6));
   EXPECT_FALSE(decide_abandon(s.rec, 103, kT0 + 7).write);
+}
+
+// O9: an acquisition a replay answered is not undone: the client's retry holds it.
+TEST(OnceAbandon, LeavesAnAcquisitionAReplayAnswered) {
+  Sim s;
+  s.Begin(WithRequestId("A", "ra"), kT0);  // token 101
+  s.Begin(WithRequestId("A", "ra"), kT0 + 1);
+  ASSERT_TRUE(s.rec->replayed);
+  auto undo = decide_abandon(s.rec, 101, kT0 + 2);
+  EXPECT_FALSE(undo.write);
+  EXPECT_EQ(undo.record, s.rec);
 }
 
 TEST(OnceStale, MissingRecordIsNotFound) {

@@ -120,7 +120,8 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::not_acquired(LockRef re
 
 asio::awaitable<void> LockService::release_for_gone_client(LockRef ref, std::int64_t token) {
   const std::string key = key_of(ref);
-  ReleaseLockCmd cmd{std::move(ref), token};
+  // L9: kept (nothing changes) when the client's retry was answered this grant meanwhile.
+  ReleaseLockCmd cmd{std::move(ref), token, /*for_gone_client=*/true};
   auto r = co_await call_store<Unit>(
       [&](auto cb) { store_.release_lock(std::move(cmd), std::move(cb)); });
   if (r.ok()) {
@@ -163,16 +164,13 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::take_turn(
       now + milliseconds(std::max<TimeMs>(0, r->record.lease_expires_at - r->now));
   if (r->acquired) {
     if (cancelled(cs) && !r->replayed) {
-      // W5: granted to a client that is gone. The turn is kept until that grant is released, so
-      // nobody asks the store meanwhile — above all the gone client's own retry with the same
-      // request_id, which would be answered this grant ("replayed") just before it is released
-      // (W6 skips its replay check while `releasing`). Then the front finds out (turn returned).
-      line.releasing = true;
+      // W5: granted to a client that is gone. Released (unless the client's retry was answered
+      // this grant meanwhile: L9) with the turn kept, so the line does not ask the store about a
+      // grant on its way out; then the front finds out (turn returned).
       lk.unlock();
       co_await release_for_gone_client(req.ref, r->record.token);
       MutexLock after(mu_);
       Line& same = lines_[key];  // present: its turn is out
-      same.releasing = false;
       return_turn_locked(key, same, std::nullopt);
       co_return cancelled_error();
     }
@@ -231,10 +229,7 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire(AcquireLockRequ
     {
       MutexLock lk(mu_);
       auto it = lines_.find(key);
-      // Not while a grant to a gone client is being released (W5): it may be this request's own
-      // earlier attempt, and a replay now would answer a grant that is about to end.
-      line_busy = it != lines_.end() && (!it->second.queue.empty() || it->second.turn_out) &&
-                  !it->second.releasing;
+      line_busy = it != lines_.end() && (!it->second.queue.empty() || it->second.turn_out);
     }
     if (line_busy) {  // W6: a replay must not wait in line behind others (or for itself)
       auto again = co_await replay(req);

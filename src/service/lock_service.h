@@ -17,9 +17,10 @@
 //       timeout, disconnect) passes the known lease end to the new front.
 //   W5. A waiter that leaves (deadline, client gone) is removed from the line; a waiter that
 //       leaves while holding the turn passes it on; a grant to a client already gone is
-//       released again, so a disconnected client never keeps anyone waiting longer than needed;
-//       its turn is held until that release is done, and W6 does not replay meanwhile (the
-//       client's own retry must not be answered a grant that is about to end).
+//       released again, so a disconnected client never keeps anyone waiting longer than needed
+//       (its turn is held until that release is done). That release is made "for a gone client"
+//       (core/lock.h L9): when the client's retry was answered the grant meanwhile (W6), the
+//       retry holds it and the release changes nothing — in the store, so also across nodes.
 //   W6. A request with a request_id that would park (or answer "not acquired" at once) first
 //       asks the store whether it is a replay of the current grant (core/lock.h L8): a retry
 //       whose first answer was lost gets that grant at once, without waiting for itself. The
@@ -38,7 +39,7 @@
 //       A reply that names another local waiter as granted wakes that one too.
 //   D3. Leaving (deadline, client gone, shutdown) gives the place up in the store (Q4); a grant
 //       made meanwhile is kept when the client is still there (answered acquired) and released
-//       when it is gone. Then the new local front asks again (it may be the head now).
+//       for a gone client (L9, as in W5) when it is gone. Then the new local front asks again.
 //   D4. A store call that fails leaves the place too (best effort: a place nobody polls ends at
 //       its wait deadline by itself).
 //
@@ -145,7 +146,6 @@ class LockService {
     std::deque<std::shared_ptr<Waiter>> queue;  // parked, first come first served
     bool turn_out = false;                      // W2: someone is asking the store right now
     std::uint64_t gen = 0;                      // W3: bumped by every event that may free it
-    bool releasing = false;  // W5: the turn is held while a gone client's grant is released
   };
 
  private:

@@ -16,7 +16,8 @@
 //   H1. A waiter woken by a notification that then cannot act on it — its client went away, or
 //       its begin failed at the store — passes the wake-up on (notify_one).
 //   H2. An acquisition made for a client that has gone is undone (Store::abandon_once: the
-//       attempt is not spent) and handed on to the next waiter.
+//       attempt is not spent) and handed on to the next waiter — unless the client's retry (same
+//       request_id) was answered it meanwhile: then the retry holds it (core/once.h O9).
 // Other nodes (several nodes on PostgreSQL, decision 075): their complete / fail / reset of a key
 // wakes the key's oldest waiter here (notify_external); one that then finds the record completed
 // wakes the rest. notify_external_all wakes the oldest waiter of every key (the bounded re-check).

@@ -30,10 +30,11 @@ class OnceServiceTest : public ::testing::Test {
   // Starts a begin as its own coroutine; its answer lands in `out`.
   void SpawnBegin(std::optional<Result<BeginOnceReply>>& out, std::string owner,
                   std::int64_t wait_ms, std::int64_t lease_ms = 60000,
-                  asio::cancellation_signal* cancel = nullptr, OnceService* svc = nullptr) {
+                  asio::cancellation_signal* cancel = nullptr, OnceService* svc = nullptr,
+                  std::optional<std::string> request_id = std::nullopt) {
     OnceService& s = svc ? *svc : svc_;
-    auto body = [this, &s, &out, owner, wait_ms, lease_ms]() -> asio::awaitable<void> {
-      BeginOnceCmd cmd{Ref(), core::BeginCommand{owner, lease_ms, std::nullopt, 5}};
+    auto body = [this, &s, &out, owner, wait_ms, lease_ms, request_id]() -> asio::awaitable<void> {
+      BeginOnceCmd cmd{Ref(), core::BeginCommand{owner, lease_ms, std::nullopt, 5, request_id}};
       auto r = co_await s.begin(std::move(cmd), wait_ms);
       out.emplace(std::move(r));
     };
@@ -213,6 +214,19 @@ class HeldBegins final : public store_testing::ForwardingStore {
     in_.begin_once(std::move(c),
                    [this, d](Result<BeginOnceReply> r) { held.push_back([d, r] { d(r); }); });
   }
+  // Undos held back before the store sees them: not decided until run from `held`.
+  bool hold_abandons = false;
+  void abandon_once(AbandonOnceCmd c, Callback<bool> d) override {
+    if (!hold_abandons) return in_.abandon_once(std::move(c), std::move(d));
+    held.push_back([this, c = std::move(c), d = std::move(d)]() mutable {
+      in_.abandon_once(std::move(c), std::move(d));
+    });
+  }
+  void deliver() {
+    auto h = std::move(held);
+    held.clear();
+    for (auto& f : h) f();
+  }
 };
 
 TEST_F(OnceServiceTest, AGrantToADepartedClientIsUndoneAndHandedOn) {
@@ -245,6 +259,55 @@ TEST_F(OnceServiceTest, AGrantToADepartedClientIsUndoneAndHandedOn) {
   EXPECT_EQ((*c)->outcome, BeginOutcome::acquired);
   EXPECT_EQ((*c)->record.owner, "C");
   EXPECT_EQ((*c)->record.attempt, 2) << "B's undelivered attempt was not spent";
+}
+
+// H2 + O9: B's waiting begin (with a request_id) is granted just as its client goes away; B's
+// retry (same request_id) arrives while that grant is being undone and is answered it
+// ("replayed"). The undo must then leave it to the retry. Before, it undid it: the retry's
+// client worked on an item that was pending again (the next begin would hand it to a second
+// worker) and its complete failed with stale_token.
+TEST_F(OnceServiceTest, AnUndoDoesNotTakeTheItemFromTheRetryThatWasAnsweredIt) {
+  HeldBegins gated(store_);
+  OnceService svc(gated, waits_);
+  std::optional<Result<BeginOnceReply>> a, b, retry;
+  SpawnBegin(a, "A", 0, 60000, nullptr, &svc);
+  Poll();
+  ASSERT_TRUE(a && a->ok() && (*a)->outcome == BeginOutcome::acquired);
+  asio::cancellation_signal b_gone;
+  SpawnBegin(b, "B", 300000, 60000, &b_gone, &svc, "rid-b");
+  Poll();
+  gated.hold = true;
+  auto failed = Run<core::OnceRecord>([&] {
+    FailOnceCmd cmd{Ref(), (*a)->record.token, "boom", true};
+    return svc.fail(std::move(cmd));
+  });
+  ASSERT_TRUE(failed.ok());
+  Poll();
+  ASSERT_EQ(gated.held.size(), 1u) << "B woke and asked the store";
+  gated.hold = false;
+  gated.hold_abandons = true;
+  b_gone.emit(asio::cancellation_type::terminal);  // B leaves while the store grants it
+  gated.deliver();
+  Poll();
+  ASSERT_EQ(gated.held.size(), 1u) << "B's grant is being undone";
+  SpawnBegin(retry, "B", 0, 60000, nullptr, &svc, "rid-b");  // B's client retries
+  Poll();
+  ASSERT_TRUE(retry && retry->ok());
+  ASSERT_EQ((*retry)->outcome, BeginOutcome::acquired);
+  ASSERT_TRUE((*retry)->replayed);
+  const std::int64_t token = (*retry)->record.token;
+  gated.hold_abandons = false;
+  gated.deliver();  // the undo lands after the retry was answered
+  Poll();
+  ASSERT_TRUE(b.has_value());
+  EXPECT_FALSE(b->ok()) << "B's client is gone";
+  auto done = Run<core::OnceRecord>([&] {
+    CompleteOnceCmd cmd{Ref(), token, "{}"};
+    return svc.complete(std::move(cmd));
+  });
+  ASSERT_TRUE(done.ok()) << "the retry holds the item it was answered: " << done.error().message;
+  EXPECT_EQ(done->state, core::OnceState::completed);
+  EXPECT_EQ(done->attempt, 2);
 }
 
 // Shutdown: parked begins answer their in_progress at once; later ones do not park.

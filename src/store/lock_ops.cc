@@ -78,8 +78,14 @@ void TableStore::acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> don
         // Nothing is written unless granted or queued; the job still commits (empty), which
         // keeps the answer ordered after every earlier durable change.
         switch (core::decide_acquire(*current, now, cmd.owner, cmd.request_id, ahead)) {
-          case core::AcquireVerdict::replay:
-            return AcquireLockReply{true, true, std::move(**current), now};
+          case core::AcquireVerdict::replay: {
+            core::LockRecord& granted = **current;
+            if (!granted.replayed) {  // L9: a release for its gone first attempt must keep it
+              granted.replayed = true;
+              ICHIDO_TRY(t.save_lock(cmd.ref.ns, granted));
+            }
+            return AcquireLockReply{true, true, std::move(granted), now};
+          }
           case core::AcquireVerdict::busy: {
             AcquireLockReply busy{false, false, holder_of(*current, now), now};
             if (ahead) busy.head_waiter = queue.head->waiter_id;
@@ -139,6 +145,7 @@ void TableStore::release_lock(ReleaseLockCmd cmd, Callback<Unit> done) {
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<Unit> {
         auto current = t.find_lock(cmd.ref.ns, cmd.ref.name);
         if (!current.ok()) return std::move(current).error();
+        if (cmd.for_gone_client && core::kept_by_replay(*current, cmd.token)) return Unit{};  // L9
         ICHIDO_TRY(core::decide_release(*current, cmd.token));
         ICHIDO_TRY(t.delete_lock(cmd.ref.ns, cmd.ref.name));
         ICHIDO_TRY(grant_to_head(t, cmd.ref, now));  // Q3
@@ -205,13 +212,19 @@ void TableStore::list_locks(std::string ns, Callback<std::vector<LockState>> don
       [ns = std::move(ns)](Tables& t, TimeMs now) -> Result<std::vector<LockState>> {
         auto held = t.list_live_locks(ns, now);
         if (!held.ok()) return std::move(held).error();
+        // With a waiter queue (several nodes), the waiters of every node, as get_lock (Q1): one
+        // query for the whole namespace.
+        auto queued = t.count_lock_waiters_in(ns);
+        if (!queued.ok()) return std::move(queued).error();
         std::vector<LockState> out;
         out.reserve(held->size());
         for (auto& l : *held) {
-          // With a waiter queue (several nodes), the waiters of every node, as get_lock (Q1).
-          auto queued = t.count_lock_waiters(ns, l.name);
-          if (!queued.ok()) return std::move(queued).error();
-          out.push_back(LockState{std::move(l), now, *queued});
+          std::optional<std::int64_t> n;
+          if (*queued) {
+            auto it = (*queued)->find(l.name);
+            n = it == (*queued)->end() ? 0 : it->second;
+          }
+          out.push_back(LockState{std::move(l), now, n});
         }
         return out;
       },

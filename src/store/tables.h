@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -186,6 +187,12 @@ class Tables {
   virtual Result<std::optional<std::int64_t>> count_lock_waiters(const std::string& /*ns*/,
                                                                  const std::string& /*name*/) {
     return std::optional<std::int64_t>();
+  }
+  // Live queued waiters of every lock of the namespace that has any, by name (one query for a
+  // whole list); nullopt without a queue.
+  virtual Result<std::optional<std::map<std::string, std::int64_t>>> count_lock_waiters_in(
+      const std::string& /*ns*/) {
+    return std::optional<std::map<std::string, std::int64_t>>();
   }
 };
 

@@ -225,9 +225,10 @@ std::string PgConn::server() const {
   return host + ":" + (p ? p : "");
 }
 
-void PgConn::note_broken(const std::string& why) {
+void PgConn::note_broken(const std::string& why, bool timed_out) {
   if (!broken_) {
     broken_ = true;
+    timed_out_ = timed_out;
     if (failure_ == PgFailure::none || failure_ == PgFailure::statement) {
       failure_ = PgFailure::unavailable;
       sqlstate_.clear();
@@ -339,7 +340,8 @@ Result<void> PgConn::flush() {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
     if (left.count() <= 0) {
-      note_broken("the server took no data for " + std::to_string(settings_.io_timeout_ms) + " ms");
+      note_broken("the server took no data for " + std::to_string(settings_.io_timeout_ms) + " ms",
+                  /*timed_out=*/true);
       return current_error();
     }
     pollfd p{PQsocket(conn_), POLLOUT | POLLIN, 0};
@@ -361,7 +363,8 @@ Result<PGresult*> PgConn::next_result() {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
     if (left.count() <= 0) {
-      note_broken("no answer within " + std::to_string(settings_.io_timeout_ms) + " ms");
+      note_broken("no answer within " + std::to_string(settings_.io_timeout_ms) + " ms",
+                  /*timed_out=*/true);
       return current_error();
     }
     pollfd p{PQsocket(conn_), POLLIN, 0};

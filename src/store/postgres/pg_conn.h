@@ -163,6 +163,9 @@ class PgConn {
   const std::string& failure_sqlstate() const { return sqlstate_; }
   // The connection is unusable (lost, timed out, protocol error). Sticky.
   bool broken() const { return broken_; }
+  // Broken because the server did not answer (or take data) within io_timeout_ms: it may be
+  // wedged rather than gone, so a new connection would likely wait as long again.
+  bool timed_out() const { return timed_out_; }
   // Something was queued or is unread: results are outstanding.
   bool busy() const { return !pending_.empty(); }
 
@@ -186,7 +189,7 @@ class PgConn {
   // Reads the results of the front entry. For `keep`, hands over its result.
   Result<void> read_front(PgResult* out);
   void note_failure(PGresult* r);
-  void note_broken(const std::string& why);
+  void note_broken(const std::string& why, bool timed_out = false);
   Error current_error() const;
 
   PGconn* conn_ = nullptr;
@@ -196,6 +199,7 @@ class PgConn {
   std::unordered_map<std::string, std::string> prepared_;
   int next_name_ = 0;
   bool broken_ = false;
+  bool timed_out_ = false;
   bool segment_open_ = false;  // statements were queued since the last sync point
   PgFailure failure_ = PgFailure::none;
   std::string sqlstate_;

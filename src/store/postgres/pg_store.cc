@@ -497,7 +497,9 @@ void PgStore::reader_loop(Reader& rd) {
       job = std::move(read_queue_.front());
       read_queue_.pop_front();
     }
-    // A read that lost its connection runs once more on a new one (it changed nothing).
+    // A read that lost its connection runs once more on a new one (it changed nothing) — not
+    // one that waited io_timeout_ms for an answer: a wedged server would make it wait as long
+    // again before its 503.
     for (int attempt = 0;; ++attempt) {
       Error error;
       PgConn* c = ensure(rd.conn, rd.retry_at, rd.backoff, error);
@@ -512,8 +514,9 @@ void PgStore::reader_loop(Reader& rd) {
         (void)job.apply(t, opt_.clock ? opt_.clock->now_ms() : now->i64(0, 0));
       }
       if (c->broken()) {
+        const bool timed_out = c->timed_out();
         rd.conn.reset();
-        if (attempt == 0) continue;
+        if (attempt == 0 && !timed_out) continue;
         job.finish(now.ok() ? nullptr : &now.error());  // the job's own answer says why
         break;
       }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <future>
 #include <mutex>
@@ -642,6 +643,76 @@ TEST_F(PgStoreTest, TheWaiterQueueGrantsInArrivalOrderAcrossStores) {
 
 // A lock record written by a build that keeps no queue has no waiter; and a SQLite-like caller
 // that never sends a waiter id is never queued (the memory and SQLite stores' path).
+// L9 across nodes (stores a and b): a's queued waiter (request_id "rid") is granted by a release
+// (Q3) just as its client goes away; the client's retry reaches b and is answered that grant
+// ("replayed"); a then leaves the queue (D3: Q4 picks the grant up) and releases it for the gone
+// client. The retry keeps it — before, the release ended the grant the retry was told it held.
+TEST_F(PgStoreTest, AGrantARetryOnAnotherNodeWasAnsweredSurvivesTheReleaseForItsGoneAttempt) {
+  auto a = PgStore::open(Opts());
+  auto b = PgStore::open(Opts());
+  ASSERT_TRUE(a.ok() && b.ok());
+  SyncStore sa(**a), sb(**b);
+  const LockRef l{"ops", "l"};
+  auto held = sa.acquire_lock({l, "holder", 60000, std::nullopt});
+  ASSERT_TRUE(held.ok() && held->acquired);
+  AcquireLockCmd first{l, "S", 60000, "rid"};
+  first.waiter_id = "first";
+  first.wait_ms = 60000;
+  auto queued = sa.acquire_lock(first);
+  ASSERT_TRUE(queued.ok());
+  ASSERT_TRUE(queued->queued);
+  ASSERT_TRUE(sa.release_lock({l, held->record.token}).ok());  // Q3: granted to "first"
+  AcquireLockCmd again{l, "S", 60000, "rid"};
+  again.waiter_id = "retry";
+  again.wait_ms = 60000;
+  auto retry = sb.acquire_lock(again);
+  ASSERT_TRUE(retry.ok()) << retry.error().message;
+  ASSERT_TRUE(retry->acquired);
+  ASSERT_TRUE(retry->replayed);
+  auto left = sa.leave_lock_queue({l, "first", 60000});  // D3: the first attempt's client is gone
+  ASSERT_TRUE(left.ok()) << left.error().message;
+  ASSERT_TRUE(left->acquired) << "Q4: the grant made for it";
+  EXPECT_EQ(left->record.token, retry->record.token);
+  ASSERT_TRUE(sa.release_lock({l, left->record.token, /*for_gone_client=*/true}).ok());
+  auto now_held = sb.get_lock(l);
+  ASSERT_TRUE(now_held.ok());
+  ASSERT_TRUE(now_held->holder.has_value()) << "the retry was told it holds a released lock";
+  EXPECT_EQ(now_held->holder->token, retry->record.token);
+  EXPECT_EQ(now_held->holder->owner, "S");
+  EXPECT_EQ(now_held->queued, 0);
+}
+
+// A read the server does not answer (here: blocked behind another session's table lock) fails
+// 503 after one io_timeout, not after two: a read that lost its connection runs again on a new
+// one, but not one that timed out — a wedged server would keep the caller waiting as long again.
+TEST_F(PgStoreTest, AWedgedReadIsUnavailableAfterOneTimeoutNotTwo) {
+  auto o = Opts();
+  o.io_timeout_ms = 2000;
+  auto s = PgStore::open(o);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  SyncStore st(**s);
+  const LockRef l{"ops", "l"};
+  ASSERT_TRUE(st.get_lock(l).ok());  // the readers are connected
+  auto blocker = Admin();
+  ASSERT_TRUE(blocker);
+  ASSERT_TRUE(
+      blocker->exec_script("BEGIN; LOCK TABLE \"" + schema_ + "\".locks IN ACCESS EXCLUSIVE MODE")
+          .ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto wedged = st.get_lock(l);
+  const auto waited =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  ASSERT_FALSE(wedged.ok());
+  EXPECT_EQ(wedged.error().code, errc::store_unavailable) << wedged.error().message;
+  EXPECT_GE(waited, 2000);
+  // A second timeout would end at 4000 ms at the earliest.
+  EXPECT_LT(waited, 3500) << "the read was tried again on a new connection after timing out";
+  ASSERT_TRUE(blocker->exec_script("ROLLBACK").ok());
+  auto after = st.get_lock(l);
+  EXPECT_TRUE(after.ok()) << "reads reconnect by themselves: " << after.error().message;
+}
+
 TEST_F(PgStoreTest, WithoutAWaiterIdNothingIsQueued) {
   auto a = PgStore::open(Opts());
   ASSERT_TRUE(a.ok());

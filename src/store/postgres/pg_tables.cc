@@ -17,10 +17,11 @@ namespace {
 #define ISSUED_COLUMNS "period, value, formatted, key, note, issued_at, voided_at, void_reason"
 #define ONCE_COLUMNS                                                                         \
   "key, state, owner, fingerprint, token, attempt, max_attempts, lease_expires_at, result, " \
-  "last_error, holder_done, created_at, updated_at, finished_at, request_id"
+  "last_error, holder_done, created_at, updated_at, finished_at, request_id, replayed"
 #define TOKEN_COLUMNS "id, hash, role, scope, label, created_at, expires_at, revoked_at"
 #define AUDIT_COLUMNS "id, at, actor, action, ns, status, remote, detail"
-#define LOCK_COLUMNS "name, owner, token, acquired_at, lease_expires_at, request_id, waiter"
+#define LOCK_COLUMNS \
+  "name, owner, token, acquired_at, lease_expires_at, request_id, waiter, replayed"
 
 // The database's clock in milliseconds (floor: never ahead of the real instant).
 #define DB_NOW_MS "floor(extract(epoch from clock_timestamp()) * 1000)::int8"
@@ -100,6 +101,7 @@ Result<core::OnceRecord> once_from(const PgResult& r, int i) {
   o.updated_at = r.i64(i, 12);
   o.finished_at = r.opt_i64(i, 13);
   o.request_id = r.opt_str(i, 14);
+  o.replayed = r.boolean(i, 15);
   return o;
 }
 
@@ -132,8 +134,8 @@ core::AuditEntry audit_from(const PgResult& r, int i) {
 }
 
 core::LockRecord lock_from(const PgResult& r, int i) {
-  return core::LockRecord{r.str(i, 0), r.str(i, 1),     r.i64(i, 2),    r.i64(i, 3),
-                          r.i64(i, 4), r.opt_str(i, 5), r.opt_str(i, 6)};
+  return core::LockRecord{r.str(i, 0), r.str(i, 1),     r.i64(i, 2),     r.i64(i, 3),
+                          r.i64(i, 4), r.opt_str(i, 5), r.opt_str(i, 6), r.boolean(i, 7)};
 }
 
 // find_lock_queue's rows: the live head (mine = false) and the caller's own place (mine = true).
@@ -240,16 +242,18 @@ Sql::Sql(const std::string& schema) {
                   "ORDER BY value LIMIT $4");
 
   find_once = S("SELECT " ONCE_COLUMNS " FROM {s}.once_records WHERE ns = $1 AND key = $2");
-  save_once = S("INSERT INTO {s}.once_records (ns, " ONCE_COLUMNS
-                ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) "
-                "ON CONFLICT (ns, key) DO UPDATE SET state = excluded.state, "
-                "owner = excluded.owner, fingerprint = excluded.fingerprint, "
-                "token = excluded.token, attempt = excluded.attempt, "
-                "max_attempts = excluded.max_attempts, "
-                "lease_expires_at = excluded.lease_expires_at, result = excluded.result, "
-                "last_error = excluded.last_error, holder_done = excluded.holder_done, "
-                "created_at = excluded.created_at, updated_at = excluded.updated_at, "
-                "finished_at = excluded.finished_at, request_id = excluded.request_id");
+  save_once =
+      S("INSERT INTO {s}.once_records (ns, " ONCE_COLUMNS
+        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) "
+        "ON CONFLICT (ns, key) DO UPDATE SET state = excluded.state, "
+        "owner = excluded.owner, fingerprint = excluded.fingerprint, "
+        "token = excluded.token, attempt = excluded.attempt, "
+        "max_attempts = excluded.max_attempts, "
+        "lease_expires_at = excluded.lease_expires_at, result = excluded.result, "
+        "last_error = excluded.last_error, holder_done = excluded.holder_done, "
+        "created_at = excluded.created_at, updated_at = excluded.updated_at, "
+        "finished_at = excluded.finished_at, request_id = excluded.request_id, "
+        "replayed = excluded.replayed");
   delete_once = S("DELETE FROM {s}.once_records WHERE ns = $1 AND key = $2");
   list_once_all = S("SELECT " ONCE_COLUMNS
                     " FROM {s}.once_records WHERE ns = $1 AND key > $2 ORDER BY key LIMIT $3");
@@ -333,29 +337,30 @@ Sql::Sql(const std::string& schema) {
 
   find_lock = S("SELECT " LOCK_COLUMNS " FROM {s}.locks WHERE ns = $1 AND name = $2");
   save_lock = S("INSERT INTO {s}.locks (ns, " LOCK_COLUMNS
-                ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+                ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
                 "ON CONFLICT (ns, name) DO UPDATE SET owner = excluded.owner, "
                 "token = excluded.token, acquired_at = excluded.acquired_at, "
                 "lease_expires_at = excluded.lease_expires_at, request_id = excluded.request_id, "
-                "waiter = excluded.waiter");
+                "waiter = excluded.waiter, replayed = excluded.replayed");
   delete_lock = S("DELETE FROM {s}.locks WHERE ns = $1 AND name = $2");
   list_live_locks = S("SELECT " LOCK_COLUMNS
                       " FROM {s}.locks WHERE ns = $1 AND lease_expires_at > $2 ORDER BY name");
 
   // A waiter is live while its node's heartbeat lease and its own deadline last (core/lock.h
   // Q1), both on the database's clock.
-#define LIVE_WAITERS                                                    \
+#define LIVE_IN_NS                                                      \
   " FROM {s}.lock_waiters w JOIN {s}.nodes n ON n.node_id = w.node_id " \
-  "WHERE w.ns = $1 AND w.name = $2 AND w.deadline_at > " DB_NOW_MS      \
-  " AND "                                                               \
-  "n.lease_expires_at > " DB_NOW_MS
+  "WHERE w.ns = $1 AND w.deadline_at > " DB_NOW_MS " AND n.lease_expires_at > " DB_NOW_MS
+#define LIVE_WAITERS LIVE_IN_NS " AND w.name = $2"
   find_lock_queue =
       S("(SELECT w.seq, w.waiter_id, w.owner, w.lease_ms, w.request_id, false" LIVE_WAITERS
         " ORDER BY w.seq LIMIT 1) UNION ALL "
         "(SELECT seq, waiter_id, owner, lease_ms, request_id, true "
         "FROM {s}.lock_waiters WHERE ns = $1 AND name = $2 AND waiter_id = $3)");
   count_lock_waiters = S("SELECT count(*)" LIVE_WAITERS);
+  count_lock_waiters_in = S("SELECT w.name, count(*)" LIVE_IN_NS " GROUP BY w.name");
 #undef LIVE_WAITERS
+#undef LIVE_IN_NS
   enqueue_lock_waiter =
       S("INSERT INTO {s}.lock_waiters (ns, name, waiter_id, node_id, owner, lease_ms, request_id, "
         "enqueued_at, deadline_at) VALUES ($1, $2, $3, $4, $5, $6, $7, " DB_NOW_MS ", " DB_NOW_MS
@@ -700,7 +705,8 @@ Result<void> PgTables::save_once(const std::string& ns, const core::OnceRecord& 
                                    .i64(r.created_at)
                                    .i64(r.updated_at)
                                    .opt_i64(r.finished_at)
-                                   .opt_text(r.request_id));
+                                   .opt_text(r.request_id)
+                                   .boolean(r.replayed));
 }
 
 Result<bool> PgTables::delete_once(const std::string& ns, const std::string& key) {
@@ -887,7 +893,8 @@ Result<void> PgTables::save_lock(const std::string& ns, const core::LockRecord& 
                                    .i64(r.acquired_at)
                                    .i64(r.lease_expires_at)
                                    .opt_text(r.request_id)
-                                   .opt_text(r.waiter));
+                                   .opt_text(r.waiter)
+                                   .boolean(r.replayed));
 }
 
 Result<void> PgTables::delete_lock(const std::string& ns, const std::string& name) {
@@ -970,6 +977,15 @@ Result<std::optional<std::int64_t>> PgTables::count_lock_waiters(const std::stri
   auto r = conn_.query(sql_.count_lock_waiters, Params().text(ns).text(name));
   if (!r.ok()) return std::move(r).error();
   return std::optional<std::int64_t>(r->i64(0, 0));
+}
+
+Result<std::optional<std::map<std::string, std::int64_t>>> PgTables::count_lock_waiters_in(
+    const std::string& ns) {
+  auto r = conn_.query(sql_.count_lock_waiters_in, Params().text(ns));
+  if (!r.ok()) return std::move(r).error();
+  std::map<std::string, std::int64_t> out;
+  for (int i = 0; i < r->rows(); ++i) out.emplace(r->str(i, 0), r->i64(i, 1));
+  return std::optional<std::map<std::string, std::int64_t>>(std::move(out));
 }
 
 }  // namespace ichido::store::postgres

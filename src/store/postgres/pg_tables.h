@@ -61,8 +61,8 @@ struct Sql {
   // Locks.
   Stmt find_lock, save_lock, delete_lock, list_live_locks;
   // The lock waiter queue and the nodes' heartbeat leases (docs/decisions/076).
-  Stmt find_lock_queue, enqueue_lock_waiter, delete_lock_waiter, count_lock_waiters, node_heartbeat,
-      node_cleanup, node_leave;
+  Stmt find_lock_queue, enqueue_lock_waiter, delete_lock_waiter, count_lock_waiters,
+      count_lock_waiters_in, node_heartbeat, node_cleanup, node_leave;
   // Token epoch (decision 077): bumped by a revoke, applied by each node, awaited by the revoker.
   Stmt bump_token_epoch, token_epoch, node_tokens_applied, token_acks_pending;
   // Health, identity.
@@ -160,6 +160,8 @@ class PgTables final : public Tables {
                                   const std::string& waiter_id) override;
   Result<std::optional<std::int64_t>> count_lock_waiters(const std::string& ns,
                                                          const std::string& name) override;
+  Result<std::optional<std::map<std::string, std::int64_t>>> count_lock_waiters_in(
+      const std::string& ns) override;
 
   // Not in Tables: how many tokens exist (the first start's admin token is made only when none).
   Result<std::int64_t> count_tokens();

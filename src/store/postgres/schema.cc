@@ -168,6 +168,13 @@ const std::vector<const char*>& migrations() {
       CREATE INDEX lock_waiters_node ON {s}.lock_waiters (node_id);
       ALTER TABLE {s}.locks ADD COLUMN waiter text;
       )sql",
+      // 3: a grant or acquisition that a replay (request_id) answered is marked, so that the
+      // undo of its gone first attempt leaves it to the retry (core L9 and O9, decision 135).
+      // A constant default: no table rewrite.
+      R"sql(
+      ALTER TABLE {s}.locks ADD COLUMN replayed boolean NOT NULL DEFAULT false;
+      ALTER TABLE {s}.once_records ADD COLUMN replayed boolean NOT NULL DEFAULT false;
+      )sql",
   };
   return m;
 }

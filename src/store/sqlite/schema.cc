@@ -151,6 +151,13 @@ const std::vector<const char*>& migrations() {
         WHERE type = 'table' AND name = 'once_records';
       PRAGMA writable_schema = OFF;
       )sql",
+      // 10: a grant or acquisition that a replay (request_id) answered is marked, so that the
+      // undo of its gone first attempt leaves it to the retry (core L9 and O9, decision 135).
+      // ADD COLUMN with a constant default rewrites no row.
+      R"sql(
+      ALTER TABLE locks ADD COLUMN replayed INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE once_records ADD COLUMN replayed INTEGER NOT NULL DEFAULT 0;
+      )sql",
   };
   return m;
 }

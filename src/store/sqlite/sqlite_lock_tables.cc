@@ -4,10 +4,11 @@
 namespace ichido::store::sqlite {
 namespace {
 
-#define LOCK_COLUMNS "name, owner, token, acquired_at, lease_expires_at, request_id"
+#define LOCK_COLUMNS "name, owner, token, acquired_at, lease_expires_at, request_id, replayed"
 
 core::LockRecord lock_from(const Query& q) {
-  return core::LockRecord{q.text(0), q.text(1), q.int64(2), q.int64(3), q.int64(4), q.opt_text(5)};
+  return core::LockRecord{q.text(0),  q.text(1),     q.int64(2),   q.int64(3),
+                          q.int64(4), q.opt_text(5), std::nullopt, q.int64(6) != 0};
 }
 
 }  // namespace
@@ -26,13 +27,13 @@ Result<std::optional<core::LockRecord>> SqliteTables::find_lock(const std::strin
 Result<void> SqliteTables::save_lock(const std::string& ns, const core::LockRecord& r) {
   auto q = db_.query(
       "INSERT INTO locks (ns, " LOCK_COLUMNS
-      ") VALUES (?, ?, ?, ?, ?, ?, ?) "
+      ") VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
       "ON CONFLICT (ns, name) DO UPDATE SET owner = excluded.owner, token = excluded.token, "
       "acquired_at = excluded.acquired_at, lease_expires_at = excluded.lease_expires_at, "
-      "request_id = excluded.request_id");
+      "request_id = excluded.request_id, replayed = excluded.replayed");
   if (!q.ok()) return std::move(q).error();
   q->bind(1, ns).bind(2, r.name).bind(3, r.owner).bind(4, r.token).bind(5, r.acquired_at);
-  q->bind(6, r.lease_expires_at).bind(7, r.request_id);
+  q->bind(6, r.lease_expires_at).bind(7, r.request_id).bind(8, std::int64_t{r.replayed});
   return q->run("save a lock");
 }
 

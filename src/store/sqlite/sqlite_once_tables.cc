@@ -1,4 +1,4 @@
-// SqliteTables: the once-record rows (table once_records, schema migrations 4 and 6).
+// SqliteTables: the once-record rows (table once_records, schema migrations 4, 6 and 10).
 #include "store/sqlite/sqlite_tables.h"
 
 namespace ichido::store::sqlite {
@@ -6,7 +6,7 @@ namespace {
 
 #define ONCE_COLUMNS                                                                         \
   "key, state, owner, fingerprint, token, attempt, max_attempts, lease_expires_at, result, " \
-  "last_error, holder_done, created_at, updated_at, finished_at, request_id"
+  "last_error, holder_done, created_at, updated_at, finished_at, request_id, replayed"
 
 Result<core::OnceState> parse_state(const std::string& s) {
   if (s == "processing") return core::OnceState::processing;
@@ -35,6 +35,7 @@ Result<core::OnceRecord> once_from(const Query& q) {
   r.updated_at = q.int64(12);
   r.finished_at = q.opt_int64(13);
   r.request_id = q.opt_text(14);
+  r.replayed = q.int64(15) != 0;
   return r;
 }
 
@@ -87,23 +88,23 @@ Result<void> SqliteTables::save_once(const std::string& ns, const core::OnceReco
     q.bind(5, r.fingerprint).bind(6, r.token).bind(7, r.attempt).bind(8, r.max_attempts);
     q.bind(9, r.lease_expires_at).bind(10, r.result).bind(11, r.last_error);
     q.bind(12, std::int64_t{r.holder_done}).bind(13, r.created_at).bind(14, r.updated_at);
-    q.bind(15, r.finished_at).bind(16, r.request_id);
+    q.bind(15, r.finished_at).bind(16, r.request_id).bind(17, std::int64_t{r.replayed});
   };
   if (!absent) {
     auto q = db_.query(
         "UPDATE once_records SET state = ?3, owner = ?4, fingerprint = ?5, token = ?6, "
         "attempt = ?7, max_attempts = ?8, lease_expires_at = ?9, result = ?10, last_error = ?11, "
         "holder_done = ?12, created_at = ?13, updated_at = ?14, finished_at = ?15, request_id = "
-        "?16 "
+        "?16, replayed = ?17 "
         "WHERE ns = ?1 AND key = ?2");
     if (!q.ok()) return std::move(q).error();
     bind(*q);
     ICHIDO_TRY(q->run("save a once record"));
     if (sqlite3_changes(db_.raw()) > 0) return {};
   }
-  auto q =
-      db_.query("INSERT INTO once_records (ns, " ONCE_COLUMNS
-                ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)");
+  auto q = db_.query(
+      "INSERT INTO once_records (ns, " ONCE_COLUMNS
+      ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)");
   if (!q.ok()) return std::move(q).error();
   bind(*q);
   return q->run("save a once record");

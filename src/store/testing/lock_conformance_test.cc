@@ -265,6 +265,8 @@ TYPED_TEST(LockConformance, RequestIdReplaysTheGrantUntilSomeoneElseTakesOver) {
   auto again = acquire("A", "r1");
   EXPECT_TRUE(again.acquired);
   EXPECT_TRUE(again.replayed);
+  EXPECT_TRUE(again.record.replayed) << "L9: the grant is marked";
+  again.record.replayed = false;
   EXPECT_EQ(again.record, first.record) << "same token, lease unchanged";
   EXPECT_TRUE(acquire("A", "r1", /*replay_only=*/true).replayed);
   // Another request_id of the same owner, or another owner, is an ordinary (busy) acquire.
@@ -292,6 +294,47 @@ TYPED_TEST(LockConformance, RequestIdReplaysTheGrantUntilSomeoneElseTakesOver) {
   auto late = acquire("A", "r1");
   EXPECT_FALSE(late.acquired);
   EXPECT_EQ(late.record.owner, "B");
+}
+
+// L9: a release made for a client that went away (the service's W5/D3) keeps a grant that a
+// replay answered meanwhile — the client's retry holds it; otherwise it releases as usual.
+TYPED_TEST(LockConformance, AReleaseForAGoneClientKeepsAGrantItsRetryWasAnswered) {
+  auto acquire = [&](const std::string& rid) {
+    auto r = this->S().acquire_lock({this->Ref("l"), "A", 5000, rid});
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    return r.ok() ? *r : AcquireLockReply{};
+  };
+  auto held = [&] {
+    auto s = this->S().get_lock(this->Ref("l"));
+    EXPECT_TRUE(s.ok());
+    return s.ok() && s->holder ? s->holder->token : 0;
+  };
+  // Nobody was answered the grant: the release for the gone client ends it.
+  auto unanswered = acquire("r1");
+  ASSERT_TRUE(unanswered.acquired);
+  ASSERT_TRUE(this->S().release_lock({this->Ref("l"), unanswered.record.token, true}).ok());
+  EXPECT_EQ(held(), 0);
+  // The retry was answered the grant first: the release for the gone client changes nothing.
+  auto granted = acquire("r2");
+  ASSERT_TRUE(granted.acquired);
+  auto retry = acquire("r2");
+  ASSERT_TRUE(retry.replayed);
+  ASSERT_TRUE(this->S().release_lock({this->Ref("l"), granted.record.token, true}).ok());
+  EXPECT_EQ(held(), granted.record.token) << "the retry was told it holds this grant";
+  auto busy = this->Acquire("l", "B");
+  ASSERT_TRUE(busy.ok());
+  EXPECT_FALSE(busy->acquired);
+  // The holder's own release ends it as always, and the next grant starts unmarked.
+  ASSERT_TRUE(this->S().release_lock({this->Ref("l"), granted.record.token}).ok());
+  EXPECT_EQ(held(), 0);
+  auto next = acquire("r2");
+  ASSERT_TRUE(next.acquired);
+  EXPECT_FALSE(next.replayed);
+  EXPECT_FALSE(next.record.replayed);
+  ASSERT_TRUE(this->S().release_lock({this->Ref("l"), next.record.token, true}).ok());
+  EXPECT_EQ(held(), 0);
+  // Another token is still not_holder for a release for a gone client.
+  ExpectError(this->S().release_lock({this->Ref("l"), next.record.token, true}), errc::not_holder);
 }
 
 // Only stores that keep data across a reopen run this part.
@@ -326,7 +369,15 @@ TYPED_TEST(DurableLockConformance, ARequestIdSurvivesReopen) {
   auto again = this->S().acquire_lock({this->Ref("l"), "A", 10000, "r1"});
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->replayed);
+  EXPECT_TRUE(again->record.replayed);
+  again->record.replayed = false;
   EXPECT_EQ(again->record, g->record);
+  // The mark (L9) is durable too.
+  this->Reopen();
+  ASSERT_TRUE(this->S().release_lock({this->Ref("l"), g->record.token, true}).ok());
+  auto s = this->S().get_lock(this->Ref("l"));
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(s->holder.has_value()) << "a replayed grant survives a release for a gone client";
 }
 
 }  // namespace

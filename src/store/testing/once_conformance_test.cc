@@ -328,7 +328,8 @@ TYPED_TEST(OnceConformance, PurgeRemovesOnlyFinishedRecordsOlderThanTheCutoffInB
             (std::vector<std::string>{"new", "old-pending", "old-processing"}));
 }
 
-// O8 through a store: the retried begin answers the same acquisition and writes nothing.
+// O8 through a store: the retried begin answers the same acquisition and writes only its mark
+// (O9).
 TYPED_TEST(OnceConformance, RequestIdReplaysTheAcquisitionUntilSomeoneElseTakesOver) {
   auto begin = [&](const std::string& owner, std::optional<std::string> rid) {
     core::BeginCommand c{owner, 5000, std::nullopt, 2};
@@ -345,6 +346,8 @@ TYPED_TEST(OnceConformance, RequestIdReplaysTheAcquisitionUntilSomeoneElseTakesO
   auto again = begin("A", "r1");
   EXPECT_EQ(again.outcome, BeginOutcome::acquired);
   EXPECT_TRUE(again.replayed);
+  EXPECT_TRUE(again.record.replayed) << "O9: the acquisition is marked";
+  first.record.replayed = true;
   EXPECT_EQ(again.record, first.record) << "no new attempt, token or lease";
   EXPECT_EQ(begin("A", "r2").outcome, BeginOutcome::in_progress);
   EXPECT_EQ(begin("B", "r1").outcome, BeginOutcome::in_progress);
@@ -354,13 +357,49 @@ TYPED_TEST(OnceConformance, RequestIdReplaysTheAcquisitionUntilSomeoneElseTakesO
   EXPECT_EQ(lapsed.record.attempt, 1);
   auto stored = this->Get("k");
   ASSERT_TRUE(stored.ok());
-  EXPECT_EQ(*stored, first.record) << "replays wrote nothing";
+  EXPECT_EQ(*stored, first.record) << "replays wrote nothing but the mark";
   auto b = begin("B", "r2");
   EXPECT_EQ(b.outcome, BeginOutcome::acquired);
   EXPECT_FALSE(b.replayed);
   EXPECT_EQ(b.record.attempt, 2);
   EXPECT_EQ(b.record.request_id, "r2");
+  EXPECT_FALSE(b.record.replayed) << "a new acquisition starts unmarked";
   EXPECT_EQ(begin("A", "r1").outcome, BeginOutcome::in_progress);
+}
+
+// O9: the undo of an acquisition whose client went away leaves it alone when the client's retry
+// (same request_id) was answered it meanwhile: the retry holds it and may complete it.
+TYPED_TEST(OnceConformance, AbandonLeavesAnAcquisitionItsRetryWasAnswered) {
+  auto begin = [&](const std::string& rid) {
+    core::BeginCommand c{"A", 5000, std::nullopt, 3};
+    c.request_id = rid;
+    auto r = this->S().begin_once({this->Key("k"), c});
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    return r.ok() ? *r : BeginOnceReply{};
+  };
+  auto first = begin("r1");
+  ASSERT_EQ(first.outcome, BeginOutcome::acquired);
+  auto retry = begin("r1");
+  ASSERT_TRUE(retry.replayed);
+  auto undone = this->S().abandon_once({this->Key("k"), first.record.token});
+  ASSERT_TRUE(undone.ok());
+  EXPECT_FALSE(*undone) << "the retry was told it holds this acquisition";
+  auto kept = this->Get("k");
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->state, OnceState::processing);
+  EXPECT_EQ(kept->token, first.record.token);
+  ASSERT_TRUE(this->Fail("k", first.record.token, "boom").ok());  // retry: pending
+  // The next acquisition starts unmarked: its undo works as before.
+  auto second = begin("r2");
+  ASSERT_EQ(second.outcome, BeginOutcome::acquired);
+  EXPECT_EQ(second.record.attempt, 2);
+  auto undone2 = this->S().abandon_once({this->Key("k"), second.record.token});
+  ASSERT_TRUE(undone2.ok());
+  EXPECT_TRUE(*undone2);
+  auto back = this->Get("k");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->state, OnceState::pending);
+  EXPECT_EQ(back->attempt, 1);
 }
 
 TYPED_TEST(OnceConformance, AbandonUndoesAnUndeliveredAcquisitionWithoutSpendingIt) {

@@ -20,8 +20,13 @@ Query& Query::bind(int i, std::string_view v) {
   return *this;
 }
 
+Query& Query::bind(int i, const std::string& v) {
+  sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+  return *this;
+}
+
 Query& Query::bind(int i, const std::optional<std::string>& v) {
-  return v ? bind(i, std::string_view(*v)) : bind_null(i);
+  return v ? bind(i, *v) : bind_null(i);
 }
 
 Query& Query::bind(int i, const std::optional<std::int64_t>& v) {

@@ -148,7 +148,7 @@ Result<OnceCounts> SqliteTables::count_once(const std::string& ns, TimeMs now, s
     auto q = db_.query(
         "SELECT COUNT(*) FROM (SELECT 1 FROM once_records WHERE ns = ? AND state = ? LIMIT ?)");
     if (!q.ok()) return std::move(q).error();
-    q->bind(1, ns).bind(2, std::string(state)).bind(3, cap);
+    q->bind(1, ns).bind(2, std::string_view(state)).bind(3, cap);
     if (q->step() != SQLITE_ROW) return db_.error("count once records");
     out = q->int64(0);
     if (out >= cap) c.capped = true;

@@ -6,6 +6,9 @@
 //     the load runs, then the space is freed again;
 //   - SIGSTOP for longer than every lease, then SIGCONT;
 //   - damaged data directories (copies of the run's store: emptied, deleted, damaged pages).
+// With --store URL the node runs on PostgreSQL (a schema of its own per run): the kill -9 cycles,
+// the SIGSTOPs, the load and every check of the history are the same; the disk-full and
+// damaged-data-dir phases and `ichido check` are the embedded store's and are skipped.
 // Every request and answer goes to OUT/history.jsonl, the store as read after the last restart to
 // OUT/final.json, and the driver's own checks (what each fault phase must show) with the run's
 // numbers to OUT/run.json. tests/soak/check_history.py checks the history against the rules;
@@ -60,6 +63,7 @@ struct Options {
   std::uint64_t seed = 0;
   bool no_disk_full = false;
   bool no_damaged = false;
+  std::string store;  // a PostgreSQL URL: the node runs on it (--store), else the embedded store
 };
 
 // ^C or a CTest timeout (SIGTERM): the server children die with the driver (PR_SET_PDEATHSIG in
@@ -164,7 +168,7 @@ void Driver::kill_cycle(int n, bool copy_after) {
   }
   history_->event("kill", {{"cycle", n}});
   server_->kill9();
-  if (copy_after) {
+  if (copy_after && opt_.store.empty()) {
     const std::string err = copy_dir(data_, copies_ + "/killed");
     check("kill", "copy of the data directory right after kill -9", err.empty(), err);
   }
@@ -653,6 +657,7 @@ void Driver::write_run_json(double seconds) {
                    {"clients", opt_.clients},
                    {"burst_clients", opt_.burst_clients},
                    {"tmpfs", mounted_},
+                   {"store", opt_.store.empty() ? "embedded" : "postgres"},
                    {"seconds", seconds},
                    {"max_token_seen", load_ ? load_->max_token_seen() : 0},
                    {"checks", checks_},
@@ -691,8 +696,15 @@ int Driver::run() {
                    : err + " (run as root, or pass --no-disk-full to skip the disk-full phase)");
   }
   data_ = mnt_ + "/data";
+  std::vector<std::string> serve_args{"--min-free-disk", "1MiB"};
+  if (!opt_.store.empty()) {
+    // A schema of its own: a run never meets another run's counters. --data keeps only the node's
+    // files (admin.token, store.id).
+    serve_args = {"--store", opt_.store, "--store-schema", "soak_" + std::to_string(opt_.seed)};
+    std::cerr << "soak: on PostgreSQL, schema soak_" << opt_.seed << std::endl;
+  }
   server_ = std::make_unique<ServerControl>(opt_.ichido, data_, opt_.out + "/server.log",
-                                            std::vector<std::string>{"--min-free-disk", "1MiB"});
+                                            std::move(serve_args));
   int status = 1;
   do {
     if (!restart("first start")) break;
@@ -752,6 +764,10 @@ int Driver::run() {
     const int code = server_->stop();
     history_->event("stop", {{"exit", code}});
     check("final", "SIGTERM stops the server with exit 0", code == 0, std::to_string(code));
+    if (!opt_.store.empty()) {  // the rest reads the embedded store's files
+      status = 0;
+      break;
+    }
     const std::string err = copy_dir(data_, copies_ + "/clean");
     check("final", "copy of the data directory after the clean stop", err.empty(), err);
     const ProcessOutcome c =
@@ -810,7 +826,14 @@ int main(int argc, char** argv) {
   app.add_flag("--no-disk-full", o.no_disk_full,
                "no tmpfs and no disk-full phase (when mounting is not permitted)");
   app.add_flag("--no-damaged", o.no_damaged, "skip the damaged-data-dir phase");
+  app.add_option("--store", o.store,
+                 "run the node on PostgreSQL (libpq URL; a schema soak_SEED of its own) instead of "
+                 "the embedded store: no disk-full and no damaged-data-dir phase");
   CLI11_PARSE(app, argc, argv);
+  if (!o.store.empty()) {
+    o.no_disk_full = true;
+    o.no_damaged = true;
+  }
   if (o.cycles < 1 || o.clients < 1 || o.min_up_ms < 0 || o.max_up_ms < o.min_up_ms) {
     std::cerr << "ichido-soak: --cycles and --clients must be positive, min-up ≤ max-up\n";
     return 2;

@@ -542,11 +542,14 @@ void PgStore::reader_loop(Reader& rd) {
 void PgStore::watch_external_changes(ExternalChangeHandler handler) {
   MutexLock lk(change_mu_);
   handler_ = std::move(handler);
+  if (handler_) confirm_tokens_.store(true);
 }
 
-void PgStore::deliver(const ExternalChanges& changes) {
+bool PgStore::deliver(const ExternalChanges& changes) {
   MutexLock lk(change_mu_);
-  if (handler_) handler_(changes);
+  if (!handler_) return false;
+  handler_(changes);
+  return true;
 }
 
 // The LISTEN connection (decision 075): its own connection (Options::listen_url), never in the
@@ -597,6 +600,13 @@ void PgStore::listen_loop() {
       }
       first = false;
     }
+    // A node started around a revocation loaded its tokens before that commit and began to
+    // LISTEN after its notification: it confirms the epoch once, as soon as it can apply it.
+    if (confirm_tokens_.exchange(false)) {
+      ExternalChanges all = everyone;
+      all.tokens = true;
+      deliver_tokens(*conn, all);
+    }
     PGconn* raw = conn->raw();
     pollfd pfd{PQsocket(raw), POLLIN, 0};
     const auto wait = std::clamp<std::int64_t>(
@@ -635,8 +645,10 @@ void PgStore::deliver_tokens(PgConn& conn, const ExternalChanges& changes) {
   // reload its tokens, so recording the epoch afterwards never claims more than was applied.
   auto epoch = conn.query(sql_.token_epoch, Params());
   const bool read = conn.sync().ok() && epoch.ok() && epoch->rows() == 1;
-  deliver(changes);
-  if (!read) return;  // not confirmed: the revoker waits for this node until its 3 s are up
+  const bool applied = deliver(changes);
+  // Not confirmed (unread, or no handler yet to reload the tokens): the revoker waits for this
+  // node until its 3 s are up, or until it confirms later.
+  if (!read || !applied) return;
   (void)conn.query(sql_.node_tokens_applied, Params().text(node_id_).i64(epoch->i64(0, 0)));
   (void)conn.sync();
 }

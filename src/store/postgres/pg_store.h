@@ -157,9 +157,10 @@ class PgStore final : public TableStore {
   // Renews this node's heartbeat lease (its row in the nodes table).
   Result<void> heartbeat(PgConn& conn);
   void listen_loop();
-  void deliver(const ExternalChanges& changes);
+  // Runs the handler; false when none is installed (nothing was applied).
+  bool deliver(const ExternalChanges& changes);
   // deliver() of a token change, confirmed in this node's row (decision 077): the epoch is read
-  // before the handler runs and recorded after it.
+  // before the handler runs and recorded after it — only when a handler ran.
   void deliver_tokens(PgConn& conn, const ExternalChanges& changes);
   void acker_loop();
   // A usable connection in `slot`, connecting when needed (not more often than the backoff).
@@ -177,6 +178,9 @@ class PgStore final : public TableStore {
   const std::string channel_;
   Mutex change_mu_;  // held while the handler runs (watch_external_changes waits for it)
   ExternalChangeHandler handler_ GUARDED_BY(change_mu_);
+  // A handler was installed: the LISTEN thread delivers a token change and confirms the epoch
+  // (a node that started around a revocation may never hear its notification).
+  std::atomic<bool> confirm_tokens_{false};
   std::thread listener_;
   std::atomic<std::uint64_t> sent_{0}, received_{0}, listens_{0};
 

@@ -537,6 +537,35 @@ TEST_F(PgStoreTest, AReleaseOnOneNodeReachesTheOtherNodesHandlerOnly) {
   (*b)->close();
 }
 
+// Decision 077: a node that started around a revocation — it loaded its tokens before the
+// commit and began to LISTEN after the notification — confirms the current token epoch as soon as
+// its handler is installed (and only then: the handler is what reloads the tokens). Before, its
+// row kept epoch 0 until the next revocation, and a revoke through another node waited for it
+// until its heartbeat lease ran out (3 s).
+TEST_F(PgStoreTest, ANodeConfirmsTheTokenEpochOnceItsHandlerIsInstalled) {
+  auto a = PgStore::open(Opts());
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  auto admin = Admin();
+  ASSERT_TRUE(admin);
+  // A revocation whose notification this node never hears.
+  ASSERT_TRUE(
+      admin->exec_script("UPDATE \"" + schema_ + "\".token_epoch SET epoch = epoch + 1").ok());
+  const std::string confirmed = "(SELECT tokens_epoch FROM \"" + schema_ +
+                                "\".nodes WHERE node_id = '" + (*a)->node_id() + "')";
+  std::atomic<int> token_changes{0};
+  (*a)->watch_external_changes([&](const ExternalChanges& c) {
+    if (c.tokens) token_changes.fetch_add(1);
+  });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (Value(confirmed) != "1" && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling the database's row
+  }
+  EXPECT_EQ(Value(confirmed), "1") << "the node never confirmed the epoch";
+  EXPECT_GE(token_changes.load(), 1) << "confirmed without its tokens being reloaded";
+  (*a)->watch_external_changes({});
+  (*a)->close();
+}
+
 // core/lock.h Q1–Q4 over two stores (two nodes) on one schema, command by command.
 TEST_F(PgStoreTest, TheWaiterQueueGrantsInArrivalOrderAcrossStores) {
   auto a = PgStore::open(Opts());

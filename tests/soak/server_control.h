@@ -81,4 +81,7 @@ class ServerControl {
   long long log_offset_ = 0;  // driver thread only: where this start's output begins
 };
 
+// The nodes a run's clients talk to: one, or several on one PostgreSQL store (index 0 first).
+using Nodes = std::vector<const ServerControl*>;
+
 }  // namespace ichido::soak

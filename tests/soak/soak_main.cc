@@ -64,6 +64,7 @@ struct Options {
   bool no_disk_full = false;
   bool no_damaged = false;
   std::string store;  // a PostgreSQL URL: the node runs on it (--store), else the embedded store
+  int nodes = 1;      // with --store: this many nodes on the one store
 };
 
 // ^C or a CTest timeout (SIGTERM): the server children die with the driver (PR_SET_PDEATHSIG in
@@ -106,9 +107,12 @@ class Driver {
  private:
   void check(const std::string& phase, const std::string& name, bool ok,
              const std::string& detail = "");
-  bool restart(const std::string& why);
+  // Starts `node` (node 0 when null) again on its data directory.
+  bool restart(const std::string& why, ServerControl* node = nullptr);
   void pause(int lo_ms, int hi_ms);
-  void kill_cycle(int n, bool copy_after);
+  // Kills one node (a random one of several) and returns it, to be restarted.
+  ServerControl* kill_cycle(int n, bool copy_after);
+  Nodes nodes() const;
   void sigstop_episode(int n);
   void disk_full_episode(int n);
   void damaged_dirs();
@@ -120,7 +124,8 @@ class Driver {
   std::string mnt_, data_, copies_;
   bool mounted_ = false;
   std::unique_ptr<History> history_;
-  std::unique_ptr<ServerControl> server_;
+  std::unique_ptr<ServerControl> server_;               // node 0: probes and the final read go here
+  std::vector<std::unique_ptr<ServerControl>> others_;  // nodes 1.. (--nodes)
   std::unique_ptr<Workload> load_;
   json::array checks_;
   int failed_checks_ = 0;
@@ -146,10 +151,17 @@ void Driver::pause(int lo_ms, int hi_ms) {
   std::this_thread::sleep_for(milliseconds(std::uniform_int_distribution<int>(lo_ms, hi_ms)(rng_)));
 }
 
-bool Driver::restart(const std::string& why) {
+Nodes Driver::nodes() const {
+  Nodes all{server_.get()};
+  for (const auto& o : others_) all.push_back(o.get());
+  return all;
+}
+
+bool Driver::restart(const std::string& why, ServerControl* node) {
+  ServerControl& s = node ? *node : *server_;
   std::string error;
-  if (server_->start(&error)) {
-    history_->event("start", {{"why", why}, {"port", server_->port()}, {"pid", server_->pid()}});
+  if (s.start(&error)) {
+    history_->event("start", {{"why", why}, {"port", s.port()}, {"pid", s.pid()}});
     return true;
   }
   check("restart", "the server starts again on the same data directory (" + why + ")", false,
@@ -157,7 +169,12 @@ bool Driver::restart(const std::string& why) {
   return false;
 }
 
-void Driver::kill_cycle(int n, bool copy_after) {
+ServerControl* Driver::kill_cycle(int n, bool copy_after) {
+  ServerControl* victim = server_.get();
+  if (!others_.empty()) {
+    const auto i = std::uniform_int_distribution<std::size_t>(0, others_.size())(rng_);
+    if (i > 0) victim = others_[i - 1].get();
+  }
   // Where the kill lands: mostly under load after a random run time; sometimes within
   // milliseconds of the listening line; sometimes during start-up itself (then a normal start).
   const int kind = std::uniform_int_distribution<int>(0, 99)(rng_);
@@ -166,8 +183,8 @@ void Driver::kill_cycle(int n, bool copy_after) {
   } else {
     pause(opt_.min_up_ms, opt_.max_up_ms);
   }
-  history_->event("kill", {{"cycle", n}});
-  server_->kill9();
+  history_->event("kill", {{"cycle", n}, {"port", victim->port()}});
+  victim->kill9();
   if (copy_after && opt_.store.empty()) {
     const std::string err = copy_dir(data_, copies_ + "/killed");
     check("kill", "copy of the data directory right after kill -9", err.empty(), err);
@@ -176,9 +193,10 @@ void Driver::kill_cycle(int n, bool copy_after) {
   if (kind >= 92) {
     const int delay = std::uniform_int_distribution<int>(0, 40)(rng_);
     history_->event("kill_during_startup", {{"cycle", n}, {"delay_ms", delay}});
-    server_->start_then_kill(milliseconds(delay));
+    victim->start_then_kill(milliseconds(delay));
     ++startup_kills_;
   }
+  return victim;
 }
 
 bool Driver::probe_write(Caller& c, const std::string& key, Answer* out) {
@@ -197,8 +215,10 @@ void Driver::sigstop_episode(int n) {
   const std::string name = "stop-probe-" + std::to_string(n);
   load_->add_final_lock(name);
   load_->add_final_once_key(name);
-  Caller a = load_->make_caller(1000 + 2 * n);
-  Caller b = load_->make_caller(1001 + 2 * n);
+  // A on node 0, which is frozen; B on another node when there are several (it takes over while
+  // node 0 is still frozen), else on node 0 too.
+  Caller a = load_->make_caller(1000 + 2 * n, 0);
+  Caller b = load_->make_caller(1001 + 2 * n, others_.empty() ? 0 : 1);
   const std::string lock = "/v1/ns/soak/locks/" + name;
   auto acquire = [&](Caller& c, const std::string& owner, int lease) {
     json::object body{
@@ -658,6 +678,7 @@ void Driver::write_run_json(double seconds) {
                    {"burst_clients", opt_.burst_clients},
                    {"tmpfs", mounted_},
                    {"store", opt_.store.empty() ? "embedded" : "postgres"},
+                   {"nodes", opt_.nodes},
                    {"seconds", seconds},
                    {"max_token_seen", load_ ? load_->max_token_seen() : 0},
                    {"checks", checks_},
@@ -701,10 +722,16 @@ int Driver::run() {
     // A schema of its own: a run never meets another run's counters. --data keeps only the node's
     // files (admin.token, store.id).
     serve_args = {"--store", opt_.store, "--store-schema", "soak_" + std::to_string(opt_.seed)};
-    std::cerr << "soak: on PostgreSQL, schema soak_" << opt_.seed << std::endl;
+    std::cerr << "soak: " << opt_.nodes << " node(s) on PostgreSQL, schema soak_" << opt_.seed
+              << std::endl;
   }
-  server_ = std::make_unique<ServerControl>(opt_.ichido, data_, opt_.out + "/server.log",
-                                            std::move(serve_args));
+  server_ =
+      std::make_unique<ServerControl>(opt_.ichido, data_, opt_.out + "/server.log", serve_args);
+  for (int i = 1; i < opt_.nodes; ++i) {
+    others_.push_back(std::make_unique<ServerControl>(
+        opt_.ichido, data_ + "-" + std::to_string(i),
+        opt_.out + "/server-" + std::to_string(i) + ".log", serve_args));
+  }
   int status = 1;
   do {
     if (!restart("first start")) break;
@@ -713,12 +740,15 @@ int Driver::run() {
       check("setup", "the first start writes admin.token", false, data_ + "/admin.token");
       break;
     }
+    bool all_up = true;
+    for (auto& o : others_) all_up = all_up && restart("first start of another node", o.get());
+    if (!all_up) break;
     WorkloadOptions wo;
     wo.clients = opt_.clients;
     wo.burst_clients = opt_.burst_clients;
     wo.bounded_max = opt_.bounded_max;
     wo.seed = opt_.seed;
-    load_ = std::make_unique<Workload>(*history_, *server_, token, wo);
+    load_ = std::make_unique<Workload>(*history_, nodes(), token, wo);
     if (!load_->setup(&error)) {
       check("setup", "create the counters", false, error);
       break;
@@ -736,9 +766,9 @@ int Driver::run() {
     for (int n = 1; n <= opt_.cycles && alive; ++n) {
       if (stop_at.count(n)) sigstop_episode(++stops);
       if (full_at.count(n)) disk_full_episode(++fulls);
-      kill_cycle(n, n == copy_at);
+      ServerControl* victim = kill_cycle(n, n == copy_at);
       ++cycles_done_;
-      alive = restart("after kill -9, cycle " + std::to_string(n));
+      alive = restart("after kill -9, cycle " + std::to_string(n), victim);
       if (n % 10 == 0) {
         std::cerr << "soak: " << n << "/" << opt_.cycles << " kill cycles, "
                   << load_->writes_acked() << " writes acknowledged" << std::endl;
@@ -764,6 +794,11 @@ int Driver::run() {
     const int code = server_->stop();
     history_->event("stop", {{"exit", code}});
     check("final", "SIGTERM stops the server with exit 0", code == 0, std::to_string(code));
+    for (std::size_t i = 0; i < others_.size(); ++i) {
+      const int c = others_[i]->stop();
+      check("final", "SIGTERM stops node " + std::to_string(i + 1) + " with exit 0", c == 0,
+            std::to_string(c));
+    }
     if (!opt_.store.empty()) {  // the rest reads the embedded store's files
       status = 0;
       break;
@@ -779,6 +814,9 @@ int Driver::run() {
   } while (false);
   if (load_) load_->stop();
   if (server_ && server_->running()) server_->kill9();
+  for (auto& o : others_) {
+    if (o->running()) o->kill9();
+  }
   history_->flush();
   if (mounted_) {
     g_mount_point[0] = 0;
@@ -829,7 +867,16 @@ int main(int argc, char** argv) {
   app.add_option("--store", o.store,
                  "run the node on PostgreSQL (libpq URL; a schema soak_SEED of its own) instead of "
                  "the embedded store: no disk-full and no damaged-data-dir phase");
+  app.add_option("--nodes", o.nodes,
+                 "with --store: run this many nodes on the one store; clients spread over them "
+                 "and fail over to the next when theirs does not answer; each kill cycle kills a "
+                 "random node")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (o.nodes < 1 || (o.nodes > 1 && o.store.empty())) {
+    std::cerr << "ichido-soak: --nodes N > 1 needs --store URL (several nodes share PostgreSQL)\n";
+    return 2;
+  }
   if (!o.store.empty()) {
     o.no_disk_full = true;
     o.no_damaged = true;

@@ -56,11 +56,13 @@ std::string Answer::str_of(const char* field) const {
 
 // ---------------------------------------------------------------------------------- Caller
 
-Caller::Caller(int client, History& history, const ServerControl& server, std::string token,
-               Workload* stats)
+Caller::Caller(int client, History& history, Nodes nodes, std::string token, Workload* stats,
+               int node)
     : client_(client),
       history_(history),
-      server_(server),
+      nodes_(std::move(nodes)),
+      fixed_(node >= 0),
+      node_(static_cast<std::size_t>(node >= 0 ? node : client) % nodes_.size()),
       token_(std::move(token)),
       stats_(stats),
       rng_(static_cast<std::uint64_t>(client) * 0x9E3779B97F4A7C15ull +
@@ -71,7 +73,7 @@ void Caller::pause_ms(int lo, int hi) {
 }
 
 Answer Caller::once(const Call& call, std::int64_t lid) {
-  const std::uint16_t port = server_.port();
+  const std::uint16_t port = nodes_[node_]->port();
   if (!http_ || port != port_) {
     cli::BaseUrl url;
     url.host = "127.0.0.1";
@@ -98,6 +100,10 @@ Answer Caller::once(const Call& call, std::int64_t lid) {
   } else {
     a.error = r.error;
     http_->close();
+    if (!fixed_ && nodes_.size() > 1) {  // the next attempt goes to the next node
+      node_ = (node_ + 1) % nodes_.size();
+      http_.reset();
+    }
   }
   if (call.record) {
     json::object line;
@@ -136,9 +142,11 @@ Answer Caller::with_retries(const Call& call, Retry retry, int max_attempts) {
 
 // ---------------------------------------------------------------------------------- Workload
 
-Workload::Workload(History& history, const ServerControl& server, std::string token,
-                   WorkloadOptions options)
-    : history_(history), server_(server), token_(std::move(token)), opt_(std::move(options)) {}
+Workload::Workload(History& history, Nodes nodes, std::string token, WorkloadOptions options)
+    : history_(history),
+      nodes_(std::move(nodes)),
+      token_(std::move(token)),
+      opt_(std::move(options)) {}
 
 Workload::~Workload() { stop(); }
 
@@ -188,7 +196,7 @@ void Workload::add_final_lock(const std::string& name) {
 }
 
 bool Workload::setup(std::string* error) {
-  Caller c(0, history_, server_, token_, this);
+  Caller c(0, history_, nodes_, token_, this, 0);
   for (const char* name : kCounters) {
     json::object cfg{{"start", 0}, {"format", "N-{seq:6}"}, {"require_key", true}};
     const std::string n = name;
@@ -234,7 +242,7 @@ void Workload::stop() {
 }
 
 void Workload::run_client(int client) {
-  Caller c(client, history_, server_, token_, this);
+  Caller c(client, history_, nodes_, token_, this);
   c.rng().seed(opt_.seed * 1000003ull + static_cast<std::uint64_t>(client));
   ClientState s;
   while (!stopping_.load()) {
@@ -263,7 +271,7 @@ void Workload::run_client(int client) {
 }
 
 void Workload::run_burst_client(int client) {
-  Caller c(client, history_, server_, token_, this);
+  Caller c(client, history_, nodes_, token_, this);
   c.rng().seed(opt_.seed * 1000003ull + static_cast<std::uint64_t>(client));
   ClientState s;
   while (!stopping_.load()) {
@@ -460,7 +468,7 @@ void Workload::op_reads(Caller& c) {
 }
 
 bool Workload::final_read(json::object* out, std::string* error) {
-  Caller c(999, history_, server_, token_, nullptr);
+  Caller c(999, history_, nodes_, token_, nullptr, 0);
   auto get = [&](const std::string& target, json::value* body, int* status) {
     Caller::Call call{"final", {}, "GET", target, ""};
     call.record = false;

@@ -61,13 +61,15 @@ enum class Retry {
   on_503_or_lost  // also when the answer was lost: the request is safe to repeat
 };
 
-// The HTTP side of one client thread: a keep-alive connection to the current server port, every
-// attempt recorded. Not thread-safe (one per thread).
+// The HTTP side of one client thread: a keep-alive connection to the current port of its node,
+// every attempt recorded. With several nodes a client talks to node `client % nodes` and, when an
+// attempt gets no answer, to the next node (what a load balancer in front of them does) — unless
+// it was made for one node (`node` >= 0). Not thread-safe (one per thread).
 class Caller {
  public:
   // `stats` (may be null) hears of every answer (Workload::saw_answer).
-  Caller(int client, History& history, const ServerControl& server, std::string token,
-         class Workload* stats);
+  Caller(int client, History& history, Nodes nodes, std::string token, class Workload* stats,
+         int node = -1);
 
   struct Call {
     std::string op;            // "counter.next", "once.begin", ... (history "op")
@@ -92,7 +94,9 @@ class Caller {
  private:
   const int client_;
   History& history_;
-  const ServerControl& server_;
+  const Nodes nodes_;
+  const bool fixed_;  // made for one node: no failover
+  std::size_t node_;  // the node it talks to now
   const std::string token_;
   class Workload* const stats_;
   std::uint16_t port_ = 0;
@@ -114,8 +118,7 @@ struct WorkloadOptions {
 
 class Workload {
  public:
-  Workload(History& history, const ServerControl& server, std::string token,
-           WorkloadOptions options);
+  Workload(History& history, Nodes nodes, std::string token, WorkloadOptions options);
   ~Workload();  // stops the threads
 
   // Creates the counters (admin PUT, retried). False with `error` when they cannot be created.
@@ -127,8 +130,10 @@ class Workload {
   // once key, every lock) after the last restart: the "final" part of the checker's input.
   bool final_read(boost::json::object* out, std::string* error);
 
-  // A probe caller for the driver's own phases (client ids from 1000).
-  Caller make_caller(int client) { return Caller(client, history_, server_, token_, this); }
+  // A probe caller for the driver's own phases (client ids from 1000), talking to node `node` only.
+  Caller make_caller(int client, int node = 0) {
+    return Caller(client, history_, nodes_, token_, this, node);
+  }
   // Once keys and locks the driver's probes used: the final read covers them too.
   void add_final_once_key(const std::string& key);
   void add_final_lock(const std::string& name);
@@ -168,7 +173,7 @@ class Workload {
   std::int64_t pick_once_index(Caller& c);
 
   History& history_;
-  const ServerControl& server_;
+  const Nodes nodes_;
   const std::string token_;
   const WorkloadOptions opt_;
   std::atomic<bool> stopping_{false};

@@ -75,8 +75,9 @@ void TableStore::acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> don
           queue = std::move(*q);
         }
         const bool ahead = queue.head && (!queue.mine || queue.head->seq < *queue.mine);  // Q2
-        // Nothing is written unless granted or queued; the job still commits (empty), which
-        // keeps the answer ordered after every earlier durable change.
+        // Nothing is written unless granted, queued or replayed the first time (L9); the job
+        // still commits (empty), which keeps the answer ordered after every earlier durable
+        // change.
         switch (core::decide_acquire(*current, now, cmd.owner, cmd.request_id, ahead)) {
           case core::AcquireVerdict::replay: {
             core::LockRecord& granted = **current;

@@ -219,10 +219,13 @@ TEST(PgFailure, NodesBehindPgBouncerInTransactionModeKeepEveryGuarantee) {
   // connection goes to the database itself (--listen-store, decision 075).
   Deployment d(2, {"--store-no-prepare", "--listen-store", db.url()}, bouncer.url(), "ichido");
   d.start_all();
+  // A session of its own on the database, whose last statement is the LISTEN or the token epoch
+  // confirmation that follows it at start (decision 077) — never a pooled server connection.
   EXPECT_TRUE(eventually([&] {
     return query_value(db.url(),
                        "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
-                       "'ichido-listen' AND query LIKE 'LISTEN%'") == "2";
+                       "'ichido-listen' AND (query LIKE 'LISTEN%' OR query LIKE "
+                       "'UPDATE %.nodes SET tokens_epoch%')") == "2";
   })) << "both nodes LISTEN on the database directly";
   ApiClient admin(d.node(0).url(), "shop");
   ASSERT_EQ(admin.create("n", R"({"start":0,"max":1000000,"format":"{seq}"})").status, 201);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "service/lock_service.h"
+#include "service/run_until.h"
 #include "store/postgres/pg_conn.h"
 #include "store/postgres/pg_store.h"
 #include "store/testing/forwarding_store.h"
@@ -101,15 +102,7 @@ class LockServicePgTest : public ::testing::Test {
     if (c.ok()) (void)(*c)->exec_script("DROP SCHEMA IF EXISTS \"" + schema_ + "\" CASCADE");
   }
 
-  bool RunUntil(const std::function<bool()>& done) {
-    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!done()) {
-      if (std::chrono::steady_clock::now() > limit) return false;
-      ioc_.restart();
-      ioc_.run_one_for(std::chrono::milliseconds(5));
-    }
-    return true;
-  }
+  bool RunUntil(const std::function<bool()>& done) { return run_until(ioc_, done); }
   Slot Acquire(const std::string& owner, std::int64_t wait_ms,
                std::optional<std::string> request_id = std::nullopt,
                asio::cancellation_signal* cancel = nullptr) {

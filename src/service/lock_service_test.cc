@@ -15,6 +15,7 @@
 #include <optional>
 #include <vector>
 
+#include "service/run_until.h"
 #include "store/memory/memory_store.h"
 #include "store/testing/forwarding_store.h"
 
@@ -29,15 +30,7 @@ class LockServiceTest : public ::testing::Test {
   using Slot = std::shared_ptr<std::optional<Result<AcquireLockOutcome>>>;
 
   // Runs the io_context until `done()` holds; fails after 10 s instead of hanging.
-  bool RunUntil(const std::function<bool()>& done) {
-    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!done()) {
-      if (std::chrono::steady_clock::now() > limit) return false;
-      ioc_.restart();
-      ioc_.run_one_for(std::chrono::milliseconds(5));
-    }
-    return true;
-  }
+  bool RunUntil(const std::function<bool()>& done) { return run_until(ioc_, done); }
 
   Slot Acquire(const std::string& owner, std::int64_t wait_ms, std::int64_t lease_ms = 60000,
                asio::cancellation_signal* cancel = nullptr, const std::string& name = "l",
@@ -351,14 +344,7 @@ class LockServiceRace : public ::testing::Test {
  protected:
   using Slot = std::optional<Result<AcquireLockOutcome>>;
 
-  bool RunUntil(const std::function<bool()>& done) {
-    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!done() && std::chrono::steady_clock::now() < limit) {
-      ioc_.restart();
-      ioc_.run_one_for(std::chrono::milliseconds(5));
-    }
-    return done();
-  }
+  bool RunUntil(const std::function<bool()>& done) { return run_until(ioc_, done); }
 
   // An acquire of lock "l" (wait_ms 60000) whose outcome lands in `out`.
   void Spawn(Slot& out, std::string owner, std::int64_t lease_ms,

@@ -37,8 +37,11 @@ class SqliteFaultTest : public ::testing::Test {
   }
   void TearDown() override { fault_plan().reset(); }
 
-  std::unique_ptr<SqliteStore> Open(bool faulty = true) {
+  std::unique_ptr<SqliteStore> Open(bool faulty = true, int checkpoint_frames = 1000,
+                                    int restart_frames = 10000) {
     Options o;
+    o.checkpoint_frames = checkpoint_frames;
+    o.restart_frames = restart_frames;
     o.dir = dir_.path() + "/data";
     o.clock = &clock_;
     if (faulty) o.vfs = store_testing::kFaultVfs;
@@ -152,6 +155,30 @@ TEST_F(SqliteFaultTest, ACommitWhoseFsyncFailsSaysOutcomeUnknownAndRecoversOnRes
   auto n = SyncStore(*again).next(Next("e"));
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(n->record.value, 4);
+}
+
+// Decision 136: a checkpoint that cannot write the database file (every write to it fails here,
+// and in WAL mode only checkpoints write it) changes no answer — the commits are in the WAL — and
+// does not make the store unhealthy; after a restart everything is there.
+TEST_F(SqliteFaultTest, AFailingCheckpointChangesNoAnswerAndLosesNothing) {
+  auto s = Open(/*faulty=*/true, /*checkpoint_frames=*/20, /*restart_frames=*/200);
+  ASSERT_TRUE(s);
+  MakeCounter(*s);
+  fault_plan().kinds.store(FaultPlan::kMainDb);
+  fault_plan().fail_writes.store(1'000'000);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 400; ++i) {
+    keys.push_back("k" + std::to_string(i));
+    auto n = SyncStore(*s).next(Next(keys.back()));
+    ASSERT_TRUE(n.ok()) << n.error().message;
+    EXPECT_EQ(n->record.value, i + 1);
+  }
+  EXPECT_GE(fault_plan().injected.load(), 1) << "no checkpoint tried to write the database file";
+  EXPECT_GE(SqliteStoreTestPeer::checkpoints(*s).failed, 1u);
+  EXPECT_TRUE(s->check_health().ok());
+  EXPECT_TRUE(s->check_ready().ok());
+  s->close();
+  EXPECT_EQ(KeysAfterRestart(), keys);
 }
 
 // A full disk: the batch is rolled back (nothing changed, every answer 503 without "unknown"),

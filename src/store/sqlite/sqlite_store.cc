@@ -91,6 +91,14 @@ Result<void> SqliteStore::start() {
     db->set_on_damage([this] { corrupt_.store(true); });
     read_dbs_.push_back(std::move(db));
   }
+  checkpoint_db_ = std::make_unique<Db>();
+  if (auto r = checkpoint_db_->open(db_path_, /*create=*/false, opt_.vfs); !r.ok()) {
+    return startup("cannot open " + db_path_ + " for checkpoints: " + checkpoint_db_->describe());
+  }
+  checkpoint_db_->set_on_damage([this] { corrupt_.store(true); });
+  // Replaces SQLite's autocheckpoint on the writer connection (sqlite3_wal_hook documents that).
+  sqlite3_wal_hook(write_db_->raw(), &SqliteStore::on_wal_commit, this);
+  checkpointer_ = std::thread([this] { checkpointer_loop(); });
   writer_ = std::thread([this] { writer_loop(); });
   for (int i = 0; i < opt_.readers; ++i) readers_.emplace_back([this, i] { reader_loop(i); });
   return {};
@@ -107,6 +115,8 @@ void SqliteStore::close() {
     write_cv_.notify_all();
     read_cv_.notify_all();
     if (writer_.joinable()) writer_.join();
+    checkpoint_cv_.notify_all();  // after the writer: it may still have woken the checkpointer
+    if (checkpointer_.joinable()) checkpointer_.join();
     for (auto& t : readers_) t.join();
     readers_.clear();
     if (write_db_ && !failed_.load() && !corrupt_.load() && !read_only_.load()) {
@@ -121,11 +131,15 @@ void SqliteStore::close() {
       for (auto& db : read_dbs_) {
         sqlite3_db_config(db->raw(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
       }
+      if (checkpoint_db_) {
+        sqlite3_db_config(checkpoint_db_->raw(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+      }
       if (write_db_) {
         sqlite3_db_config(write_db_->raw(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
       }
     }
     read_dbs_.clear();
+    checkpoint_db_.reset();
     write_db_.reset();
     if (lock_fd_ >= 0) ::close(lock_fd_);
     lock_fd_ = -1;
@@ -379,6 +393,52 @@ SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs no
   if (auto r = tables.flush_writes(); !r.ok()) return give_up(r.error());
   cache_.defer_writes = false;
   return Attempt::applied;
+}
+
+int SqliteStore::on_wal_commit(void* self_ptr, sqlite3* db, const char* name, int frames) {
+  auto* self = static_cast<SqliteStore*>(self_ptr);
+  if (frames < self->woken_at_frames_) self->woken_at_frames_ = 0;  // the WAL started over
+  if (frames >= self->opt_.restart_frames) {
+    // Copy what the checkpointer has not yet (normally only the newest frames), so that the next
+    // write finds the WAL completely copied and starts it over. SQLITE_BUSY (the checkpointer is
+    // at work, or a reader still needs old frames) is no failure: the next commit tries again.
+    const int rc = sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+    if (rc == SQLITE_OK) {
+      self->writer_checkpoints_.fetch_add(1);
+    } else if ((rc & 0xff) != SQLITE_BUSY) {
+      self->failed_checkpoints_.fetch_add(1);
+      (void)self->write_db_->error("checkpoint the WAL");  // marks the store damaged when it is
+    }
+  } else if (frames - self->woken_at_frames_ >= self->opt_.checkpoint_frames) {
+    self->woken_at_frames_ = frames;
+    {
+      MutexLock lk(self->mu_);
+      self->checkpoint_wanted_ = true;
+    }
+    self->checkpoint_cv_.notify_one();
+  }
+  // Always OK: the commit has happened; an error here would make COMMIT report a failure.
+  return SQLITE_OK;
+}
+
+void SqliteStore::checkpointer_loop() {
+  Db& db = *checkpoint_db_;
+  for (;;) {
+    {
+      MutexLock lk(mu_);
+      while (!closing_ && !checkpoint_wanted_) checkpoint_cv_.wait(mu_);
+      if (closing_) return;  // close() checkpoints on the writer connection
+      checkpoint_wanted_ = false;
+    }
+    const int rc =
+        sqlite3_wal_checkpoint_v2(db.raw(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+    if (rc == SQLITE_OK) {
+      checkpoints_.fetch_add(1);
+    } else if ((rc & 0xff) != SQLITE_BUSY) {
+      failed_checkpoints_.fetch_add(1);
+      (void)db.error("checkpoint the WAL");  // marks the store damaged when it is
+    }
+  }
 }
 
 void SqliteStore::reader_loop(int index) {

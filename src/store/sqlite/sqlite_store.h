@@ -26,6 +26,19 @@
 //     acknowledged), never a partial effect.
 // Identity and token high-water mark: data_dir.h (D1–D4).
 //
+// Checkpoints (decision 136): the writer's commits do not copy the WAL into the database file
+// (SQLite's autocheckpoint would, every 1,000 WAL pages, inside a COMMIT: a few milliseconds of
+// page writes and an fsync of the database file that every request of that batch, and of the
+// batches queued behind it, waited for). A checkpointer thread with its own connection runs a
+// PASSIVE checkpoint whenever the WAL has grown by `checkpoint_frames` since it was last woken;
+// the writer's WAL hook wakes it. PASSIVE never blocks the writer or a reader. A WAL starts over
+// only when it is completely copied at the start of a write, which a checkpointer running beside
+// a busy writer never sees; so once the WAL holds `restart_frames` frames the writer itself runs
+// a PASSIVE checkpoint right after its commit (by then the checkpointer has copied all but the
+// newest frames), and the next write starts the WAL over. A checkpoint that fails changes
+// nothing that is committed (the WAL still holds every frame); damage found by one marks the
+// store damaged as on any other connection.
+//
 // Reads: `readers` threads, each with its own connection, run read jobs in a deferred
 // transaction (a consistent WAL snapshot that sees every acknowledged commit).
 //
@@ -65,6 +78,11 @@ struct Options {
   std::size_t max_batch = 1024;    // jobs per commit at most
   std::size_t max_queue = 100000;  // queued jobs beyond this are refused (store_unavailable)
   Clock* clock = &SystemClock::instance();
+  // Checkpoints (above): the checkpointer is woken every `checkpoint_frames` new WAL frames; the
+  // writer checkpoints itself once the WAL holds `restart_frames` frames (10,000 4 KiB pages:
+  // a WAL of ≈ 40 MiB at most under sustained writes).
+  int checkpoint_frames = 1000;
+  int restart_frames = 10000;
 };
 
 class SqliteStore final : public TableStore {
@@ -91,6 +109,9 @@ class SqliteStore final : public TableStore {
   Result<void> start();
   void writer_loop();
   void reader_loop(int index);
+  void checkpointer_loop();
+  // The writer connection's WAL hook (sqlite3_wal_hook), after every commit: `frames` in the WAL.
+  static int on_wal_commit(void* self, sqlite3* db, const char* name, int frames);
   void commit_batch(std::vector<Job>& batch);
   enum class Attempt { applied, dirty_failure, failed };
   Attempt apply_batch(std::vector<Job>& batch, TimeMs now, bool isolate);
@@ -110,6 +131,9 @@ class SqliteStore final : public TableStore {
   std::deque<Job> write_queue_ GUARDED_BY(mu_);
   std::deque<Job> read_queue_ GUARDED_BY(mu_);
   bool closing_ GUARDED_BY(mu_) = false;
+  CondVar checkpoint_cv_;                           // the checkpointer waits here (with mu_)
+  bool checkpoint_wanted_ GUARDED_BY(mu_) = false;  // the writer's wake-up call
+  int woken_at_frames_ = 0;                         // the writer's: WAL size at the last wake-up
 
   std::atomic<bool> failed_{false};   // a commit failed with an I/O error: no more writes
   std::atomic<bool> corrupt_{false};  // some connection found damage
@@ -118,12 +142,17 @@ class SqliteStore final : public TableStore {
   std::atomic<std::uint64_t> committed_commands_{0};
   std::atomic<std::uint64_t> failed_commits_{0};
   std::atomic<std::uint64_t> isolated_batches_{0};
+  std::atomic<std::uint64_t> checkpoints_{0};         // by the checkpointer, done
+  std::atomic<std::uint64_t> writer_checkpoints_{0};  // by the writer (to restart the WAL)
+  std::atomic<std::uint64_t> failed_checkpoints_{0};  // either, failed (not busy)
   std::atomic<std::uint64_t> commit_us_{
       0};  // time spent in COMMIT (fsync), microseconds  // batches re-run with a savepoint per job
 
   std::unique_ptr<Db> write_db_;               // owned by the writer thread once started
   WriterCache cache_;                          // the writer thread's; cleared on every rollback
   std::vector<std::unique_ptr<Db>> read_dbs_;  // one per reader thread
+  std::unique_ptr<Db> checkpoint_db_;          // the checkpointer thread's
+  std::thread checkpointer_;
   std::thread writer_;
   std::vector<std::thread> readers_;
   std::once_flag close_once_;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <filesystem>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -168,6 +169,54 @@ TEST_F(SqliteStoreTest, DataSurvivesCloseAndReopen) {
   ASSERT_TRUE(next.ok());
   EXPECT_FALSE(next->replayed);
   EXPECT_EQ(next->record.value, 4);  // no restart from 0, no reuse of the voided 3
+}
+
+// Decision 136: the WAL is copied into the database file by the checkpointer, beside the
+// writer, and the writer's own checkpoint at restart_frames lets the WAL start over under
+// sustained writes. Small thresholds, so that a few thousand commits cross them many times; the
+// WAL file (SQLite overwrites it from its start, never shrinks it) shows how large it ever got.
+TEST_F(SqliteStoreTest, CheckpointsRunBesideTheWriterAndTheWalStartsOver) {
+  constexpr int kNexts = 3000;
+  constexpr int kRestartFrames = 300;
+  Options o = Opts();
+  o.checkpoint_frames = 40;
+  o.restart_frames = kRestartFrames;
+  {
+    auto store = MustOpen(o);
+    ASSERT_TRUE(store);
+    SyncStore s(*store);
+    ASSERT_TRUE(s.create_counter({Ref("c"), Config()}).ok());
+    for (int i = 0; i < kNexts; ++i) {
+      auto n = s.next({Ref("c"), {"key-" + std::to_string(i), ""}});  // ≥ 3 pages each
+      ASSERT_TRUE(n.ok()) << n.error().message;
+    }
+    // The checkpointer is a thread of its own: give it the time to run once, if it has not yet.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (SqliteStoreTestPeer::checkpoints(*store).by_checkpointer == 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const auto c = SqliteStoreTestPeer::checkpoints(*store);
+    EXPECT_GE(c.by_checkpointer, 1u) << "the checkpointer never copied the WAL";
+    EXPECT_GE(c.by_writer, 1u) << "the writer never let the WAL start over";
+    EXPECT_EQ(c.failed, 0u);
+    // Without the WAL starting over it would hold every commit: ≈ 9,000 frames here.
+    const std::uintmax_t frame = 4096 + 24;
+    EXPECT_LE(std::filesystem::file_size(store->db_path() + "-wal"),
+              32 + 2 * kRestartFrames * frame);
+    store->close();
+  }
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
+  SyncStore s(*store);
+  auto info = s.get_counter(Ref("c"));
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->last_value, kNexts);
+  EXPECT_EQ(info->issued_count, kNexts);
+  auto replay = s.next({Ref("c"), {"key-1234", ""}});
+  ASSERT_TRUE(replay.ok());
+  EXPECT_TRUE(replay->replayed);
+  EXPECT_EQ(replay->record.value, 1235);
 }
 
 TEST_F(SqliteStoreTest, SecondOpenOfTheSameDirectoryFailsWhileTheFirstIsOpen) {

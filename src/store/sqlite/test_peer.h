@@ -9,6 +9,12 @@ namespace ichido::store::sqlite {
 class SqliteStoreTestPeer {
  public:
   static void submit_write(SqliteStore& s, Job job) { s.submit_write(std::move(job)); }
+  struct Checkpoints {
+    std::uint64_t by_checkpointer, by_writer, failed;
+  };
+  static Checkpoints checkpoints(const SqliteStore& s) {
+    return {s.checkpoints_.load(), s.writer_checkpoints_.load(), s.failed_checkpoints_.load()};
+  }
 };
 
 }  // namespace ichido::store::sqlite

@@ -1,5 +1,7 @@
 #include "store/sqlite/db.h"
 
+#include <cstring>
+
 #include "store/sqlite/wal_buffer_vfs.h"
 
 namespace ichido::store::sqlite {
@@ -67,6 +69,7 @@ Db::~Db() { close(); }
 void Db::close() {
   for (auto& [sql, stmt] : cache_) sqlite3_finalize(stmt);
   cache_.clear();
+  by_address_.clear();
   if (db_) sqlite3_close_v2(db_);
   db_ = nullptr;
 }
@@ -123,6 +126,16 @@ Result<Query> Db::query(std::string_view sql) {
     it = cache_.emplace(std::string(sql), stmt).first;
   }
   return Query(*this, it->second);
+}
+
+Result<Query> Db::query(const char* sql) {
+  auto it = by_address_.find(sql);
+  if (it != by_address_.end() && std::strcmp(sqlite3_sql(it->second), sql) == 0) {
+    return Query(*this, it->second);
+  }
+  auto q = query(std::string_view(sql));
+  if (q.ok()) by_address_[sql] = cache_.find(std::string_view(sql))->second;
+  return q;
 }
 
 Result<void> Db::exec(const char* sql, const char* what) {

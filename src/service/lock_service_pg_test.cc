@@ -20,7 +20,7 @@
 #include "store/postgres/pg_conn.h"
 #include "store/postgres/pg_store.h"
 #include "store/testing/forwarding_store.h"
-#include "store/testing/pg_test_env.h"
+#include "store/testing/pg_schema_test.h"
 
 namespace ichido::service {
 namespace {
@@ -66,24 +66,15 @@ class FaultyStore final : public store_testing::ForwardingStore {
   }
 };
 
-class LockServicePgTest : public ::testing::Test {
+class LockServicePgTest : public store_testing::PgSchemaTest {
  protected:
   using Slot = std::shared_ptr<std::optional<Result<AcquireLockOutcome>>>;
 
+  LockServicePgTest() : PgSchemaTest("locksvc") {}
   void SetUp() override {
-    auto u = store_testing::pg_test_url();
-    if (!u.error.empty()) FAIL() << u.error;
-    if (!u.url) GTEST_SKIP() << "no PostgreSQL server: set ICHIDO_TEST_PG_URL (make test does)";
-    url_ = *u.url;
-    static std::atomic<int> n{0};
-    schema_ = "locksvc_" + std::to_string(::getpid()) + "_" + std::to_string(n.fetch_add(1));
-    store::postgres::Options o;
-    o.url = url_;
-    o.schema = schema_;
-    o.lanes = 2;
-    o.readers = 1;
-    o.application_name = "ichido-" + schema_;
-    auto s = PgStore::open(o);
+    PgSchemaTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    auto s = PgStore::open(Opts());
     ASSERT_TRUE(s.ok()) << s.error().message;
     pg_ = std::move(*s);
     faulty_ = std::make_unique<FaultyStore>(*pg_);
@@ -95,11 +86,7 @@ class LockServicePgTest : public ::testing::Test {
     faulty_.reset();
     if (pg_) pg_->close();
     pg_.reset();
-    if (url_.empty()) return;
-    store::postgres::PgConn::Settings s;
-    s.conninfo = url_;
-    auto c = store::postgres::PgConn::connect(s);
-    if (c.ok()) (void)(*c)->exec_script("DROP SCHEMA IF EXISTS \"" + schema_ + "\" CASCADE");
+    PgSchemaTest::TearDown();
   }
 
   bool RunUntil(const std::function<bool()>& done) { return run_until(ioc_, done); }
@@ -152,7 +139,6 @@ class LockServicePgTest : public ::testing::Test {
     return (**s)->record->token;
   }
 
-  std::string url_, schema_;
   asio::io_context ioc_;
   std::unique_ptr<PgStore> pg_;
   std::unique_ptr<FaultyStore> faulty_;

@@ -229,30 +229,44 @@ class HeldBegins final : public store_testing::ForwardingStore {
   }
 };
 
-TEST_F(OnceServiceTest, AGrantToADepartedClientIsUndoneAndHandedOn) {
-  HeldBegins gated(store_);
-  OnceService svc(gated, waits_);
-  std::optional<Result<BeginOnceReply>> a, b, c;
-  SpawnBegin(a, "A", 0, 60000, nullptr, &svc);
+// H2's setting, shared by the tests below: A holds the item, B waits for it (its client can
+// leave through b_gone), and the store's answers to begins can be held back.
+class OnceGrantRaceTest : public OnceServiceTest {
+ protected:
+  HeldBegins gated_{store_};
+  OnceService svc_gated_{gated_, waits_};
+  std::optional<Result<BeginOnceReply>> a_, b_;
+  asio::cancellation_signal b_gone_;
+
+  void AHoldsAndBWaits(std::optional<std::string> b_request_id) {
+    SpawnBegin(a_, "A", 0, 60000, nullptr, &svc_gated_);
+    Poll();
+    ASSERT_TRUE(a_ && a_->ok() && (*a_)->outcome == BeginOutcome::acquired);
+    SpawnBegin(b_, "B", 300000, 60000, &b_gone_, &svc_gated_, std::move(b_request_id));
+    Poll();
+  }
+  // A fails; B is woken and asks the store, whose answer (the grant) is held back.
+  void AFailsAndBsGrantIsHeld() {
+    gated_.hold = true;
+    auto failed = Run<core::OnceRecord>([&] {
+      FailOnceCmd cmd{Ref(), (*a_)->record.token, "boom", true};
+      return svc_gated_.fail(std::move(cmd));
+    });
+    ASSERT_TRUE(failed.ok());
+    Poll();
+    ASSERT_EQ(gated_.held.size(), 1u) << "B woke and asked the store";
+    gated_.hold = false;
+  }
+};
+
+TEST_F(OnceGrantRaceTest, AGrantToADepartedClientIsUndoneAndHandedOn) {
+  std::optional<Result<BeginOnceReply>> c;
+  ASSERT_NO_FATAL_FAILURE(AHoldsAndBWaits(std::nullopt));
+  SpawnBegin(c, "C", 300000, 60000, nullptr, &svc_gated_);
   Poll();
-  ASSERT_TRUE(a && a->ok() && (*a)->outcome == BeginOutcome::acquired);
-  asio::cancellation_signal b_gone;
-  SpawnBegin(b, "B", 300000, 60000, &b_gone, &svc);
-  Poll();
-  SpawnBegin(c, "C", 300000, 60000, nullptr, &svc);
-  Poll();
-  gated.hold = true;
-  auto failed = Run<core::OnceRecord>([&] {
-    FailOnceCmd cmd{Ref(), (*a)->record.token, "boom", true};
-    return svc.fail(std::move(cmd));
-  });
-  ASSERT_TRUE(failed.ok());
-  Poll();
-  ASSERT_EQ(gated.held.size(), 1u) << "B woke and asked the store";
-  gated.hold = false;
-  b_gone.emit(asio::cancellation_type::terminal);  // B leaves while the store grants it
-  for (auto& f : gated.held) f();
-  gated.held.clear();
+  ASSERT_NO_FATAL_FAILURE(AFailsAndBsGrantIsHeld());
+  b_gone_.emit(asio::cancellation_type::terminal);  // B leaves while the store grants it
+  gated_.deliver();
   Poll();
   ASSERT_TRUE(c.has_value()) << "the item stayed with B, who is gone";
   ASSERT_TRUE(c->ok());
@@ -266,44 +280,29 @@ TEST_F(OnceServiceTest, AGrantToADepartedClientIsUndoneAndHandedOn) {
 // ("replayed"). The undo must then leave it to the retry. Before, it undid it: the retry's
 // client worked on an item that was pending again (the next begin would hand it to a second
 // worker) and its complete failed with stale_token.
-TEST_F(OnceServiceTest, AnUndoDoesNotTakeTheItemFromTheRetryThatWasAnsweredIt) {
-  HeldBegins gated(store_);
-  OnceService svc(gated, waits_);
-  std::optional<Result<BeginOnceReply>> a, b, retry;
-  SpawnBegin(a, "A", 0, 60000, nullptr, &svc);
+TEST_F(OnceGrantRaceTest, AnUndoDoesNotTakeTheItemFromTheRetryThatWasAnsweredIt) {
+  std::optional<Result<BeginOnceReply>> retry;
+  ASSERT_NO_FATAL_FAILURE(AHoldsAndBWaits("rid-b"));
+  ASSERT_NO_FATAL_FAILURE(AFailsAndBsGrantIsHeld());
+  gated_.hold_abandons = true;
+  b_gone_.emit(asio::cancellation_type::terminal);  // B leaves while the store grants it
+  gated_.deliver();
   Poll();
-  ASSERT_TRUE(a && a->ok() && (*a)->outcome == BeginOutcome::acquired);
-  asio::cancellation_signal b_gone;
-  SpawnBegin(b, "B", 300000, 60000, &b_gone, &svc, "rid-b");
-  Poll();
-  gated.hold = true;
-  auto failed = Run<core::OnceRecord>([&] {
-    FailOnceCmd cmd{Ref(), (*a)->record.token, "boom", true};
-    return svc.fail(std::move(cmd));
-  });
-  ASSERT_TRUE(failed.ok());
-  Poll();
-  ASSERT_EQ(gated.held.size(), 1u) << "B woke and asked the store";
-  gated.hold = false;
-  gated.hold_abandons = true;
-  b_gone.emit(asio::cancellation_type::terminal);  // B leaves while the store grants it
-  gated.deliver();
-  Poll();
-  ASSERT_EQ(gated.held.size(), 1u) << "B's grant is being undone";
-  SpawnBegin(retry, "B", 0, 60000, nullptr, &svc, "rid-b");  // B's client retries
+  ASSERT_EQ(gated_.held.size(), 1u) << "B's grant is being undone";
+  SpawnBegin(retry, "B", 0, 60000, nullptr, &svc_gated_, "rid-b");  // B's client retries
   Poll();
   ASSERT_TRUE(retry && retry->ok());
   ASSERT_EQ((*retry)->outcome, BeginOutcome::acquired);
   ASSERT_TRUE((*retry)->replayed);
   const std::int64_t token = (*retry)->record.token;
-  gated.hold_abandons = false;
-  gated.deliver();  // the undo lands after the retry was answered
+  gated_.hold_abandons = false;
+  gated_.deliver();  // the undo lands after the retry was answered
   Poll();
-  ASSERT_TRUE(b.has_value());
-  EXPECT_FALSE(b->ok()) << "B's client is gone";
+  ASSERT_TRUE(b_.has_value());
+  EXPECT_FALSE(b_->ok()) << "B's client is gone";
   auto done = Run<core::OnceRecord>([&] {
     CompleteOnceCmd cmd{Ref(), token, "{}"};
-    return svc.complete(std::move(cmd));
+    return svc_gated_.complete(std::move(cmd));
   });
   ASSERT_TRUE(done.ok()) << "the retry holds the item it was answered: " << done.error().message;
   EXPECT_EQ(done->state, core::OnceState::completed);

@@ -16,7 +16,7 @@
 
 #include "store/postgres/change_feed.h"
 #include "store/postgres/schema.h"
-#include "store/testing/pg_test_env.h"
+#include "store/testing/pg_schema_test.h"
 #include "store/testing/sync_store.h"
 
 namespace ichido::store::postgres {
@@ -43,37 +43,9 @@ template <class T, class F>
   return what(r.value());
 }
 
-class PgStoreTest : public ::testing::Test {
+class PgStoreTest : public store_testing::PgSchemaTest {
  protected:
-  void SetUp() override {
-    auto u = store_testing::pg_test_url();
-    if (!u.error.empty()) FAIL() << u.error;
-    if (!u.url) GTEST_SKIP() << "no PostgreSQL server: set ICHIDO_TEST_PG_URL (make test does)";
-    url_ = *u.url;
-    static std::atomic<int> n{0};
-    schema_ = "pgstore_" + std::to_string(::getpid()) + "_" + std::to_string(n.fetch_add(1));
-  }
-  void TearDown() override {
-    if (url_.empty()) return;
-    auto c = Admin();
-    if (c) (void)c->exec_script("DROP SCHEMA IF EXISTS \"" + schema_ + "\" CASCADE");
-  }
-  Options Opts() {
-    Options o;
-    o.url = url_;
-    o.schema = schema_;
-    o.lanes = 2;
-    o.readers = 1;
-    o.application_name = "ichido-" + schema_;
-    return o;
-  }
-  std::unique_ptr<PgConn> Admin() {
-    PgConn::Settings s;
-    s.conninfo = url_;
-    auto c = PgConn::connect(s);
-    EXPECT_TRUE(c.ok()) << c.error().message;
-    return c.ok() ? std::move(*c) : nullptr;
-  }
+  PgStoreTest() : PgSchemaTest("pgstore") {}
   std::string Value(const std::string& sql) {
     auto c = Admin();
     if (!c) return "";
@@ -85,8 +57,6 @@ class PgStoreTest : public ::testing::Test {
   static core::CounterConfig Config() {
     return core::CounterConfig{0, 9999, "R-{seq:4}", core::Period::none, "UTC", false};
   }
-
-  std::string url_, schema_;
 };
 
 TEST_F(PgStoreTest, StoresOpeningTogetherMigrateOnceAndAllWork) {

@@ -306,6 +306,13 @@ struct StoreStats {
   // The fatal write latch: a commit failed with an I/O error and every later write is refused
   // until the process restarts (LevelDB's rule: never carry on after a failed fsync).
   bool write_failed = false;
+  // The embedded store's WAL checkpoints (docs/decisions/136); absent for other stores.
+  struct Checkpoints {
+    std::uint64_t done = 0;       // completed, by the checkpointer or the writer
+    std::uint64_t failed = 0;     // failed (nothing committed is lost: the WAL keeps it)
+    std::uint64_t wal_bytes = 0;  // the WAL file's size now
+  };
+  std::optional<Checkpoints> checkpoints;
 };
 
 // What other processes sharing the store committed that may end a wait in this one (several

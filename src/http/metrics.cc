@@ -70,6 +70,23 @@ std::string Metrics::render(const StoreStats& s) const {
       "refused until the server restarts (check the disk, then restart).\n";
   out += "# TYPE ichido_store_write_failed gauge\n";
   out += std::string("ichido_store_write_failed ") + (s.write_failed ? "1" : "0") + "\n";
+  if (s.checkpoints) {
+    out +=
+        "# HELP ichido_store_checkpoints_total WAL checkpoints completed (the WAL copied into "
+        "the database file, beside the writer).\n";
+    out += "# TYPE ichido_store_checkpoints_total counter\n";
+    out += "ichido_store_checkpoints_total " + std::to_string(s.checkpoints->done) + "\n";
+    out +=
+        "# HELP ichido_store_failed_checkpoints_total WAL checkpoints that failed (nothing is "
+        "lost, but the WAL cannot start over and grows until one succeeds).\n";
+    out += "# TYPE ichido_store_failed_checkpoints_total counter\n";
+    out += "ichido_store_failed_checkpoints_total " + std::to_string(s.checkpoints->failed) + "\n";
+    out +=
+        "# HELP ichido_store_wal_bytes Size of the WAL file (about 40 MiB at most while "
+        "checkpoints keep up).\n";
+    out += "# TYPE ichido_store_wal_bytes gauge\n";
+    out += "ichido_store_wal_bytes " + std::to_string(s.checkpoints->wal_bytes) + "\n";
+  }
   for (const auto& g : gauges_) {
     out += "# HELP " + g.name + " " + g.help + "\n";
     out += "# TYPE " + g.name + " " + g.type + "\n";

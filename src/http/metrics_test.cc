@@ -1,5 +1,7 @@
 // The /metrics once gauges per namespace: read from a store by OverviewService::refresh, rendered
 // in the Prometheus text format (label values escaped).
+#include "http/metrics.h"
+
 #include <gtest/gtest.h>
 
 #include <boost/asio/co_spawn.hpp>
@@ -63,6 +65,21 @@ TEST(OnceGauges, CountsPerNamespaceAndStateAndTheOldestExpiredAge) {
   EXPECT_NE(text.find("ichido_once_records{ns=\"we\\\"ird\",state=\"expired\"} 1\n"),
             std::string::npos)
       << text;
+}
+
+// The embedded store's checkpoint series (decision 136) are shown when the store has them, and
+// not at all for a store without (PostgreSQL: no WAL of ours to watch).
+TEST(StoreMetrics, CheckpointSeriesOnlyForAStoreThatHasThem) {
+  Metrics m;
+  StoreStats s;
+  EXPECT_EQ(m.render(s).find("checkpoints"), std::string::npos);
+  EXPECT_EQ(m.render(s).find("ichido_store_wal_bytes"), std::string::npos);
+  s.checkpoints = StoreStats::Checkpoints{3, 1, 4194304};
+  const std::string text = m.render(s);
+  EXPECT_NE(text.find("\nichido_store_checkpoints_total 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nichido_store_failed_checkpoints_total 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nichido_store_wal_bytes 4194304\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE ichido_store_wal_bytes gauge\n"), std::string::npos) << text;
 }
 
 }  // namespace

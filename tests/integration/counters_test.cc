@@ -233,6 +233,8 @@ TEST_F(CountersTest, HealthReadinessAndMetrics) {
   auto m = api.send("GET", "/metrics");
   EXPECT_EQ(m.status, 200);
   EXPECT_NE(m.body.find("ichido_store_commits_total "), std::string::npos);
+  // The embedded store's WAL (decision 136); a PostgreSQL store has none of ours to show.
+  EXPECT_EQ(m.body.find("\nichido_store_wal_bytes ") != std::string::npos, !on_postgres());
   EXPECT_NE(m.body.find("ichido_http_responses_total{code=\"201\"} 1"), std::string::npos);
 }
 

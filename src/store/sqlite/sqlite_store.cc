@@ -402,9 +402,12 @@ int SqliteStore::on_wal_commit(void* self_ptr, sqlite3* db, const char* name, in
     // Copy what the checkpointer has not yet (normally only the newest frames), so that the next
     // write finds the WAL completely copied and starts it over. SQLITE_BUSY (the checkpointer is
     // at work, or a reader still needs old frames) is no failure: the next commit tries again.
-    const int rc = sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+    int log = 0, copied = 0;
+    const int rc = sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
     if (rc == SQLITE_OK) {
-      self->writer_checkpoints_.fetch_add(1);
+      // Counted when it copied the whole WAL; a reader that still needs old frames (a long
+      // backup) keeps it from that, and every commit tries again, cheaply, until it can.
+      if (log == copied) self->writer_checkpoints_.fetch_add(1);
     } else if ((rc & 0xff) != SQLITE_BUSY) {
       self->failed_checkpoints_.fetch_add(1);
       (void)self->write_db_->error("checkpoint the WAL");  // marks the store damaged when it is
@@ -508,8 +511,16 @@ Result<void> SqliteStore::check_ready() {
 }
 
 StoreStats SqliteStore::stats() const {
-  return StoreStats{commits_.load(),          committed_commands_.load(), failed_commits_.load(),
-                    isolated_batches_.load(), commit_us_.load(),          failed_.load()};
+  StoreStats s{commits_.load(),          committed_commands_.load(), failed_commits_.load(),
+               isolated_batches_.load(), commit_us_.load(),          failed_.load()};
+  StoreStats::Checkpoints c;
+  c.done = checkpoints_.load() + writer_checkpoints_.load();
+  c.failed = failed_checkpoints_.load();
+  struct stat st {};
+  if (::stat((db_path_ + "-wal").c_str(), &st) == 0)
+    c.wal_bytes = static_cast<std::uint64_t>(st.st_size);
+  s.checkpoints = c;
+  return s;
 }
 
 }  // namespace ichido::store::sqlite

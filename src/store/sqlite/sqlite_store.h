@@ -141,12 +141,11 @@ class SqliteStore final : public TableStore {
   std::atomic<std::uint64_t> commits_{0};
   std::atomic<std::uint64_t> committed_commands_{0};
   std::atomic<std::uint64_t> failed_commits_{0};
-  std::atomic<std::uint64_t> isolated_batches_{0};
+  std::atomic<std::uint64_t> isolated_batches_{0};    // batches re-run with a savepoint per job
+  std::atomic<std::uint64_t> commit_us_{0};           // time spent in COMMIT (fsync), µs
   std::atomic<std::uint64_t> checkpoints_{0};         // by the checkpointer, done
-  std::atomic<std::uint64_t> writer_checkpoints_{0};  // by the writer (to restart the WAL)
+  std::atomic<std::uint64_t> writer_checkpoints_{0};  // by the writer, whole WAL copied
   std::atomic<std::uint64_t> failed_checkpoints_{0};  // either, failed (not busy)
-  std::atomic<std::uint64_t> commit_us_{
-      0};  // time spent in COMMIT (fsync), microseconds  // batches re-run with a savepoint per job
 
   std::unique_ptr<Db> write_db_;               // owned by the writer thread once started
   WriterCache cache_;                          // the writer thread's; cleared on every rollback

@@ -200,10 +200,16 @@ TEST_F(SqliteStoreTest, CheckpointsRunBesideTheWriterAndTheWalStartsOver) {
     EXPECT_GE(c.by_checkpointer, 1u) << "the checkpointer never copied the WAL";
     EXPECT_GE(c.by_writer, 1u) << "the writer never let the WAL start over";
     EXPECT_EQ(c.failed, 0u);
+    // What /metrics shows of it.
+    const auto stats = store->stats().checkpoints;
+    ASSERT_TRUE(stats.has_value());
+    EXPECT_GE(stats->done, c.by_checkpointer + c.by_writer);  // read later: it may have run since
+    EXPECT_EQ(stats->failed, 0u);
     // Without the WAL starting over it would hold every commit: ≈ 9,000 frames here.
     const std::uintmax_t frame = 4096 + 24;
-    EXPECT_LE(std::filesystem::file_size(store->db_path() + "-wal"),
-              32 + 2 * kRestartFrames * frame);
+    const auto wal = std::filesystem::file_size(store->db_path() + "-wal");
+    EXPECT_EQ(stats->wal_bytes, wal);
+    EXPECT_LE(wal, 32 + 2 * kRestartFrames * frame);
     store->close();
   }
   auto store = MustOpen();

@@ -174,7 +174,6 @@ TEST_F(SqliteFaultTest, AFailingCheckpointChangesNoAnswerAndLosesNothing) {
     EXPECT_EQ(n->record.value, i + 1);
   }
   EXPECT_GE(fault_plan().injected.load(), 1) << "no checkpoint tried to write the database file";
-  EXPECT_GE(SqliteStoreTestPeer::checkpoints(*s).failed, 1u);
   ASSERT_TRUE(s->stats().checkpoints.has_value());
   EXPECT_GE(s->stats().checkpoints->failed, 1u) << "/metrics shows the failures";
   EXPECT_TRUE(s->check_health().ok());

@@ -1,4 +1,4 @@
-// SqliteTables: the once-record rows (table once_records, schema migrations 4, 6 and 10).
+// SqliteTables: the once-record rows (table once_records, schema migrations 4, 6, 10 and 11).
 #include "store/sqlite/sqlite_tables.h"
 
 namespace ichido::store::sqlite {
@@ -133,28 +133,38 @@ Result<std::vector<core::OnceRecord>> SqliteTables::list_once(const std::string&
     }
     case F::processing: {
       auto q = db_.query("SELECT " ONCE_COLUMNS
-                         " FROM once_records WHERE ns = ? AND state = 'processing' AND key > ? "
-                         "AND lease_expires_at > ? ORDER BY key LIMIT ?");
+                         " FROM once_records WHERE ns = ? AND "
+                         "state = 'processing' AND " ICHIDO_ONCE_OPEN
+                         " AND key > ? AND "
+                         "lease_expires_at > ? ORDER BY key LIMIT ?");
       if (q.ok()) q->bind(1, ns).bind(2, after).bind(3, now).bind(4, n);
       return rows(db_, std::move(q));
     }
     case F::expired: {
       auto q = db_.query("SELECT " ONCE_COLUMNS
-                         " FROM once_records WHERE ns = ? AND state = 'processing' AND key > ? "
-                         "AND lease_expires_at <= ? ORDER BY key LIMIT ?");
+                         " FROM once_records WHERE ns = ? AND "
+                         "state = 'processing' AND " ICHIDO_ONCE_OPEN
+                         " AND key > ? AND "
+                         "lease_expires_at <= ? ORDER BY key LIMIT ?");
       if (q.ok()) q->bind(1, ns).bind(2, after).bind(3, now).bind(4, n);
       return rows(db_, std::move(q));
     }
     case F::pending:
-    case F::completed:
     case F::dead: {
-      const auto state = filter == F::pending     ? core::OnceState::pending
-                         : filter == F::completed ? core::OnceState::completed
-                                                  : core::OnceState::dead;
+      const auto state = filter == F::pending ? core::OnceState::pending : core::OnceState::dead;
       auto q = db_.query("SELECT " ONCE_COLUMNS
-                         " FROM once_records WHERE ns = ? AND state = ? AND key > ? "
-                         "ORDER BY key LIMIT ?");
+                         " FROM once_records WHERE ns = ? AND state = ? AND " ICHIDO_ONCE_OPEN
+                         " AND key > ? ORDER BY key LIMIT ?");
       if (q.ok()) q->bind(1, ns).bind(2, core::to_string(state)).bind(3, after).bind(4, n);
+      return rows(db_, std::move(q));
+    }
+    case F::completed: {
+      // The (ns, key) unique index, each row's state read from the table: completed records
+      // are most of a namespace, so the first `limit` are found after few others.
+      auto q = db_.query("SELECT " ONCE_COLUMNS
+                         " FROM once_records WHERE ns = ? AND state = 'completed' AND key > ? "
+                         "ORDER BY key LIMIT ?");
+      if (q.ok()) q->bind(1, ns).bind(2, after).bind(3, n);
       return rows(db_, std::move(q));
     }
   }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "store/sqlite/schema.h"
+#include "store/sqlite/sqlite_tables.h"
 #include "store/sqlite/test_peer.h"
 #include "store/sqlite/wal_buffer_vfs.h"
 #include "store/testing/sync_store.h"
@@ -563,12 +564,97 @@ TEST_F(SqliteStoreTest, FinishedOnceRecordsAreIndexedOnlyByNamespace) {
   auto column = [&](const char* sql) { return Rows(db, sql); };
   EXPECT_EQ(column("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = "
                    "'once_records' AND name NOT LIKE 'sqlite_%' ORDER BY name"),
-            "once_by_state;once_ns_finished;");
+            "once_ns_finished;once_open;");
   EXPECT_NE(column("EXPLAIN QUERY PLAN SELECT key FROM once_records WHERE ns = 'a' AND "
                    "finished_at IS NOT NULL AND finished_at < 5 ORDER BY finished_at LIMIT 10")
                 .find("once_ns_finished"),
             std::string::npos);
   sqlite3_close_v2(db);
+}
+
+// Migration 11 (decision 137): once_open indexes the open records only, and every statement of
+// the once list and count that filters an open state runs on it — the real statements, as the
+// connection prepared them, so a query that lost its `state <> 'completed'` term (SQLite would
+// then scan the namespace) fails here. Completed records are listed and paged through the
+// (ns, key) unique index, and a completed record is in no other index.
+TEST_F(SqliteStoreTest, OpenOnceRecordsAreIndexedAndCompletedOnesAreNot) {
+  std::string path;
+  {
+    auto store = MustOpen();
+    ASSERT_TRUE(store);
+    path = store->db_path();
+  }
+  Db db;
+  ASSERT_TRUE(db.open(path, false).ok());
+  SqliteTables t(db);
+  auto save = [&](const std::string& key, core::OnceState state) {
+    core::OnceRecord r;
+    r.key = key;
+    r.state = state;
+    r.owner = "o";
+    r.token = 1;
+    r.attempt = 1;
+    r.lease_expires_at = key == "p-live" ? kNow + 60000 : 0;  // p-lapsed: lapsed long ago
+    if (state == core::OnceState::completed || state == core::OnceState::dead) r.finished_at = kNow;
+    ASSERT_TRUE(t.save_once("a", r).ok());
+  };
+  ASSERT_TRUE(db.exec("BEGIN", "begin").ok());
+  for (int i = 0; i < 300; ++i) save("c" + std::to_string(1000 + i), core::OnceState::completed);
+  save("p-live", core::OnceState::processing);
+  save("p-lapsed", core::OnceState::processing);
+  save("q", core::OnceState::pending);
+  save("x", core::OnceState::dead);
+  ASSERT_TRUE(db.exec("COMMIT", "commit").ok());
+  EXPECT_EQ(Rows(db.raw(),
+                 "SELECT COUNT(*) FROM once_records INDEXED BY once_open WHERE "
+                 "state <> 'completed'"),
+            "4;");
+
+  using core::OnceFilter;
+  auto keys = [&](OnceFilter f, const std::string& after, int limit) {
+    std::string out;
+    auto r = t.list_once("a", f, kNow, after, limit);
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    if (r.ok())
+      for (const auto& rec : *r) out += rec.key + ";";
+    return out;
+  };
+  EXPECT_EQ(keys(OnceFilter::processing, "", 10), "p-live;");
+  EXPECT_EQ(keys(OnceFilter::expired, "", 10), "p-lapsed;");
+  EXPECT_EQ(keys(OnceFilter::pending, "", 10), "q;");
+  EXPECT_EQ(keys(OnceFilter::dead, "", 10), "x;");
+  EXPECT_EQ(keys(OnceFilter::completed, "", 2), "c1000;c1001;");
+  EXPECT_EQ(keys(OnceFilter::completed, "c1298", 5), "c1299;");
+  auto counts = t.count_once("a", kNow, 1000);
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->completed, 300);
+  EXPECT_EQ(counts->processing, 1);
+  EXPECT_EQ(counts->expired, 1);
+  EXPECT_EQ(counts->pending, 1);
+  EXPECT_EQ(counts->dead, 1);
+  EXPECT_FALSE(counts->capped);
+
+  // Every statement the connection prepared for them, and the index its plan uses.
+  int open_statements = 0;
+  bool completed_list = false;
+  for (sqlite3_stmt* st = sqlite3_next_stmt(db.raw(), nullptr); st != nullptr;
+       st = sqlite3_next_stmt(db.raw(), st)) {
+    const std::string sql = sqlite3_sql(st);
+    if (sql.find("FROM once_records WHERE ns") == std::string::npos) continue;
+    const std::string plan = Rows(db.raw(), ("EXPLAIN QUERY PLAN " + sql).c_str());
+    if (sql.find(ICHIDO_ONCE_OPEN) != std::string::npos) {
+      ++open_statements;
+      EXPECT_NE(plan.find("INDEX once_open"), std::string::npos) << sql << "\n" << plan;
+    } else if (sql.find("state = 'completed' AND key >") != std::string::npos) {
+      completed_list = true;
+      EXPECT_NE(plan.find("INDEX sqlite_autoindex_once_records_1"), std::string::npos)
+          << sql << "\n"
+          << plan;
+    }
+  }
+  // processing, expired, pending or dead; and the counts of pending, dead and processing.
+  EXPECT_EQ(open_statements, 6);
+  EXPECT_TRUE(completed_list);
 }
 
 // Migration 9: the CHECK on once_records.state is written with equalities, so that checking it

@@ -72,6 +72,12 @@ class WriterCache {
   bool token_dirty_ = false;           // token_ is ahead of the table
 };
 
+// The condition of the partial index once_open (schema migration 11, decision 137). SQLite uses
+// a partial index only for a query that has the index's condition word for word as one of its
+// WHERE terms (`state = 'pending'` alone does not qualify), so every query meant for once_open
+// adds this term. A completed record is in no index but the (ns, key) unique one.
+#define ICHIDO_ONCE_OPEN "state <> 'completed'"
+
 class SqliteTables final : public Tables {
  public:
   explicit SqliteTables(Db& db, WriterCache* cache = nullptr) : db_(db), cache_(cache) {}

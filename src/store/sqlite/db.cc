@@ -74,7 +74,23 @@ void Db::close() {
   db_ = nullptr;
 }
 
+namespace {
+
+// Process-wide settings, made before the first connection initializes the library (the store
+// opens its database before anything else in the process uses SQLite; a setting made too late
+// is refused with SQLITE_MISUSE and changes nothing). Memory statistics off: with them on, every
+// sqlite3_malloc and sqlite3_free takes a global mutex to keep counts nobody here reads
+// (sqlite3_memory_used, the soft heap limit): ≈ 16 mutex pairs per counter `next`, 1.6–3.3 % of
+// a request's instructions (docs/performance.md, seventh step).
+bool configure_library() {
+  sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+  return true;
+}
+
+}  // namespace
+
 Result<void> Db::open(const std::string& path, bool create, const std::string& vfs) {
+  [[maybe_unused]] static const bool configured = configure_library();
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
   if (create) flags |= SQLITE_OPEN_CREATE;
   // Through the WAL write buffer (decision 132) over the requested VFS; its precondition,

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <future>
 #include <memory>
@@ -176,6 +177,25 @@ TEST_F(SqliteStoreTest, DataSurvivesCloseAndReopen) {
 // writer, and the writer's own checkpoint at restart_frames lets the WAL start over under
 // sustained writes. Small thresholds, so that a few thousand commits cross them many times; the
 // WAL file (SQLite overwrites it from its start, never shrinks it) shows how large it ever got.
+// SQLite keeps no memory statistics in the server (db.cc, configure_library): the setting only
+// takes effect before the library is first used, so this runs in a fresh process (a death test
+// re-runs the binary for this test alone) whose first SQLite call is the store's: after writes,
+// SQLite has counted no memory. With the statistics on (SQLite's default) it counts every
+// allocation and the child exits 1.
+TEST_F(SqliteStoreTest, SqliteKeepsNoMemoryStatistics) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        auto store = MustOpen();
+        if (!store) std::_Exit(2);
+        SyncStore s(*store);
+        bool ok = s.create_counter({Ref("c"), Config()}).ok();
+        for (int i = 0; ok && i < 20; ++i) ok = s.next({Ref("c"), {std::to_string(i), ""}}).ok();
+        std::_Exit(!ok ? 2 : sqlite3_memory_used() == 0 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 TEST_F(SqliteStoreTest, CheckpointsRunBesideTheWriterAndTheWalStartsOver) {
   constexpr int kNexts = 3000;
   constexpr int kRestartFrames = 300;

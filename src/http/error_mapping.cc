@@ -83,11 +83,24 @@ boost::json::value error_body(const Error& e) {
   return root;
 }
 
-Response Response::json(unsigned status, const boost::json::value& v) {
+namespace {
+
+template <class Json>
+Response json_response(unsigned status, const Json& j) {
   Response r;
   r.status = status;
-  r.body = boost::json::serialize(v);
+  r.body = boost::json::serialize(j);
   return r;
+}
+
+}  // namespace
+
+Response Response::json(unsigned status, const boost::json::value& v) {
+  return json_response(status, v);
+}
+
+Response Response::json(unsigned status, const boost::json::object& o) {
+  return json_response(status, o);
 }
 
 Response Response::error(const Error& e) { return json(http_status(e.code), error_body(e)); }

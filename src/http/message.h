@@ -59,6 +59,8 @@ struct Response {
   bool audited = false;
 
   static Response json(unsigned status, const boost::json::value& v);
+  // The same for an object, serialized where it is (as a `value` it would be copied first).
+  static Response json(unsigned status, const boost::json::object& o);
   static Response error(const Error& e);
   static Response text(unsigned status, std::string body, std::string content_type);
 };

@@ -173,10 +173,6 @@ TEST_F(SqliteStoreTest, DataSurvivesCloseAndReopen) {
   EXPECT_EQ(next->record.value, 4);  // no restart from 0, no reuse of the voided 3
 }
 
-// Decision 136: the WAL is copied into the database file by the checkpointer, beside the
-// writer, and the writer's own checkpoint at restart_frames lets the WAL start over under
-// sustained writes. Small thresholds, so that a few thousand commits cross them many times; the
-// WAL file (SQLite overwrites it from its start, never shrinks it) shows how large it ever got.
 // SQLite keeps no memory statistics in the server (db.cc, configure_library): the setting only
 // takes effect before the library is first used, so this runs in a fresh process (a death test
 // re-runs the binary for this test alone) whose first SQLite call is the store's: after writes,
@@ -186,16 +182,24 @@ TEST_F(SqliteStoreTest, SqliteKeepsNoMemoryStatistics) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
-        auto store = MustOpen();
-        if (!store) std::_Exit(2);
-        SyncStore s(*store);
-        bool ok = s.create_counter({Ref("c"), Config()}).ok();
-        for (int i = 0; ok && i < 20; ++i) ok = s.next({Ref("c"), {std::to_string(i), ""}}).ok();
-        std::_Exit(!ok ? 2 : sqlite3_memory_used() == 0 ? 0 : 1);
+        int code = 2;
+        if (auto store = MustOpen()) {
+          SyncStore s(*store);
+          bool ok = s.create_counter({Ref("c"), Config()}).ok();
+          for (int i = 0; ok && i < 20; ++i) ok = s.next({Ref("c"), {std::to_string(i), ""}}).ok();
+          if (ok) code = sqlite3_memory_used() == 0 ? 0 : 1;
+        }
+        std::error_code ec;
+        std::filesystem::remove_all(dir_.path(), ec);  // _Exit runs no destructor
+        std::_Exit(code);
       },
       ::testing::ExitedWithCode(0), "");
 }
 
+// Decision 136: the WAL is copied into the database file by the checkpointer, beside the
+// writer, and the writer's own checkpoint at restart_frames lets the WAL start over under
+// sustained writes. Small thresholds, so that a few thousand commits cross them many times; the
+// WAL file (SQLite overwrites it from its start, never shrinks it) shows how large it ever got.
 TEST_F(SqliteStoreTest, CheckpointsRunBesideTheWriterAndTheWalStartsOver) {
   constexpr int kNexts = 3000;
   constexpr int kRestartFrames = 300;
@@ -596,7 +600,7 @@ TEST_F(SqliteStoreTest, FinishedOnceRecordsAreIndexedOnlyByNamespace) {
 // the once list and count that filters an open state runs on it — the real statements, as the
 // connection prepared them, so a query that lost its `state <> 'completed'` term (SQLite would
 // then scan the namespace) fails here. Completed records are listed and paged through the
-// (ns, key) unique index, and a completed record is in no other index.
+// (ns, key) unique index.
 TEST_F(SqliteStoreTest, OpenOnceRecordsAreIndexedAndCompletedOnesAreNot) {
   std::string path;
   {

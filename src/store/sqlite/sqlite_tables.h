@@ -75,7 +75,7 @@ class WriterCache {
 // The condition of the partial index once_open (schema migration 11, decision 137). SQLite uses
 // a partial index only for a query that has the index's condition word for word as one of its
 // WHERE terms (`state = 'pending'` alone does not qualify), so every query meant for once_open
-// adds this term. A completed record is in no index but the (ns, key) unique one.
+// adds this term. Completed records are found through the (ns, key) unique index.
 #define ICHIDO_ONCE_OPEN "state <> 'completed'"
 
 class SqliteTables final : public Tables {

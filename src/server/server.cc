@@ -189,6 +189,10 @@ Result<std::unique_ptr<store::TableStore>> open_store(const ServerLog& log,
     o.dir = cfg.data_dir;
     o.init = cfg.init;
     o.min_free_disk = cfg.min_free_disk;
+    o.on_upgrade = [log](int from, int to) {  // a copy: the store keeps its options
+      log("upgrading the store's schema from version " + std::to_string(from) + " to " +
+          std::to_string(to) + " (once; on a large store this start takes a while)");
+    };
     auto s = store::sqlite::SqliteStore::open(o);
     if (!s.ok()) return std::move(s).error();
     log("store " + (*s)->identity().store_id + " opened at " + (*s)->db_path() +

@@ -228,7 +228,7 @@ Result<OpenedDir> open_data_dir(Db& db, const std::string& dir, const OpenDirOpt
     out.identity.token_high_water = out.token_floor;
     return out;
   }
-  if (auto r = migrate(db); !r.ok()) {
+  if (auto r = migrate(db, o.on_upgrade); !r.ok()) {
     if (db.damaged()) return damaged();
     if (r.error().code == errc::store_corrupt) {
       return needs_operator(errc::store_corrupt,

@@ -30,6 +30,7 @@
 #include "ichido/clock.h"
 #include "ichido/result.h"
 #include "store/sqlite/db.h"
+#include "store/sqlite/schema.h"
 
 namespace ichido::store::sqlite {
 
@@ -57,6 +58,7 @@ struct OpenDirOptions {
   // D4 at open: move the token sequence up to the mark and reserve the next block. Only the
   // process that serves the directory does this; tools (the token CLI) leave tokens alone.
   bool serve = true;
+  OnUpgrade on_upgrade;  // told before an existing database's schema is upgraded (schema.h)
 };
 
 struct OpenedDir {

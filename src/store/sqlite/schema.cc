@@ -194,7 +194,7 @@ Result<int> schema_version(Db& db) {
   return static_cast<int>(q->int64(0));
 }
 
-Result<void> migrate(Db& db) {
+Result<void> migrate(Db& db, const OnUpgrade& on_upgrade) {
   ICHIDO_TRY(
       db.exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL PRIMARY KEY, "
               "applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)",
@@ -202,6 +202,7 @@ Result<void> migrate(Db& db) {
   // One migration per transaction. The version is read inside the (exclusive) write
   // transaction, so two processes opening a new data directory at once (the server and
   // `ichido token create`) cannot both apply the same migration.
+  bool announced = false;
   for (;;) {
     ICHIDO_TRY(db.exec("BEGIN IMMEDIATE", "begin a migration"));
     auto step = [&]() -> Result<bool> {
@@ -218,6 +219,8 @@ Result<void> migrate(Db& db) {
                          std::to_string(version) + "); run that version or newer.");
       }
       if (version == current_schema_version()) return false;
+      if (version > 0 && !announced && on_upgrade) on_upgrade(version, current_schema_version());
+      announced = true;
       ICHIDO_TRY(db.exec(migrations()[version], "apply a schema migration"));
       if (version + 1 == kRewritesSchema) {
         std::int64_t cookie = 0;

@@ -63,6 +63,7 @@ Result<void> SqliteStore::start() {
   OpenDirOptions dir_opt;
   dir_opt.init = opt_.init;
   dir_opt.vfs = opt_.vfs;
+  dir_opt.on_upgrade = opt_.on_upgrade;
   auto opened = open_data_dir(*write_db_, opt_.dir, dir_opt, opt_.clock->now_ms());
   if (!opened.ok()) return std::move(opened).error();
   identity_ = opened->identity;

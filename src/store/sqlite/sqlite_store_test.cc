@@ -712,6 +712,41 @@ TEST_F(SqliteStoreTest, TheOnceStateCheckHoldsWithoutAnEphemeralTable) {
   sqlite3_close_v2(db);
 }
 
+// A start that upgrades an existing database's schema says so first (the server logs it: a
+// long first start after an upgrade is not a silent one); a new database and a current one do
+// not.
+TEST_F(SqliteStoreTest, AnUpgradeOfTheSchemaIsAnnouncedFirst) {
+  std::vector<std::pair<int, int>> told;
+  Options o = Opts();
+  o.on_upgrade = [&](int from, int to) { told.emplace_back(from, to); };
+  std::string db_path;
+  {
+    auto store = MustOpen(o);
+    ASSERT_TRUE(store);
+    db_path = store->db_path();
+  }
+  EXPECT_TRUE(told.empty());  // a new store is created, not upgraded
+  {
+    auto store = MustOpen(o);
+    ASSERT_TRUE(store);
+  }
+  EXPECT_TRUE(told.empty());  // already current
+  // Back to the previous version, as a store the last release left (its migration is
+  // idempotent, so it can run again).
+  const int v = current_schema_version();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK);
+  const std::string sql = "DELETE FROM schema_version WHERE version = " + std::to_string(v);
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close_v2(db);
+  {
+    auto store = MustOpen(o);
+    ASSERT_TRUE(store);
+  }
+  EXPECT_EQ(told, (std::vector<std::pair<int, int>>{{v - 1, v}}));
+  EXPECT_EQ(SchemaVersionRows(db_path), std::make_pair(v, v));
+}
+
 TEST_F(SqliteStoreTest, RefusesADatabaseFromANewerVersion) {
   std::string db_path;
   {

@@ -1,0 +1,146 @@
+#include "store/testing/power_loss_vfs.h"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "store/sqlite/vfs_shim.h"
+
+namespace ichido::store_testing {
+namespace {
+
+using store::sqlite::shim_real;
+using store::sqlite::ShimFile;
+
+// What the disk holds of one file: its bytes as of the last fsync, and the ranges written since.
+struct Kept {
+  std::string durable;
+  std::vector<std::pair<sqlite3_int64, sqlite3_int64>> dirty;  // [offset, end)
+};
+
+PowerLoss g_power;
+sqlite3_vfs g_vfs;
+sqlite3_io_methods g_methods;
+std::mutex g_mu;                     // every write and fsync of a kept file, and cut()
+std::map<std::string, Kept> g_kept;  // by path; nodes are stable while a file is open
+
+struct PlFile {
+  ShimFile head;  // the base VFS's file in the memory right after this struct
+  Kept* kept;     // nullptr: not a database or a WAL, passed through
+};
+
+sqlite3_file* real(sqlite3_file* f) { return shim_real(f); }
+Kept* kept(sqlite3_file* f) { return reinterpret_cast<PlFile*>(f)->kept; }
+
+// Reads [off, off + n) of the file as it is now into `out` at the same offset.
+int read_into(sqlite3_file* f, std::string& out, sqlite3_int64 off, sqlite3_int64 n) {
+  if (n <= 0) return SQLITE_OK;
+  if (static_cast<sqlite3_int64>(out.size()) < off + n) out.resize(off + n);
+  return real(f)->pMethods->xRead(real(f), out.data() + off, static_cast<int>(n), off);
+}
+
+int x_write(sqlite3_file* f, const void* p, int n, sqlite3_int64 off) {
+  Kept* k = kept(f);
+  if (!k) return real(f)->pMethods->xWrite(real(f), p, n, off);
+  std::lock_guard lk(g_mu);
+  const int rc = real(f)->pMethods->xWrite(real(f), p, n, off);
+  if (rc == SQLITE_OK) {
+    k->dirty.emplace_back(off, off + n);
+    g_power.writes.fetch_add(1);
+  }
+  return rc;
+}
+int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
+  if (!kept(f)) return real(f)->pMethods->xTruncate(real(f), size);
+  std::lock_guard lk(g_mu);
+  return real(f)->pMethods->xTruncate(real(f), size);  // the size is taken at the next fsync
+}
+// A completed fsync makes the whole file durable as it is: the ranges written since the last one
+// are read back from the file, and its length is the file's length now.
+int x_sync(sqlite3_file* f, int flags) {
+  Kept* k = kept(f);
+  if (!k) return real(f)->pMethods->xSync(real(f), flags);
+  std::lock_guard lk(g_mu);
+  int rc = real(f)->pMethods->xSync(real(f), flags);
+  if (rc != SQLITE_OK) return rc;
+  sqlite3_int64 size = 0;
+  if ((rc = real(f)->pMethods->xFileSize(real(f), &size)) != SQLITE_OK) return rc;
+  for (const auto& [from, to] : k->dirty) {
+    const auto end = std::min(to, size);
+    if ((rc = read_into(f, k->durable, from, end - from)) != SQLITE_OK) return rc;
+  }
+  k->durable.resize(static_cast<std::size_t>(size));
+  k->dirty.clear();
+  g_power.syncs.fetch_add(1);
+  return SQLITE_OK;
+}
+
+int x_open(sqlite3_vfs* vfs, sqlite3_filename name, sqlite3_file* file, int flags, int* out_flags) {
+  auto* f = reinterpret_cast<PlFile*>(file);
+  f->head.real = reinterpret_cast<sqlite3_file*>(f + 1);
+  f->kept = nullptr;
+  const int rc = store::sqlite::open_shim_file(vfs, name, &f->head, flags, out_flags, &g_methods);
+  if (rc != SQLITE_OK || !f->head.base.pMethods || !name ||
+      (flags & (SQLITE_OPEN_MAIN_DB | SQLITE_OPEN_WAL)) == 0) {
+    return rc;
+  }
+  std::lock_guard lk(g_mu);
+  auto [it, fresh] = g_kept.try_emplace(name);
+  if (fresh) {
+    // What is on the disk when a file is first seen counts as durable (a test starts from a
+    // fresh directory, or from files a finished store left).
+    sqlite3_int64 size = 0;
+    if (real(file)->pMethods->xFileSize(real(file), &size) == SQLITE_OK) {
+      (void)read_into(file, it->second.durable, 0, size);
+    }
+  }
+  f->kept = &it->second;
+  return rc;
+}
+
+int x_delete(sqlite3_vfs* vfs, const char* name, int sync_dir) {
+  {
+    std::lock_guard lk(g_mu);
+    g_kept.erase(name);
+  }
+  sqlite3_vfs* base = store::sqlite::wrapped_vfs(vfs);
+  return base->xDelete(base, name, sync_dir);
+}
+
+}  // namespace
+
+std::map<std::string, std::string> PowerLoss::cut() {
+  std::lock_guard lk(g_mu);
+  std::map<std::string, std::string> out;
+  for (const auto& [path, k] : g_kept) out.emplace(path, k.durable);
+  return out;
+}
+
+void PowerLoss::reset() {
+  std::lock_guard lk(g_mu);
+  g_kept.clear();
+  writes = syncs = 0;
+}
+
+PowerLoss& power_loss() { return g_power; }
+
+PowerLoss& register_power_loss_vfs() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    g_methods = store::sqlite::passthrough_io_methods();
+    g_methods.xWrite = x_write;
+    g_methods.xTruncate = x_truncate;
+    g_methods.xSync = x_sync;
+    g_vfs = store::sqlite::wrapping_vfs(sqlite3_vfs_find(nullptr), kPowerLossVfs,
+                                        static_cast<int>(sizeof(PlFile)), x_open);
+    g_vfs.xDelete = x_delete;
+    sqlite3_vfs_register(&g_vfs, /*makeDflt=*/0);
+  });
+  return g_power;
+}
+
+}  // namespace ichido::store_testing

@@ -62,9 +62,9 @@ TEST(SqlitePowerLossTest, EveryAnsweredNumberSurvivesAPowerCut) {
   config.max = 1'000'000'000;
   ASSERT_TRUE(SyncStore(s).create_counter({kRef, config}).ok());
 
-  // The writers cut the power themselves, right after an answer (every 50th): the moment when
+  // The writers cut the power themselves, right after an answer (every 25th): the moment when
   // an answer given too early — before its fsync — would still be missing from the disk.
-  constexpr std::size_t kCuts = 40;
+  constexpr std::size_t kCuts = 80;
   struct Cut {
     std::map<std::string, std::int64_t> answered;  // before the instant of the cut
     std::map<std::string, std::string> disk;       // path -> durable bytes at that instant
@@ -86,7 +86,7 @@ TEST(SqlitePowerLossTest, EveryAnsweredNumberSurvivesAPowerCut) {
         }
         std::lock_guard lk(mu);
         answered.emplace(key, r->record.value);
-        if (answered.size() % 50 == 0 && cuts.size() < kCuts) {
+        if (answered.size() % 25 == 0 && cuts.size() < kCuts) {
           cuts.push_back({answered, power_loss().cut()});  // first the answers, then the disk
         }
         if (cuts.size() == kCuts) stop.store(true);

@@ -1,17 +1,20 @@
 // The embedded store's promise — an answered change survives power loss, not only a crash of the
 // process — tested against simulated power cuts (store/testing/power_loss_vfs.h): while four
-// threads issue numbers, the power is cut again and again, and the disk as it would be found
+// threads make changes, the power is cut again and again, and the disk as it would be found
 // afterwards (each file as of its last fsync) is opened by a fresh store, which must hold every
-// number answered before the cut. Checkpoints and WAL restarts run all along (small thresholds),
+// change answered before the cut. Checkpoints and WAL restarts run all along (small thresholds),
 // so cuts fall between a checkpoint's copy and its fsync and around the WAL starting over — where
-// a store that skipped or reordered an fsync would lose answered numbers.
+// a store that skipped or reordered an fsync would lose answered changes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +33,107 @@ using store_testing::TempDir;
 
 const CounterRef kRef{"acme", "c"};
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class SqlitePowerLossTest : public ::testing::Test {
+ protected:
+  // What one cut leaves: the answers given before its instant (as text, by what they are about)
+  // and the disk at that instant.
+  struct Cut {
+    std::map<std::string, std::string> answered;
+    std::map<std::string, std::string> disk;  // path -> durable bytes
+    std::string identity;                     // ichido.id (written with fsync and rename)
+  };
+  static constexpr std::size_t kCuts = 80;
+
+  void SetUp() override {
+    store_testing::register_power_loss_vfs();
+    power_loss().reset();
+    Options o;
+    o.dir = dir_.path() + "/data";
+    o.clock = &clock_;
+    o.vfs = store_testing::kPowerLossVfs;
+    o.checkpoint_frames = 20;  // the checkpointer runs every few batches
+    o.restart_frames = 200;    // and the WAL starts over every few dozen
+    auto opened = SqliteStore::open(std::move(o));
+    ASSERT_TRUE(opened.ok()) << opened.error().message;
+    store_ = std::move(*opened);
+  }
+  void TearDown() override {
+    if (store_) store_->close();
+    power_loss().reset();
+  }
+
+  // Four threads run `change(thread, i)` for i = 0, 1, … ; each returns what it was answered as
+  // (key, text), or nullopt on a failure. The thread that records every 25th answer cuts the
+  // power right then — the moment when an answer given before its fsync would still be missing
+  // from the disk — until kCuts cuts are taken.
+  std::vector<Cut> RunAndCut(
+      const std::function<std::optional<std::pair<std::string, std::string>>(int, int)>& change) {
+    std::mutex mu;
+    std::map<std::string, std::string> answered;  // guarded by mu
+    std::vector<Cut> cuts;                        // guarded by mu
+    std::atomic<bool> stop{false};
+    std::atomic<int> failures{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; !stop.load(); ++i) {
+          auto a = change(t, i);
+          if (!a) {
+            failures.fetch_add(1);
+            stop.store(true);
+            return;
+          }
+          std::lock_guard lk(mu);
+          answered.insert(std::move(*a));
+          if (answered.size() % 25 == 0 && cuts.size() < kCuts) {
+            // First the answers, then the disk: every answer kept was given before the cut.
+            cuts.push_back(
+                {answered, power_loss().cut(), ReadFile(dir_.path() + "/data/ichido.id")});
+          }
+          if (cuts.size() == kCuts) stop.store(true);
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(failures.load(), 0);
+    EXPECT_EQ(cuts.size(), kCuts);
+    const auto c = SqliteStoreTestPeer::checkpoints(*store_);
+    EXPECT_GE(c.by_checkpointer, 1u) << "no checkpoint ran during the cuts";
+    EXPECT_GE(c.by_writer, 1u) << "the WAL never started over during the cuts";
+    return cuts;
+  }
+
+  // A fresh store on the disk `cut` left, in a directory of its own.
+  std::unique_ptr<SqliteStore> AfterCut(const Cut& cut, std::size_t n) {
+    const std::string after_dir = dir_.path() + "/cut" + std::to_string(n);
+    std::filesystem::create_directories(after_dir);
+    EXPECT_EQ(cut.disk.size(), 2u) << "the database and its WAL";
+    for (const auto& [path, bytes] : cut.disk) {
+      std::ofstream(after_dir + "/" + std::filesystem::path(path).filename().string(),
+                    std::ios::binary)
+          .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    }
+    std::ofstream(after_dir + "/ichido.id", std::ios::binary) << cut.identity;
+    Options o;
+    o.dir = after_dir;
+    o.clock = &clock_;
+    auto after = SqliteStore::open(std::move(o));
+    EXPECT_TRUE(after.ok()) << "cut " << n << ": " << after.error().message;
+    return after.ok() ? std::move(*after) : nullptr;
+  }
+
+  ManualClock clock_{1'775'000'000'000};  // never moves: no lease lapses before or after a cut
+  TempDir dir_;
+  std::unique_ptr<SqliteStore> store_;
+};
+
 // Every issued number of the counter's current period, by key.
 std::map<std::string, std::int64_t> IssuedByKey(Store& s) {
   std::map<std::string, std::int64_t> out;
@@ -44,90 +148,76 @@ std::map<std::string, std::int64_t> IssuedByKey(Store& s) {
   }
 }
 
-TEST(SqlitePowerLossTest, EveryAnsweredNumberSurvivesAPowerCut) {
-  store_testing::register_power_loss_vfs();
-  power_loss().reset();
-  TempDir dir;
-  ManualClock clock{1'775'000'000'000};
-  Options o;
-  o.dir = dir.path() + "/data";
-  o.clock = &clock;
-  o.vfs = store_testing::kPowerLossVfs;
-  o.checkpoint_frames = 20;  // the checkpointer runs every few batches
-  o.restart_frames = 200;    // and the WAL starts over every few dozen
-  auto opened = SqliteStore::open(std::move(o));
-  ASSERT_TRUE(opened.ok()) << opened.error().message;
-  auto& s = **opened;
+TEST_F(SqlitePowerLossTest, EveryAnsweredNumberSurvivesAPowerCut) {
   core::CounterConfig config;
   config.max = 1'000'000'000;
-  ASSERT_TRUE(SyncStore(s).create_counter({kRef, config}).ok());
-
-  // The writers cut the power themselves, right after an answer (every 25th): the moment when
-  // an answer given too early — before its fsync — would still be missing from the disk.
-  constexpr std::size_t kCuts = 80;
-  struct Cut {
-    std::map<std::string, std::int64_t> answered;  // before the instant of the cut
-    std::map<std::string, std::string> disk;       // path -> durable bytes at that instant
-  };
-  std::mutex mu;
-  std::map<std::string, std::int64_t> answered;  // guarded by mu
-  std::vector<Cut> cuts;                         // guarded by mu
-  std::atomic<bool> stop{false};
-  std::atomic<int> failures{0};
-  std::vector<std::thread> writers;
-  for (int t = 0; t < 4; ++t) {
-    writers.emplace_back([&, t] {
-      for (int i = 0; !stop.load(); ++i) {
+  ASSERT_TRUE(SyncStore(*store_).create_counter({kRef, config}).ok());
+  const auto cuts =
+      RunAndCut([&](int t, int i) -> std::optional<std::pair<std::string, std::string>> {
         const std::string key = "t" + std::to_string(t) + "-" + std::to_string(i);
-        auto r = SyncStore(s).next({kRef, {key, ""}});
-        if (!r.ok()) {
-          failures.fetch_add(1);
-          return;
-        }
-        std::lock_guard lk(mu);
-        answered.emplace(key, r->record.value);
-        if (answered.size() % 25 == 0 && cuts.size() < kCuts) {
-          cuts.push_back({answered, power_loss().cut()});  // first the answers, then the disk
-        }
-        if (cuts.size() == kCuts) stop.store(true);
-      }
-    });
-  }
-  for (auto& w : writers) w.join();
-  ASSERT_EQ(failures.load(), 0);
-  ASSERT_EQ(cuts.size(), kCuts);
-
+        auto r = SyncStore(*store_).next({kRef, {key, ""}});
+        if (!r.ok()) return std::nullopt;
+        return std::pair{key, std::to_string(r->record.value)};
+      });
   for (std::size_t n = 0; n < cuts.size(); ++n) {
-    // The disk after the cut, in a directory of its own; the identity file is written with an
-    // fsync and a rename of its own (data_dir.h), so it is copied as it is.
-    const std::string after_dir = dir.path() + "/cut" + std::to_string(n);
-    std::filesystem::create_directories(after_dir);
-    ASSERT_EQ(cuts[n].disk.size(), 2u) << "the database and its WAL";
-    for (const auto& [path, bytes] : cuts[n].disk) {
-      std::ofstream(after_dir + "/" + std::filesystem::path(path).filename().string(),
-                    std::ios::binary)
-          .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    }
-    std::filesystem::copy_file(dir.path() + "/data/ichido.id", after_dir + "/ichido.id");
-    Options ao;
-    ao.dir = after_dir;
-    ao.clock = &clock;
-    auto after = SqliteStore::open(std::move(ao));
-    ASSERT_TRUE(after.ok()) << "cut " << n << ": " << after.error().message;
-    const auto found = IssuedByKey(**after);
-    (*after)->close();
+    auto after = AfterCut(cuts[n], n);
+    ASSERT_TRUE(after);
+    const auto found = IssuedByKey(*after);
+    after->close();
     for (const auto& [key, value] : cuts[n].answered) {
       auto it = found.find(key);
       ASSERT_NE(it, found.end()) << "cut " << n << ": the answered number " << value << " (key "
                                  << key << ") is gone after the power cut";
-      EXPECT_EQ(it->second, value) << "cut " << n << ", key " << key;
+      EXPECT_EQ(std::to_string(it->second), value) << "cut " << n << ", key " << key;
     }
   }
-  const auto c = SqliteStoreTestPeer::checkpoints(s);
-  EXPECT_GE(c.by_checkpointer, 1u) << "no checkpoint ran during the cuts";
-  EXPECT_GE(c.by_writer, 1u) << "the WAL never started over during the cuts";
-  s.close();
-  power_loss().reset();
+}
+
+// Once records completed (with their results) and locks granted (with their fencing tokens) are
+// on the disk after a cut, and the tokens handed out after it are above every token answered
+// before it — a fencing token is never handed out twice, even across a power cut.
+TEST_F(SqlitePowerLossTest, CompletedOnceRecordsAndGrantedLocksSurviveAPowerCut) {
+  const auto cuts =
+      RunAndCut([&](int t, int i) -> std::optional<std::pair<std::string, std::string>> {
+        const std::string name = std::to_string(t) + "-" + std::to_string(i);
+        SyncStore s(*store_);
+        if (i % 2 == 0) {
+          auto begun = s.begin_once({{"acme", "o" + name}, core::BeginCommand{"w", 600'000}});
+          if (!begun.ok() || begun->outcome != core::BeginOutcome::acquired) return std::nullopt;
+          const std::string result = "{\"n\":" + std::to_string(i) + "}";
+          auto done = s.complete_once({{"acme", "o" + name}, begun->record.token, result});
+          if (!done.ok()) return std::nullopt;
+          return std::pair{"o" + name, std::to_string(begun->record.token) + " " + result};
+        }
+        auto got = s.acquire_lock({{"acme", "l" + name}, "w" + std::to_string(t), 600'000});
+        if (!got.ok() || !got->acquired) return std::nullopt;
+        return std::pair{"l" + name, std::to_string(got->record.token)};
+      });
+  for (std::size_t n = 0; n < cuts.size(); ++n) {
+    auto after = AfterCut(cuts[n], n);
+    ASSERT_TRUE(after);
+    SyncStore s(*after);
+    std::int64_t highest = 0;
+    for (const auto& [what, answer] : cuts[n].answered) {
+      highest = std::max<std::int64_t>(highest, std::stoll(answer));  // the token comes first
+      if (what[0] == 'o') {
+        auto rec = s.get_once({"acme", what});
+        ASSERT_TRUE(rec.ok()) << "cut " << n << ": once record " << what << " is gone";
+        EXPECT_EQ(rec->state, core::OnceState::completed) << "cut " << n << ", " << what;
+        EXPECT_EQ(std::to_string(rec->token) + " " + rec->result.value_or(""), answer)
+            << "cut " << n << ", " << what;
+      } else {
+        auto lock = s.get_lock({"acme", what});
+        ASSERT_TRUE(lock.ok()) << lock.error().message;
+        ASSERT_TRUE(lock->holder.has_value()) << "cut " << n << ": lock " << what << " is free";
+        EXPECT_EQ(std::to_string(lock->holder->token), answer) << "cut " << n << ", " << what;
+      }
+    }
+    auto fresh = s.acquire_lock({{"acme", "after-the-cut"}, "x", 600'000});
+    ASSERT_TRUE(fresh.ok() && fresh->acquired) << "cut " << n;
+    EXPECT_GT(fresh->record.token, highest) << "cut " << n << ": a fencing token handed out twice";
+    after->close();
+  }
 }
 
 }  // namespace

@@ -104,9 +104,9 @@ class SqlitePowerLossTest : public ::testing::Test {
     for (auto& t : threads) t.join();
     EXPECT_EQ(failures.load(), 0);
     EXPECT_EQ(cuts.size(), kCuts);
-    const auto c = SqliteStoreTestPeer::checkpoints(*store_);
-    EXPECT_GE(c.by_checkpointer, 1u) << "no checkpoint ran during the cuts";
-    EXPECT_GE(c.by_writer, 1u) << "the WAL never started over during the cuts";
+    EXPECT_GE(SqliteStoreTestPeer::checkpoints(*store_).by_checkpointer, 1u)
+        << "no checkpoint ran during the cuts";
+    EXPECT_GE(power_loss().wal_headers.load(), 2) << "the WAL never started over during the cuts";
     return cuts;
   }
 

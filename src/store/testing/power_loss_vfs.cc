@@ -18,8 +18,10 @@ using store::sqlite::ShimFile;
 
 // What the disk holds of one file: its bytes as of the last fsync, and the ranges written since.
 struct Kept {
+  bool wal = false;
   std::string durable;
   std::vector<std::pair<sqlite3_int64, sqlite3_int64>> dirty;  // [offset, end)
+  sqlite3_int64 cut_to = -1;  // the shortest length a truncate left since the last fsync
 };
 
 PowerLoss g_power;
@@ -51,13 +53,19 @@ int x_write(sqlite3_file* f, const void* p, int n, sqlite3_int64 off) {
   if (rc == SQLITE_OK) {
     k->dirty.emplace_back(off, off + n);
     g_power.writes.fetch_add(1);
+    if (k->wal && off == 0) g_power.wal_headers.fetch_add(1);
   }
   return rc;
 }
 int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
   if (!kept(f)) return real(f)->pMethods->xTruncate(real(f), size);
   std::lock_guard lk(g_mu);
-  return real(f)->pMethods->xTruncate(real(f), size);  // the size is taken at the next fsync
+  const int rc = real(f)->pMethods->xTruncate(real(f), size);
+  if (rc == SQLITE_OK) {
+    auto* k = kept(f);
+    k->cut_to = k->cut_to < 0 ? size : std::min(k->cut_to, size);
+  }
+  return rc;
 }
 // A completed fsync makes the whole file durable as it is: the ranges written since the last one
 // are read back from the file, and its length is the file's length now.
@@ -69,6 +77,12 @@ int x_sync(sqlite3_file* f, int flags) {
   if (rc != SQLITE_OK) return rc;
   sqlite3_int64 size = 0;
   if ((rc = real(f)->pMethods->xFileSize(real(f), &size)) != SQLITE_OK) return rc;
+  // Bytes a truncate removed are gone even where the file has grown again since (zeros there,
+  // unless written again).
+  if (k->cut_to >= 0 && k->cut_to < static_cast<sqlite3_int64>(k->durable.size())) {
+    k->durable.resize(static_cast<std::size_t>(k->cut_to));
+  }
+  k->cut_to = -1;
   for (const auto& [from, to] : k->dirty) {
     const auto end = std::min(to, size);
     if ((rc = read_into(f, k->durable, from, end - from)) != SQLITE_OK) return rc;
@@ -98,6 +112,7 @@ int x_open(sqlite3_vfs* vfs, sqlite3_filename name, sqlite3_file* file, int flag
       (void)read_into(file, it->second.durable, 0, size);
     }
   }
+  it->second.wal = (flags & SQLITE_OPEN_WAL) != 0;
   f->kept = &it->second;
   return rc;
 }
@@ -123,7 +138,7 @@ std::map<std::string, std::string> PowerLoss::cut() {
 void PowerLoss::reset() {
   std::lock_guard lk(g_mu);
   g_kept.clear();
-  writes = syncs = 0;
+  writes = syncs = wal_headers = 0;
 }
 
 PowerLoss& power_loss() { return g_power; }

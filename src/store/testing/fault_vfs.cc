@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "store/sqlite/vfs_shim.h"
+#include "store/testing/io_shim.h"
 
 namespace ichido::store_testing {
 namespace {
@@ -79,13 +80,9 @@ FaultPlan& fault_plan() { return g_plan; }
 FaultPlan& register_fault_vfs() {
   static std::once_flag once;
   std::call_once(once, [] {
-    g_methods = store::sqlite::passthrough_io_methods();
-    g_methods.xWrite = x_write;
-    g_methods.xTruncate = x_truncate;
-    g_methods.xSync = x_sync;
-    g_vfs = store::sqlite::wrapping_vfs(sqlite3_vfs_find(nullptr), kFaultVfs,
-                                        static_cast<int>(sizeof(FaultFile)), x_open);
-    sqlite3_vfs_register(&g_vfs, /*makeDflt=*/0);
+    register_io_shim(
+        {kFaultVfs, static_cast<int>(sizeof(FaultFile)), x_open, x_write, x_truncate, x_sync},
+        g_vfs, g_methods);
   });
   return g_plan;
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "store/sqlite/vfs_shim.h"
+#include "store/testing/io_shim.h"
 
 namespace ichido::store_testing {
 namespace {
@@ -146,14 +147,9 @@ PowerLoss& power_loss() { return g_power; }
 PowerLoss& register_power_loss_vfs() {
   static std::once_flag once;
   std::call_once(once, [] {
-    g_methods = store::sqlite::passthrough_io_methods();
-    g_methods.xWrite = x_write;
-    g_methods.xTruncate = x_truncate;
-    g_methods.xSync = x_sync;
-    g_vfs = store::sqlite::wrapping_vfs(sqlite3_vfs_find(nullptr), kPowerLossVfs,
-                                        static_cast<int>(sizeof(PlFile)), x_open);
-    g_vfs.xDelete = x_delete;
-    sqlite3_vfs_register(&g_vfs, /*makeDflt=*/0);
+    register_io_shim({kPowerLossVfs, static_cast<int>(sizeof(PlFile)), x_open, x_write, x_truncate,
+                      x_sync, x_delete},
+                     g_vfs, g_methods);
   });
   return g_power;
 }

@@ -53,7 +53,6 @@ int x_write(sqlite3_file* f, const void* p, int n, sqlite3_int64 off) {
   const int rc = real(f)->pMethods->xWrite(real(f), p, n, off);
   if (rc == SQLITE_OK) {
     k->dirty.emplace_back(off, off + n);
-    g_power.writes.fetch_add(1);
     if (k->wal && off == 0) g_power.wal_headers.fetch_add(1);
   }
   return rc;
@@ -90,7 +89,6 @@ int x_sync(sqlite3_file* f, int flags) {
   }
   k->durable.resize(static_cast<std::size_t>(size));
   k->dirty.clear();
-  g_power.syncs.fetch_add(1);
   return SQLITE_OK;
 }
 
@@ -139,7 +137,7 @@ std::map<std::string, std::string> PowerLoss::cut() {
 void PowerLoss::reset() {
   std::lock_guard lk(g_mu);
   g_kept.clear();
-  writes = syncs = wal_headers = 0;
+  wal_headers = 0;
 }
 
 PowerLoss& power_loss() { return g_power; }

@@ -16,9 +16,9 @@
 // Only files SQLite opens as a main database or a WAL are kept (the wal-index is rebuilt from the
 // WAL after a power cut; rollback journals are not used in WAL mode once a store is open). A
 // kept file must not be deleted while another handle has it open (SQLite deletes a WAL only when
-// its last connection closes it). Every
-// write and fsync through the shim takes one mutex, so a cut sees each fsync whole or not at all;
-// that serializes I/O, which is fine for tests and nothing else.
+// its last connection closes it). Every write and fsync through the shim takes one mutex, so a
+// cut sees each fsync whole or not at all; that serializes I/O, which is fine for tests and
+// nothing else.
 #pragma once
 
 #include <atomic>
@@ -36,7 +36,6 @@ class PowerLoss {
   // Forgets every file (call between tests; files opened later start from their content then).
   void reset();
 
-  std::atomic<long> writes{0}, syncs{0};  // counted over the kept files
   std::atomic<long> wal_headers{0};  // writes of a WAL's header: a new WAL, or one started over
 };
 

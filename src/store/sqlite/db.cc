@@ -111,10 +111,14 @@ Result<void> Db::open(const std::string& path, bool create, const std::string& v
   // temp_store stays SQLite's default (decision 120): with temp_store=MEMORY every statement
   // journal is kept in 1 KiB chunks (five mallocs per journalled page); by default it is one
   // 64 KiB buffer that spills to a temporary file only when a statement outgrows it.
+  // secure_delete: deleted content (an expired once record's result, a revoked token's row) is
+  // overwritten, not left readable in free pages. Debian's libsqlite3 did so by default; set here
+  // so that it does not depend on how the library was compiled (third_party/sqlite).
   return exec(
       "PRAGMA journal_mode=WAL;"
       "PRAGMA synchronous=FULL;"
       "PRAGMA foreign_keys=ON;"
+      "PRAGMA secure_delete=ON;"
       "PRAGMA cache_size=-65536;",
       "configure the database");
 }

@@ -34,6 +34,29 @@ using store_testing::TempDir;
 
 constexpr TimeMs kNow = 1'775'000'000'000;  // 2026-03-31, any fixed instant will do
 
+// The SQLite the store runs on (third_party/sqlite unless ICHIDO_SYSTEM_SQLITE). Versions 3.7.0
+// to 3.51.2 have the WAL-reset bug (sqlite.org/wal.html#walresetbug): a checkpoint on one
+// connection racing a WAL reset by another can corrupt the database or lose committed writes.
+// The store checkpoints on its own connection beside the writer, which resets the WAL (decision
+// 136): that race. Debian 12's libsqlite3 (3.40.1-2+deb12u2) has the bug.
+TEST(SqliteLibrary, HasTheWalResetFix) {
+  EXPECT_GE(sqlite3_libversion_number(), 3051003) << "linked SQLite " << sqlite3_libversion();
+  EXPECT_EQ(sqlite3_libversion_number(), SQLITE_VERSION_NUMBER)
+      << "compiled against sqlite3.h " SQLITE_VERSION ", linked " << sqlite3_libversion();
+  EXPECT_NE(sqlite3_threadsafe(), 0) << "the store uses SQLite from several threads";
+}
+
+// Deleted content is overwritten whatever the library's compile-time default (db.cc).
+TEST(SqliteLibrary, DeletedContentIsOverwritten) {
+  TempDir dir;
+  Db db;
+  ASSERT_TRUE(db.open(dir.path() + "/x.db", /*create=*/true).ok());
+  auto q = db.query("PRAGMA secure_delete");
+  ASSERT_TRUE(q.ok());
+  ASSERT_EQ(q->step(), SQLITE_ROW);
+  EXPECT_EQ(q->int64(0), 1);
+}
+
 class SqliteStoreTest : public ::testing::Test {
  protected:
   Options Opts() {

@@ -1,5 +1,7 @@
 #include "cli/app.h"
 
+#include <sqlite3.h>
+
 #include <exception>
 #include <iostream>
 #include <string>
@@ -65,7 +67,9 @@ Cli::Cli(CliDeps deps)
       tree_(app_, connection_, plan_),
       sleep_(std::move(deps.sleep)) {
   app_.require_subcommand(1);
-  app_.set_version_flag("--version", std::string("ichido ") + ICHIDO_VERSION);
+  // The SQLite built into the embedded store (third_party/sqlite, decision 138), for bug reports.
+  app_.set_version_flag("--version", std::string("ichido ") + ICHIDO_VERSION + " (SQLite " +
+                                         sqlite3_libversion() + ")");
   app_.footer(kRootFooter);
   tree_.add_connection_options(app_);
   // One call per command group.

@@ -101,7 +101,7 @@ class MakeInstall(unittest.TestCase):
         self.assertTrue(os.access(installed, os.X_OK))
         version = subprocess.run([installed, "--version"], capture_output=True, text=True)
         self.assertEqual(version.returncode, 0)
-        self.assertRegex(version.stdout, r"^ichido \d+\.\d+\.\d+")
+        self.assertRegex(version.stdout, r"^ichido \d+\.\d+\.\d+ \(SQLite 3\.\d+\.\d+\)")
         self.assertIn("75   lock acquire, lock run: not acquired", subprocess.run([installed, "--help"], capture_output=True, text=True).stdout)
         r = subprocess.run(["make", "-C", REPO, "uninstall", f"DESTDIR={dest}", "PREFIX=/opt/ichido"], capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -1,14 +1,18 @@
 // The embedded store's promise — an answered change survives power loss, not only a crash of the
 // process — tested against simulated power cuts (store/testing/power_loss_vfs.h): while four
 // threads make changes, the power is cut again and again, and the disk as it would be found
-// afterwards (each file as of its last fsync) is opened by a fresh store, which must hold every
-// change answered before the cut. Checkpoints and WAL restarts run all along (small thresholds),
-// so cuts fall between a checkpoint's copy and its fsync and around the WAL starting over — where
-// a store that skipped or reordered an fsync would lose answered changes.
+// afterwards is opened by a fresh store, which must hold every change answered before the cut.
+// Some cuts leave each file as of its last fsync; the others also keep a random part of the
+// sectors written since (torn WAL frames, half a checkpoint's copy, a WAL header started over but
+// not its frames), some of them taken as an fsync starts, when the most is unsynced. Checkpoints
+// and WAL restarts run all along (small thresholds), so cuts fall between a checkpoint's copy and
+// its fsync and around the WAL starting over — where a store that skipped or reordered an fsync
+// would lose answered changes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -72,12 +76,15 @@ class SqlitePowerLossTest : public ::testing::Test {
   // Four threads run `change(thread, i)` for i = 0, 1, … ; each returns what it was answered as
   // (key, text), or nullopt on a failure. The thread that records every 25th answer cuts the
   // power right then — the moment when an answer given before its fsync would still be missing
-  // from the disk — until kCuts cuts are taken.
+  // from the disk — until kCuts cuts are taken. A third of the cuts are strict, a third keep some
+  // unsynced sectors, and a third keep some of them as the next fsync starts (in the middle of a
+  // commit or a checkpoint); the coin is seeded by the cut's number, which a failure names.
   std::vector<Cut> RunAndCut(
       const std::function<std::optional<std::pair<std::string, std::string>>(int, int)>& change) {
     std::mutex mu;
     std::map<std::string, std::string> answered;  // guarded by mu
     std::vector<Cut> cuts;                        // guarded by mu
+    std::size_t cutting = 0;                      // guarded by mu: cuts waiting for an fsync
     std::atomic<bool> stop{false};
     std::atomic<int> failures{0};
     std::vector<std::thread> threads;
@@ -90,12 +97,31 @@ class SqlitePowerLossTest : public ::testing::Test {
             stop.store(true);
             return;
           }
-          std::lock_guard lk(mu);
+          std::unique_lock lk(mu);
           answered.insert(std::move(*a));
-          if (answered.size() % 25 == 0 && cuts.size() < kCuts) {
+          if (answered.size() % 25 == 0 && cuts.size() + cutting < kCuts) {
             // First the answers, then the disk: every answer kept was given before the cut.
-            cuts.push_back(
-                {answered, power_loss().cut(), ReadFile(dir_.path() + "/data/ichido.id")});
+            const std::size_t n = cuts.size() + cutting;
+            Cut cut{answered, {}, ReadFile(dir_.path() + "/data/ichido.id")};
+            if (n % 3 == 0) {
+              cut.disk = power_loss().cut();
+            } else if (n % 3 == 1) {
+              cut.disk = power_loss().cut_keeping_some(n);
+            } else {
+              // Not under `mu`: the other threads' changes make the fsync this waits for.
+              ++cutting;
+              lk.unlock();
+              auto disk = power_loss().cut_at_next_sync(n, std::chrono::seconds(30));
+              lk.lock();
+              --cutting;
+              if (!disk) {
+                ADD_FAILURE() << "no fsync within 30 s of asking for cut " << n;
+                stop.store(true);
+                return;
+              }
+              cut.disk = std::move(*disk);
+            }
+            cuts.push_back(std::move(cut));
           }
           if (cuts.size() == kCuts) stop.store(true);
         }
@@ -107,6 +133,8 @@ class SqlitePowerLossTest : public ::testing::Test {
     EXPECT_GE(SqliteStoreTestPeer::checkpoints(*store_).by_checkpointer, 1u)
         << "no checkpoint ran during the cuts";
     EXPECT_GE(power_loss().wal_headers.load(), 2) << "the WAL never started over during the cuts";
+    EXPECT_GE(power_loss().unsynced_sectors_kept.load(), 100)
+        << "the cuts that keep some unsynced sectors kept (almost) none";
     return cuts;
   }
 

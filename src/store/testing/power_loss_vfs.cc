@@ -3,8 +3,13 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdint>
+#include <fstream>
+#include <iterator>
 #include <mutex>
+#include <optional>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -28,8 +33,11 @@ struct Kept {
 PowerLoss g_power;
 sqlite3_vfs g_vfs;
 sqlite3_io_methods g_methods;
-std::mutex g_mu;                     // every write and fsync of a kept file, and cut()
-std::map<std::string, Kept> g_kept;  // by path; nodes are stable while a file is open
+std::mutex g_mu;                          // every write and fsync of a kept file, and cut()
+std::map<std::string, Kept> g_kept;       // by path; nodes are stable while a file is open
+std::optional<std::uint64_t> g_cut_seed;  // a cut_at_next_sync waiting
+std::optional<std::map<std::string, std::string>> g_cut_taken;  // and what it found
+std::condition_variable g_cut_cv;
 
 struct PlFile {
   ShimFile head;  // the base VFS's file in the memory right after this struct
@@ -44,6 +52,39 @@ int read_into(sqlite3_file* f, std::string& out, sqlite3_int64 off, sqlite3_int6
   if (n <= 0) return SQLITE_OK;
   if (static_cast<sqlite3_int64>(out.size()) < off + n) out.resize(off + n);
   return real(f)->pMethods->xRead(real(f), out.data() + off, static_cast<int>(n), off);
+}
+
+// cut_keeping_some with g_mu held: no write or fsync of a kept file runs while the files are read.
+std::map<std::string, std::string> cut_keeping_some_locked(std::uint64_t seed) {
+  constexpr sqlite3_int64 kSector = 512;
+  std::mt19937_64 rng(seed);
+  std::bernoulli_distribution coin(0.5);
+  std::map<std::string, std::string> out;
+  for (const auto& [path, k] : g_kept) {
+    std::string disk = k.durable;
+    if (k.cut_to >= 0 && coin(rng) && k.cut_to < static_cast<sqlite3_int64>(disk.size())) {
+      disk.resize(static_cast<std::size_t>(k.cut_to));
+    }
+    if (!k.dirty.empty()) {
+      // The file as it is now holds the last write to every sector.
+      std::ifstream in(path, std::ios::binary);
+      const std::string now{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+      const auto now_size = static_cast<sqlite3_int64>(now.size());
+      for (const auto& [from, to] : k.dirty) {
+        for (sqlite3_int64 s = from / kSector * kSector; s < to; s += kSector) {
+          const sqlite3_int64 a = std::max(s, from);
+          const sqlite3_int64 b = std::min({s + kSector, to, now_size});
+          if (a >= b || !coin(rng)) continue;
+          if (static_cast<sqlite3_int64>(disk.size()) < b) disk.resize(static_cast<std::size_t>(b));
+          disk.replace(static_cast<std::size_t>(a), static_cast<std::size_t>(b - a), now,
+                       static_cast<std::size_t>(a), static_cast<std::size_t>(b - a));
+          g_power.unsynced_sectors_kept.fetch_add(1);
+        }
+      }
+    }
+    out.emplace(path, std::move(disk));
+  }
+  return out;
 }
 
 int x_write(sqlite3_file* f, const void* p, int n, sqlite3_int64 off) {
@@ -73,6 +114,11 @@ int x_sync(sqlite3_file* f, int flags) {
   Kept* k = kept(f);
   if (!k) return real(f)->pMethods->xSync(real(f), flags);
   std::lock_guard lk(g_mu);
+  if (g_cut_seed) {  // cut_at_next_sync: the power fails as this fsync starts
+    g_cut_taken = cut_keeping_some_locked(*g_cut_seed);
+    g_cut_seed.reset();
+    g_cut_cv.notify_all();
+  }
   int rc = real(f)->pMethods->xSync(real(f), flags);
   if (rc != SQLITE_OK) return rc;
   sqlite3_int64 size = 0;
@@ -134,10 +180,32 @@ std::map<std::string, std::string> PowerLoss::cut() {
   return out;
 }
 
+std::map<std::string, std::string> PowerLoss::cut_keeping_some(std::uint64_t seed) {
+  std::lock_guard lk(g_mu);
+  return cut_keeping_some_locked(seed);
+}
+
+std::optional<std::map<std::string, std::string>> PowerLoss::cut_at_next_sync(
+    std::uint64_t seed, std::chrono::milliseconds timeout) {
+  std::unique_lock lk(g_mu);
+  g_cut_taken.reset();
+  g_cut_seed = seed;
+  if (!g_cut_cv.wait_for(lk, timeout, [] { return g_cut_taken.has_value(); })) {
+    g_cut_seed.reset();
+    return std::nullopt;
+  }
+  auto out = std::move(g_cut_taken);
+  g_cut_taken.reset();
+  return out;
+}
+
 void PowerLoss::reset() {
   std::lock_guard lk(g_mu);
   g_kept.clear();
   wal_headers = 0;
+  unsynced_sectors_kept = 0;
+  g_cut_seed.reset();
+  g_cut_taken.reset();
 }
 
 PowerLoss& power_loss() { return g_power; }

@@ -89,6 +89,15 @@ bool configure_library() {
 
 }  // namespace
 
+Result<void> check_sqlite_library(int version, const char* text) {
+  if (has_wal_reset_fix(version)) return {};
+  return Error(errc::store_unavailable,
+               std::string("the SQLite library this server runs with (") + text +
+                   ") has the WAL-reset bug, which can corrupt the store: build ichido with its "
+                   "own SQLite (without ICHIDO_SYSTEM_SQLITE) or link SQLite 3.51.3 or later")
+      .with("needs_operator", std::string("true"));
+}
+
 Result<void> Db::open(const std::string& path, bool create, const std::string& vfs) {
   [[maybe_unused]] static const bool configured = configure_library();
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;

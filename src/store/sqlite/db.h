@@ -18,6 +18,21 @@ namespace ichido::store::sqlite {
 
 class Db;
 
+// Whether a SQLite release (sqlite3_libversion_number(), e.g. 3051003) has the fix of the
+// WAL-reset bug (https://sqlite.org/wal.html#walresetbug: a checkpoint on one connection racing a
+// WAL reset by another can corrupt the database; 3.7.0–3.51.2, fixed in 3.51.3 and backported to
+// 3.50.7 and 3.44.6). The store runs exactly that pair (a checkpointer beside the writer,
+// decision 136), so it refuses to open with a library that lacks the fix. The built-in SQLite
+// (third_party/sqlite) has it; this matters with ICHIDO_SYSTEM_SQLITE, whose CMake check applies
+// the same rule.
+constexpr bool has_wal_reset_fix(int version) {
+  return version >= 3051003 || (version >= 3050007 && version < 3051000) ||
+         (version >= 3044006 && version < 3045000);
+}
+// The start-up check: store_unavailable with details.needs_operator (a restart will not help)
+// when `version` (`text`: "3.40.1") lacks the fix.
+Result<void> check_sqlite_library(int version, const char* text);
+
 // A cached prepared statement in use. Resets itself (and clears bindings) when destroyed, so a
 // statement is never left mid-step holding a read snapshot.
 class Query {

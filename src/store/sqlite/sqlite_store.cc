@@ -45,6 +45,9 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::open(Options options) {
 
 Result<void> SqliteStore::start() {
   auto startup = [](std::string msg) { return Error(errc::store_unavailable, std::move(msg)); };
+  if (auto r = check_sqlite_library(sqlite3_libversion_number(), sqlite3_libversion()); !r.ok()) {
+    return r;
+  }
   std::error_code ec;
   if (!std::filesystem::is_directory(opt_.dir, ec)) {
     std::filesystem::create_directories(opt_.dir, ec);

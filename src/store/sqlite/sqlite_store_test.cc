@@ -40,10 +40,32 @@ constexpr TimeMs kNow = 1'775'000'000'000;  // 2026-03-31, any fixed instant wil
 // The store checkpoints on its own connection beside the writer, which resets the WAL (decision
 // 136): that race. Debian 12's libsqlite3 (3.40.1-2+deb12u2) has the bug.
 TEST(SqliteLibrary, HasTheWalResetFix) {
-  EXPECT_GE(sqlite3_libversion_number(), 3051003) << "linked SQLite " << sqlite3_libversion();
+  EXPECT_TRUE(has_wal_reset_fix(sqlite3_libversion_number()))
+      << "linked SQLite " << sqlite3_libversion();
   EXPECT_EQ(sqlite3_libversion_number(), SQLITE_VERSION_NUMBER)
       << "compiled against sqlite3.h " SQLITE_VERSION ", linked " << sqlite3_libversion();
   EXPECT_NE(sqlite3_threadsafe(), 0) << "the store uses SQLite from several threads";
+}
+
+// The releases with the fix: 3.51.3 on, and the backports 3.50.7 and 3.44.6 on their lines.
+TEST(SqliteLibrary, WalResetFixReleases) {
+  for (int v : {3051003, 3051004, 3053004, 3054001, 4000000, 3050007, 3050009, 3044006, 3044007}) {
+    EXPECT_TRUE(has_wal_reset_fix(v)) << v;
+  }
+  for (int v : {3040001, 3044005, 3045000, 3046001, 3050006, 3051000, 3051002, 3007000}) {
+    EXPECT_FALSE(has_wal_reset_fix(v)) << v;
+  }
+}
+
+// A store does not open on a library with the bug (a shared library swapped after the build).
+TEST(SqliteLibrary, AStoreRefusesALibraryWithoutTheFix) {
+  EXPECT_TRUE(check_sqlite_library(3053004, "3.53.4").ok());
+  auto r = check_sqlite_library(3040001, "3.40.1");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, errc::store_unavailable);
+  EXPECT_NE(r.error().message.find("(3.40.1) has the WAL-reset bug"), std::string::npos)
+      << r.error().message;
+  EXPECT_EQ(r.error().details.count("needs_operator"), 1u) << "a restart would not help";
 }
 
 // Deleted content is overwritten whatever the library's compile-time default (db.cc).

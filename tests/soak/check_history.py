@@ -29,8 +29,9 @@ Rules (each violation names one):
                         unkeyed `next` whose answer was lost can leave one nobody saw. A gap is
                         never fine: voided numbers stay in the trail, marked.)
   phantom               a number or a void in the store that no request can explain: its key's
-                        every request was refused (503 means nothing changed), or more unkeyed
-                        numbers than acknowledged plus unanswered unkeyed calls.
+                        every request was refused (503 means nothing changed, unless its
+                        details.outcome is "unknown": then it counts as unanswered), or more
+                        unkeyed numbers than acknowledged plus unanswered unkeyed calls.
   order                 numbers not increasing in issue order (A acknowledged before B was sent,
                         yet A >= B), or issued_at decreasing along the trail.
   exhausted             counter_exhausted answered while max was not issued, a value above max,
@@ -127,7 +128,17 @@ class Attempt:
 
     @property
     def unknown(self) -> bool:
-        return self.st == 0
+        """The effect may or may not be there: no answer arrived, or a 503 said the COMMIT's
+        outcome is unknown (details.outcome "unknown": PostgreSQL went away mid-commit)."""
+        return self.st == 0 or self.outcome_unknown
+
+    @property
+    def outcome_unknown(self) -> bool:
+        if self.st != 503 or not isinstance(self.body, dict):
+            return False
+        err = self.body.get("error")
+        details = err.get("details") if isinstance(err, dict) else None
+        return isinstance(details, dict) and details.get("outcome") == "unknown"
 
     @property
     def code(self) -> str:
@@ -761,11 +772,13 @@ def summarize(attempts: list[Attempt], events: list[dict], run: dict) -> dict:
             s["writes_in_flight_at_kills"] += in_flight
     for a in attempts:
         s["requests"] += 1
-        if a.unknown:
+        if a.st == 0:
             s["no_answer"] += 1
         else:
             s["answered"] += 1
-        if a.st == 503:
+        if a.outcome_unknown:
+            s["outcome_unknown_503"] += 1
+        elif a.st == 503:
             s["refused_503"] += 1
         if a.op in MUTATIONS:
             s["write_requests"] += 1
@@ -775,7 +788,7 @@ def summarize(attempts: list[Attempt], events: list[dict], run: dict) -> dict:
                 s["writes_without_answer"] += 1
     out = dict(s)
     for k in ("cycles", "startup_kills", "server_starts", "supervisor_restarts", "sigstops",
-              "disk_fulls", "seconds", "seed", "clients"):
+              "disk_fulls", "store_faults", "seconds", "seed", "clients"):
         if k in run:
             out[k] = run[k]
     return out
@@ -819,10 +832,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"soak: {summary.get('cycles', 0)} kill -9 cycles "
           f"({summary.get('startup_kills', 0)} during start-up), "
           f"{summary.get('sigstops', 0)} SIGSTOPs, {summary.get('disk_fulls', 0)} disk-full "
-          f"episodes, {summary.get('supervisor_restarts', 0)} supervisor restarts, "
+          f"episodes, {summary.get('store_faults', 0)} PostgreSQL restarts and crashes, "
+          f"{summary.get('supervisor_restarts', 0)} supervisor restarts, "
           f"{int(summary.get('seconds', 0))} s")
     print(f"soak: {summary.get('requests', 0)} requests: {summary.get('answered', 0)} answered, "
-          f"{summary.get('no_answer', 0)} without answer, {summary.get('refused_503', 0)} x 503; "
+          f"{summary.get('no_answer', 0)} without answer, {summary.get('refused_503', 0)} x 503, "
+          f"{summary.get('outcome_unknown_503', 0)} x 503 outcome unknown; "
           f"{summary.get('acknowledged_writes', 0)} acknowledged writes "
           f"({summary.get('writes_in_flight_at_kills', 0)} writes in flight at the kills)")
     cov = summary["checked"]

@@ -257,6 +257,25 @@ class EachViolationIsReported(unittest.TestCase):
         h.final["counters"]["plain"]["info"]["last_value"] = 3
         self.assertReports(h, "phantom")
 
+    def test_a_503_whose_outcome_is_unknown_may_have_taken_effect(self):
+        # A keyed next answered 503 with details.outcome "unknown" (PostgreSQL went away during
+        # the COMMIT) whose number is in the trail: not a phantom, as for a lost answer.
+        h = good()
+        h.req("counter.next", {"counter": "keyed", "key": "g"}, 503,
+              {"error": {"code": "store_unavailable", "message": "m",
+                         "details": {"outcome": "unknown"}}})
+        h.final["counters"]["keyed"]["trails"][""].append(item(6, "g", T0 + 6))
+        h.final["counters"]["keyed"]["info"]["last_value"] = 6
+        self.assertEqual(h.check(), [])
+        # The same for an unkeyed number: it counts as unanswered, not as refused.
+        h = good()
+        h.req("counter.next", {"counter": "plain"}, 503,
+              {"error": {"code": "store_unavailable", "message": "m",
+                         "details": {"outcome": "unknown"}}})
+        h.final["counters"]["plain"]["trails"][""].append(item(3, None, T0 + 3))
+        h.final["counters"]["plain"]["info"]["last_value"] = 3
+        self.assertEqual(h.check(), [])
+
     def test_phantom_void(self):
         h = good()
         h.void("keyed", 3, st=503)

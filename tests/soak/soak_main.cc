@@ -65,6 +65,10 @@ struct Options {
   bool no_damaged = false;
   std::string store;  // a PostgreSQL URL: the node runs on it (--store), else the embedded store
   int nodes = 1;      // with --store: this many nodes on the one store
+  // With --store: a cluster of scripts/pg-test-cluster's (its DIR and the script) that the run may
+  // restart and crash under the nodes, --store-faults times.
+  std::string pg_cluster, pg_script;
+  int store_faults = 0;
 };
 
 // ^C or a CTest timeout (SIGTERM): the server children die with the driver (PR_SET_PDEATHSIG in
@@ -115,6 +119,7 @@ class Driver {
   Nodes nodes() const;
   void sigstop_episode(int n);
   void disk_full_episode(int n);
+  void store_fault_episode(int n);
   void damaged_dirs();
   bool probe_write(Caller& c, const std::string& key, Answer* out);
   void write_run_json(double seconds);
@@ -134,6 +139,7 @@ class Driver {
   int supervisor_restarts_ = 0;
   int sigstops_done_ = 0;
   int disk_fulls_done_ = 0;
+  int store_faults_done_ = 0;
   json::object final_counters_;
   std::int64_t final_keyed_last_ = -1;
 };
@@ -298,6 +304,59 @@ void Driver::sigstop_episode(int n) {
   check(phase, name + ": probe B releases and completes",
         b_rel.status == 200 && b_comp.status == 200,
         std::to_string(b_rel.status) + " " + std::to_string(b_comp.status));
+}
+
+// PostgreSQL goes away under the nodes and comes back on the same address: a fast restart (odd
+// episodes) or a crash of every PostgreSQL process followed by a start (crash recovery; even
+// ones). The load keeps running: writes in flight get 503 store_unavailable (with
+// details.outcome "unknown" when the COMMIT itself was cut off; the checker counts those as
+// unanswered), and every node must recover on its own — no node is restarted here.
+void Driver::store_fault_episode(int n) {
+  const std::string phase = "store-fault";
+  const std::string kind = n % 2 == 1 ? "restart" : "crash";
+  pause(opt_.min_up_ms, opt_.max_up_ms);
+  history_->event("store_" + kind, {{"n", n}});
+  bool ok = false;
+  std::string detail;
+  if (kind == "restart") {
+    const ProcessOutcome r =
+        run_bounded({opt_.pg_script, "restart", opt_.pg_cluster}, std::chrono::seconds(120));
+    ok = r.exited && r.exit_code == 0;
+    detail = first_lines(r.output);
+  } else {
+    const ProcessOutcome k =
+        run_bounded({opt_.pg_script, "kill", opt_.pg_cluster}, std::chrono::seconds(60));
+    pause(200, 1500);  // down: every write is refused meanwhile
+    const ProcessOutcome r =
+        run_bounded({opt_.pg_script, "resume", opt_.pg_cluster}, std::chrono::seconds(120));
+    ok = k.exited && k.exit_code == 0 && r.exited && r.exit_code == 0;
+    const std::string out = k.output + r.output;  // PostgreSQL's reason is in its log's last lines
+    detail = out.size() <= 1200 ? out : "…" + out.substr(out.size() - 1200);
+  }
+  history_->event("store_back", {{"n", n}, {"ok", ok}});
+  check(phase, "PostgreSQL " + kind + " " + std::to_string(n) + " and back", ok, detail);
+  if (!ok) return;
+  ++store_faults_done_;
+  // Writes acknowledged after PostgreSQL is back, with no node restarted.
+  const auto acked = load_->writes_acked();
+  const auto t_back = std::chrono::steady_clock::now();
+  const auto deadline = t_back + std::chrono::seconds(30);
+  while (load_->writes_acked() <= acked + 20 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  const auto ms =
+      std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - t_back).count();
+  check(phase, "writes are acknowledged again after PostgreSQL's " + kind + ", no node restarted",
+        load_->writes_acked() > acked + 20,
+        std::to_string(load_->writes_acked() - acked) + " writes acknowledged in " +
+            std::to_string(ms) + " ms");
+  std::vector<ServerControl*> all{server_.get()};
+  for (auto& o : others_) all.push_back(o.get());
+  for (ServerControl* node : all) {
+    std::string how;
+    check(phase, "node on port " + std::to_string(node->port()) + " kept running through " + kind,
+          node->alive(&how), how);
+  }
 }
 
 void Driver::disk_full_episode(int n) {
@@ -674,6 +733,7 @@ void Driver::write_run_json(double seconds) {
                    {"supervisor_restarts", supervisor_restarts_},
                    {"sigstops", sigstops_done_},
                    {"disk_fulls", disk_fulls_done_},
+                   {"store_faults", store_faults_done_},
                    {"clients", opt_.clients},
                    {"burst_clients", opt_.burst_clients},
                    {"tmpfs", mounted_},
@@ -755,17 +815,21 @@ int Driver::run() {
     }
     load_->start();
     // Where the fault episodes fall among the kill cycles: spread evenly.
-    std::set<int> stop_at, full_at;
+    std::set<int> stop_at, full_at, store_fault_at;
     for (int i = 1; i <= opt_.sigstops; ++i) stop_at.insert(i * opt_.cycles / (opt_.sigstops + 1));
     for (int i = 1; i <= opt_.disk_fulls; ++i) {
       full_at.insert(i * opt_.cycles / (opt_.disk_fulls + 1) + 1);
     }
+    for (int i = 1; i <= opt_.store_faults; ++i) {
+      store_fault_at.insert(i * opt_.cycles / (opt_.store_faults + 1) + 2);
+    }
     const int copy_at = opt_.cycles / 2 + 2;
     bool alive = true;
-    int stops = 0, fulls = 0;
+    int stops = 0, fulls = 0, store_faults = 0;
     for (int n = 1; n <= opt_.cycles && alive; ++n) {
       if (stop_at.count(n)) sigstop_episode(++stops);
       if (full_at.count(n)) disk_full_episode(++fulls);
+      if (store_fault_at.count(n)) store_fault_episode(++store_faults);
       ServerControl* victim = kill_cycle(n, n == copy_at);
       ++cycles_done_;
       alive = restart("after kill -9, cycle " + std::to_string(n), victim);
@@ -827,8 +891,9 @@ int Driver::run() {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_begin).count();
   write_run_json(seconds);
   std::cerr << "soak: " << cycles_done_ << " kill cycles, " << sigstops_done_ << " SIGSTOPs, "
-            << disk_fulls_done_ << " disk-full episodes, " << failed_checks_
-            << " failed phase checks, " << static_cast<int>(seconds) << " s" << std::endl;
+            << disk_fulls_done_ << " disk-full episodes, " << store_faults_done_
+            << " PostgreSQL restarts and crashes, " << failed_checks_ << " failed phase checks, "
+            << static_cast<int>(seconds) << " s" << std::endl;
   return status != 0 ? 1 : 0;
 }
 
@@ -872,7 +937,19 @@ int main(int argc, char** argv) {
                  "and fail over to the next when theirs does not answer; each kill cycle kills a "
                  "random node")
       ->capture_default_str();
+  app.add_option("--pg-cluster", o.pg_cluster,
+                 "with --store: the scripts/pg-test-cluster DIR of that PostgreSQL, which "
+                 "--store-faults restarts and crashes under the nodes");
+  app.add_option("--pg-script", o.pg_script, "the scripts/pg-test-cluster to do it with");
+  app.add_option("--store-faults", o.store_faults,
+                 "PostgreSQL fast restarts and crashes (alternating) during the kill cycles; "
+                 "needs --pg-cluster and --pg-script")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (o.store_faults > 0 && (o.store.empty() || o.pg_cluster.empty() || o.pg_script.empty())) {
+    std::cerr << "ichido-soak: --store-faults needs --store, --pg-cluster and --pg-script\n";
+    return 2;
+  }
   if (o.nodes < 1 || (o.nodes > 1 && o.store.empty())) {
     std::cerr << "ichido-soak: --nodes N > 1 needs --store URL (several nodes share PostgreSQL)\n";
     return 2;

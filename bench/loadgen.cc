@@ -132,6 +132,7 @@ struct Options {
   std::string path = "/healthz";
   std::string token;
   std::string run_id;
+  bool keys_in_time_order = false;
   std::string system;  // default: the target's name
   bool verify = true;
   bool json = false;
@@ -583,6 +584,8 @@ void usage(std::FILE* to) {
       "  --path PATH          path for get (default /healthz)\n"
       "  --token T            send Authorization: Bearer T\n"
       "  --run-id ID          idempotency keys are k-ID-CONN-SEQ (default: time and pid)\n"
+      "  --keys-in-time-order keys k-ID-SEQ-CONN (SEQ 12 digits): every connection's keys in\n"
+      "                       one order, so a batch's keys share a key index's last pages\n"
       "  --no-verify          only check the status code (e.g. against ichido-ok-server)\n"
       "  --system NAME        label of the machine line (default: the target)\n"
       "  --json               print a JSON object instead of the machine line\n",
@@ -660,6 +663,10 @@ int parse_args(int argc, char** argv, Options& o) {
     }
     if (a == "--json") {
       o.json = true;
+      continue;
+    }
+    if (a == "--keys-in-time-order") {
+      o.keys_in_time_order = true;
       continue;
     }
     if (i + 1 >= argc) {
@@ -765,6 +772,7 @@ int run(const Options& opt) {
   p.ns = opt.ns;
   p.name = opt.name;
   p.run_id = opt.run_id;
+  p.keys_in_time_order = opt.keys_in_time_order;
   p.verify = opt.verify;
   const std::string& wl = opt.workload;
   const bool contended = wl == "lock-contended";

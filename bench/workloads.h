@@ -61,6 +61,10 @@ struct WorkloadParams {
   std::string name = "bench";  // counter name, or the lock name of contended workloads
   std::string run_id;          // makes every key of this run new
   bool verify = true;
+  // Keys PREFIX RUNID-CONN-SEQ (false: each connection's keys in a place of their own in a key
+  // index) or PREFIX RUNID-SEQ(12 digits)-CONN (true: all connections' keys in one time order, so
+  // a batch's new keys share the last pages of a key index; docs/performance.md, tenth step).
+  bool keys_in_time_order = false;
 };
 
 inline void append_uint(std::string& out, std::uint64_t v) {
@@ -106,10 +110,20 @@ inline std::optional<std::string_view> json_string(std::string_view body,
   return v->substr(0, end);
 }
 
-// A key unique in this run: PREFIX RUNID - CONN - SEQ.
+// A key unique in this run: PREFIX RUNID - CONN - SEQ, or PREFIX RUNID - SEQ - CONN with the
+// sequence number zero-padded to 12 digits (keys_in_time_order).
 inline void append_key(std::string& out, std::string_view prefix, const WorkloadParams& p,
                        unsigned conn, std::uint64_t seq) {
   out.append(prefix).append(p.run_id).push_back('-');
+  if (p.keys_in_time_order) {
+    char digits[24];
+    const auto r = std::to_chars(digits, digits + sizeof digits, seq);
+    const auto n = static_cast<std::size_t>(r.ptr - digits);
+    if (n < 12) out.append(12 - n, '0');
+    out.append(digits, n).push_back('-');
+    append_uint(out, conn);
+    return;
+  }
   append_uint(out, conn);
   out.push_back('-');
   append_uint(out, seq);

@@ -42,6 +42,14 @@ std::string Answer::code() const {
   return c && c->is_string() ? std::string(c->as_string()) : "";
 }
 
+bool Answer::outcome_unknown() const {
+  if (status != 503 || !body.is_object()) return false;
+  const auto* e = body.as_object().if_contains("error");
+  const auto* d = e && e->is_object() ? e->as_object().if_contains("details") : nullptr;
+  const auto* o = d && d->is_object() ? d->as_object().if_contains("outcome") : nullptr;
+  return o && o->is_string() && o->as_string() == "unknown";
+}
+
 std::int64_t Answer::int_of(const char* field) const {
   if (!body.is_object()) return 0;
   const auto* v = body.as_object().if_contains(field);
@@ -135,7 +143,7 @@ Answer Caller::with_retries(const Call& call, Retry retry, int max_attempts) {
     a = once(call, lid);
     if (a.answered() && a.status != 503) return a;
     if (retry == Retry::never) return a;
-    if (!a.answered() && retry == Retry::on_503) return a;
+    if ((!a.answered() || a.outcome_unknown()) && retry == Retry::on_503) return a;
   }
   return a;
 }
@@ -307,7 +315,8 @@ void Workload::op_next_keyed(Caller& c, ClientState& s, const std::string& count
 }
 
 void Workload::op_next_unkeyed(Caller& c, ClientState& s) {
-  // No key: a lost answer cannot be retried safely (it may have used a number); 503 can.
+  // No key: a lost answer cannot be retried safely (it may have used a number), nor a 503 whose
+  // outcome is unknown; any other 503 can.
   Caller::Call call{"counter.next",
                     {{"counter", "plain"}, {"key", nullptr}},
                     "POST",

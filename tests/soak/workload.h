@@ -49,6 +49,9 @@ struct Answer {
   bool answered() const { return status != 0; }
   bool ok() const { return status >= 200 && status < 300; }
   std::string code() const;  // error.code of a JSON error body, else ""
+  // A 503 whose error.details.outcome is "unknown": the COMMIT may have happened (PostgreSQL went
+  // away during it), as when no answer arrived.
+  bool outcome_unknown() const;
   // body[field] as an int64 / string ("" / 0 when absent or of another type).
   std::int64_t int_of(const char* field) const;
   std::string str_of(const char* field) const;
@@ -57,7 +60,7 @@ struct Answer {
 // What a request may do when it gets no answer or 503.
 enum class Retry {
   never,          // one attempt
-  on_503,         // 503 only: the server says nothing changed (an unkeyed next)
+  on_503,         // 503 only when it says nothing changed, not "outcome unknown" (an unkeyed next)
   on_503_or_lost  // also when the answer was lost: the request is safe to repeat
 };
 

@@ -38,6 +38,7 @@ std::map<std::string, Kept> g_kept;       // by path; nodes are stable while a f
 std::optional<std::uint64_t> g_cut_seed;  // a cut_at_next_sync waiting
 std::optional<std::map<std::string, std::string>> g_cut_taken;  // and what it found
 std::condition_variable g_cut_cv;
+std::mutex g_cut_request_mu;  // one cut_at_next_sync at a time (they share the slots above)
 
 struct PlFile {
   ShimFile head;  // the base VFS's file in the memory right after this struct
@@ -187,6 +188,7 @@ std::map<std::string, std::string> PowerLoss::cut_keeping_some(std::uint64_t see
 
 std::optional<std::map<std::string, std::string>> PowerLoss::cut_at_next_sync(
     std::uint64_t seed, std::chrono::milliseconds timeout) {
+  std::lock_guard one_at_a_time(g_cut_request_mu);  // never taken under g_mu
   std::unique_lock lk(g_mu);
   g_cut_taken.reset();
   g_cut_seed = seed;

@@ -51,7 +51,7 @@ class PowerLoss {
   // cut_keeping_some at the instant the next fsync of a kept file starts (by any thread; that
   // fsync then runs as usual): the moment when the most is written and not yet durable — a
   // commit's WAL frames, a checkpoint's copy into the database. Waits for that fsync;
-  // nullopt if none started within `timeout`.
+  // nullopt if none started within `timeout`. Concurrent calls take turns.
   std::optional<std::map<std::string, std::string>> cut_at_next_sync(
       std::uint64_t seed, std::chrono::milliseconds timeout);
   // Forgets every file (call between tests; files opened later start from their content then).

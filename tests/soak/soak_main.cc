@@ -315,6 +315,7 @@ void Driver::store_fault_episode(int n) {
   const std::string phase = "store-fault";
   const std::string kind = n % 2 == 1 ? "restart" : "crash";
   pause(opt_.min_up_ms, opt_.max_up_ms);
+  const std::int64_t t_fault = history_->now_us();
   history_->event("store_" + kind, {{"n", n}});
   bool ok = false;
   std::string detail;
@@ -337,6 +338,10 @@ void Driver::store_fault_episode(int n) {
   check(phase, "PostgreSQL " + kind + " " + std::to_string(n) + " and back", ok, detail);
   if (!ok) return;
   ++store_faults_done_;
+  if (kind == "crash") {  // down for 0.2–1.5 s under a dozen writing clients
+    check(phase, "writes are refused with 503 store_unavailable while PostgreSQL is down",
+          load_->last_write_503_us() >= t_fault);
+  }
   // Writes acknowledged after PostgreSQL is back, with no node restarted.
   const auto acked = load_->writes_acked();
   const auto t_back = std::chrono::steady_clock::now();

@@ -4,9 +4,9 @@
 //
 // A kill -9 loses nothing the kernel holds: every write() survives it, synced or not, so the
 // crash tests (tests/integration, the soak) cannot tell an answer given after its fsync from one
-// given before. This shim can. Its model of a disk is the strict one: at a power cut, a file holds
-// exactly the bytes it held at its last completed fsync (xSync), nothing written since. Real disks
-// also keep some of the later writes, in any order and in pieces: `cut_keeping_some` models that —
+// given before. This shim can. `cut` models the strict disk: at a power cut, a file holds exactly
+// the bytes it held at its last completed fsync (xSync), nothing written since. Real disks also
+// keep some of the later writes, in any order and in pieces: `cut_keeping_some` models that —
 // each 512-byte sector written since the last fsync is kept or lost on its own (a seeded coin), and
 // a truncate since then is kept or not. Sectors are whole (a sector write is atomic, and writing
 // part of one leaves the rest of it alone: SQLite's "powersafe overwrite", which it assumes on

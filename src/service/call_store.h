@@ -27,8 +27,13 @@ boost::asio::awaitable<Result<T>> call_store(Start start) {
       [start = std::move(start)](auto handler) mutable {
         auto ex = asio::get_associated_executor(handler);
         auto h = std::make_shared<decltype(handler)>(std::move(handler));
+        // The result crosses threads boxed: asio moves a posted handler several times (into its
+        // operation, out of it, through the strand), and a boxed result moves as one pointer
+        // instead of a variant of strings each time.
         Callback<T> cb = [h, ex](Result<T> r) {
-          asio::post(ex, [h, r = std::move(r)]() mutable { (*h)(std::move(r)); });
+          asio::post(ex, [h, r = std::make_unique<Result<T>>(std::move(r))]() mutable {
+            (*h)(std::move(*r));
+          });
         };
         start(std::move(cb));
       },

@@ -96,6 +96,11 @@ std::string first_lines(const std::string& text, std::size_t max = 600) {
   return text.size() <= max ? text : text.substr(0, max) + "…";
 }
 
+// Where a failing script's reason is: the end of the log it prints.
+std::string last_lines(const std::string& text, std::size_t max = 1200) {
+  return text.size() <= max ? text : "…" + text.substr(text.size() - max);
+}
+
 // A command that failed for the reason under test, not because it was called wrongly (an
 // unknown subcommand or option is a usage error, not a finding).
 bool failed_for_real(const ProcessOutcome& o) {
@@ -323,7 +328,7 @@ void Driver::store_fault_episode(int n) {
     const ProcessOutcome r =
         run_bounded({opt_.pg_script, "restart", opt_.pg_cluster}, std::chrono::seconds(120));
     ok = r.exited && r.exit_code == 0;
-    detail = first_lines(r.output);
+    detail = last_lines(r.output);
   } else {
     const ProcessOutcome k =
         run_bounded({opt_.pg_script, "kill", opt_.pg_cluster}, std::chrono::seconds(60));
@@ -331,8 +336,7 @@ void Driver::store_fault_episode(int n) {
     const ProcessOutcome r =
         run_bounded({opt_.pg_script, "resume", opt_.pg_cluster}, std::chrono::seconds(120));
     ok = k.exited && k.exit_code == 0 && r.exited && r.exit_code == 0;
-    const std::string out = k.output + r.output;  // PostgreSQL's reason is in its log's last lines
-    detail = out.size() <= 1200 ? out : "…" + out.substr(out.size() - 1200);
+    detail = last_lines(k.output + r.output);
   }
   history_->event("store_back", {{"n", n}, {"ok", ok}});
   check(phase, "PostgreSQL " + kind + " " + std::to_string(n) + " and back", ok, detail);

@@ -32,15 +32,15 @@ constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 struct HttpServer::Conn {
   explicit Conn(tcp::socket s) : stream(std::move(s)) {}
   beast::tcp_stream stream;
-  bool busy = false;  // a request is being read or answered; touched only on the strand
+  bool busy = false;  // a request is being read or answered; touched only on its executor
   std::uint64_t id = 0;
   // Bytes read and not yet parsed (a pipelined next request). Here, not in the session's frame,
-  // so that the watch below can read into it. Touched only on the strand.
+  // so that the watch below can read into it. Touched only on its executor.
   beast::flat_buffer buffer;
   // The session coroutine's cancellation slot: emitted when the client of a waiting request
   // goes away (plain TCP, watch_plain), which cancels the wait inside the handler.
   asio::cancellation_signal gone;
-  // watch_plain's state; touched only on the strand.
+  // watch_plain's state; touched only on its executor.
   std::uint64_t watch_gen = 0;  // a watch whose generation is not this one is over
   bool client_gone = false;
 };
@@ -80,7 +80,7 @@ asio::awaitable<void> watch_peer(Stream& stream, beast::flat_buffer& buffer, std
 // acquire or once begin, waiting or not. When the socket turns readable, the callback reads
 // what is there without blocking: EOF or an error means the client went away (cancel the
 // handler through the session's slot); data (a pipelined request) is kept in the buffer, up to
-// `limit`, and the watch re-arms. Every callback runs on the connection's strand, as does the
+// `limit`, and the watch re-arms. Every callback runs on the connection's executor, as does the
 // session; the session ends a watch by bumping watch_gen (and cancelling the wait).
 void watch_plain(std::shared_ptr<HttpServer::Conn> conn, std::size_t limit) {
   auto& socket = conn->stream.socket();
@@ -258,7 +258,13 @@ void HttpServer::start() {
 
 asio::awaitable<void> HttpServer::accept_loop() {
   while (!draining_.load()) {
-    auto [ec, socket] = co_await acceptor_.async_accept(asio::make_strand(ioc_), use_tuple);
+    // The connection's executor: the next I/O thread's io_context, or a strand.
+    const asio::any_io_executor conn_ex =
+        conn_contexts_.empty()
+            ? asio::any_io_executor(asio::make_strand(ioc_))
+            : asio::any_io_executor(
+                  conn_contexts_[next_context_++ % conn_contexts_.size()]->get_executor());
+    auto [ec, socket] = co_await acceptor_.async_accept(conn_ex, use_tuple);
     if (ec) {
       if (ec == asio::error::operation_aborted || draining_.load()) co_return;
       // EMFILE and friends: the connection waits in the kernel's backlog. Back off briefly

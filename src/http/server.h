@@ -1,6 +1,8 @@
 // HttpServer: the socket side of the API. A listener accepts connections; each connection is a
-// coroutine on its own strand that reads a request (with limits and timeouts), asks Api for the
-// response and writes it, with keep-alive.
+// coroutine that reads a request (with limits and timeouts), asks Api for the response and
+// writes it, with keep-alive. Each connection's handlers run one at a time: on one of the
+// io_contexts given to serve_connections_on() (each run by one thread, an implicit strand), in
+// turn, or else on a strand of the listener's io_context.
 //
 // TLS (optional): enable_tls() before start(); then every connection does a TLS 1.2+ handshake
 // first (bounded by the read timeout), and plain HTTP on that port is dropped.
@@ -25,6 +27,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "base/mutex.h"
 #include "http/api.h"
@@ -57,6 +60,12 @@ class HttpServer {
   // Serves HTTPS (TLS 1.2 or later only) with this PEM certificate chain and key. Call before
   // start(). Errors: invalid_request naming what could not be loaded.
   Result<void> enable_tls(const std::string& cert_file, const std::string& key_file);
+  // Spreads connections over `contexts`, in turn (decision 139). Each must be run by exactly one
+  // thread and outlive the server. Call before start(); without it connections run on strands
+  // of the listener's io_context.
+  void serve_connections_on(std::vector<boost::asio::io_context*> contexts) {
+    conn_contexts_ = std::move(contexts);
+  }
   void start();
   void begin_drain();
   std::size_t active() const;
@@ -78,6 +87,8 @@ class HttpServer {
   boost::asio::ip::tcp::acceptor acceptor_;
   std::unique_ptr<boost::asio::ssl::context> tls_;  // set by enable_tls(); null: plain HTTP
   std::atomic<bool> draining_{false};
+  std::vector<boost::asio::io_context*> conn_contexts_;  // set before start(), then constant
+  std::size_t next_context_ = 0;                         // the accept loop's
 
   mutable Mutex mu_;
   std::unordered_map<std::uint64_t, std::weak_ptr<Conn>> conns_ GUARDED_BY(mu_);

@@ -10,6 +10,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -21,6 +22,7 @@
 #include <filesystem>
 #include <future>
 #include <iostream>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -282,7 +284,15 @@ int run_server(const ServeConfig& cfg) {
   }
   const int threads =
       cfg.threads > 0 ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
-  boost::asio::io_context ioc(threads);
+  // I/O threads (decision 139): one io_context per thread, each run by that thread alone
+  // (concurrency hint 1). Connections are spread over them in turn, so a connection's handlers
+  // always run on one thread — an implicit strand: no strand queue and lock per handler, and
+  // the threads share no scheduler. `ioc`, the first, also runs the listener, the signals and
+  // the background coroutines.
+  boost::asio::io_context ioc(1);
+  std::vector<std::unique_ptr<boost::asio::io_context>> more_ioc;  // threads 2..N
+  for (int i = 1; i < threads; ++i)
+    more_ioc.push_back(std::make_unique<boost::asio::io_context>(1));
   // The port first: a start that cannot listen must not create a data directory or a token.
   auto listener = http::bind_listener(ioc, addr->host, addr->port);
   if (!listener.ok()) {
@@ -388,6 +398,11 @@ int run_server(const ServeConfig& cfg) {
       return kExitUsage;
     }
   }
+  {
+    std::vector<boost::asio::io_context*> contexts{&ioc};
+    for (auto& c : more_ioc) contexts.push_back(c.get());
+    server.serve_connections_on(std::move(contexts));
+  }
   auto ep = server.adopt(std::move(*listener));
   server.start();
   boost::asio::co_spawn(ioc, purge_once_records(log, api.once(), cfg.once_retention_ms),
@@ -446,18 +461,26 @@ int run_server(const ServeConfig& cfg) {
   std::vector<std::thread> pool;
   // An exception escaping a handler must not unwind past joinable threads (std::terminate);
   // log it and keep serving (Asio's documented pattern: run() again after an exception).
-  auto run_io = [&] {
+  auto run_io = [&](boost::asio::io_context& c) {
     for (;;) {
       try {
-        ioc.run();
+        c.run();
         return;
       } catch (const std::exception& e) {
         log(std::string("an I/O handler threw (") + e.what() + "); continuing");
       }
     }
   };
-  for (int i = 1; i < threads; ++i) pool.emplace_back(run_io);
-  run_io();
+  // The other threads' io_contexts have nothing to do between connections: kept running until
+  // `ioc` stops (drained, or a second signal), then stopped with it.
+  std::vector<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> keep;
+  for (auto& c : more_ioc) {
+    keep.push_back(boost::asio::make_work_guard(*c));
+    pool.emplace_back([&run_io, c = c.get()] { run_io(*c); });
+  }
+  run_io(ioc);
+  keep.clear();
+  for (auto& c : more_ioc) c->stop();
   for (auto& t : pool) t.join();
 
   auth.stop();

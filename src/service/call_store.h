@@ -1,7 +1,7 @@
 // call_store: turns one asynchronous Store call into an awaitable for Asio C++20 coroutines.
 //
 // The store calls its callback on one of its own threads; the result is posted back to the
-// awaiting coroutine's executor (a connection's strand), so handler code never runs on a store
+// awaiting coroutine's executor (a connection's I/O thread), so handler code never runs on a store
 // thread and never blocks it.
 #pragma once
 

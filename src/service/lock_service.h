@@ -49,8 +49,8 @@
 //
 // Waiters are coroutines parked on their own steady_timer (no thread per waiter). Timers are
 // touched only on the waiter's executor, which must be a strand (each HTTP connection runs on
-// one): wake-ups are posted there, so a wake-up posted between parking and the timer wait runs
-// after the wait has started.
+// one: an I/O thread's io_context, which that thread alone runs): wake-ups are posted there, so
+// a wake-up posted between parking and the timer wait runs after the wait has started.
 // Thread-safety: every method may be called from any thread / coroutine.
 #pragma once
 

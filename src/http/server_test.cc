@@ -36,9 +36,25 @@ TEST(HttpServerThreads, ConnectionsAreSpreadOverTheGivenContextsInTurn) {
   auto keep_a = asio::make_work_guard(a);
   auto keep_b = asio::make_work_guard(b);
   std::atomic<std::size_t> ran_a{0}, ran_b{0};
-  std::thread listener_thread([&] { listener.run(); });
-  std::thread thread_a([&] { ran_a = a.run(); });
-  std::thread thread_b([&] { ran_b = b.run(); });
+  std::vector<std::thread> threads;
+  // Stops and joins the server's threads however the test ends (a client call that throws
+  // included), so that no joinable thread outlives it.
+  auto stop = [&] {
+    keep_a.reset();
+    keep_b.reset();
+    listener.stop();
+    a.stop();
+    b.stop();
+    for (auto& t : threads) t.join();
+    threads.clear();
+  };
+  struct Stopper {
+    decltype(stop)& f;
+    ~Stopper() { f(); }
+  } stopper{stop};
+  threads.emplace_back([&] { listener.run(); });
+  threads.emplace_back([&] { ran_a = a.run(); });
+  threads.emplace_back([&] { ran_b = b.run(); });
 
   constexpr int kConnections = 4;
   constexpr int kRounds = 3;
@@ -67,14 +83,7 @@ TEST(HttpServerThreads, ConnectionsAreSpreadOverTheGivenContextsInTurn) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_EQ(server.active(), 0u);
-  keep_a.reset();
-  keep_b.reset();
-  listener.stop();
-  a.stop();
-  b.stop();
-  listener_thread.join();
-  thread_a.join();
-  thread_b.join();
+  stop();
   // Two connections on each, three requests each: at least one handler per request there.
   EXPECT_GE(ran_a.load(), 2u * kRounds);
   EXPECT_GE(ran_b.load(), 2u * kRounds);

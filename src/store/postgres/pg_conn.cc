@@ -3,9 +3,12 @@
 #include <endian.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace ichido::store::postgres {
 namespace {
@@ -35,6 +38,12 @@ Error pg_unavailable(std::string_view what) {
   return Error(errc::store_unavailable,
                "The store is unavailable (PostgreSQL: " + std::string(what) +
                    "); nothing was changed, retry later.");
+}
+
+int poll_ms_until(std::chrono::steady_clock::duration left) {
+  if (left <= std::chrono::steady_clock::duration::zero()) return 0;
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+  return static_cast<int>(std::min<std::int64_t>(ms, std::numeric_limits<int>::max()));
 }
 
 PgFailure classify_sqlstate(std::string_view s) {
@@ -337,15 +346,14 @@ Result<void> PgConn::flush() {
       note_broken("cannot send: " + one_line(PQerrorMessage(conn_)));
       return current_error();
     }
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
-    if (left.count() <= 0) {
+    const int left = poll_ms_until(deadline - SteadyClock::now());
+    if (left == 0) {
       note_broken("the server took no data for " + std::to_string(settings_.io_timeout_ms) + " ms",
                   /*timed_out=*/true);
       return current_error();
     }
     pollfd p{PQsocket(conn_), POLLOUT | POLLIN, 0};
-    const int pr = ::poll(&p, 1, static_cast<int>(left.count()));
+    const int pr = ::poll(&p, 1, left);
     if (pr < 0 && errno != EINTR) {
       note_broken(std::string("poll failed: ") + std::strerror(errno));
       return current_error();
@@ -360,15 +368,14 @@ Result<void> PgConn::flush() {
 Result<PGresult*> PgConn::next_result() {
   const auto deadline = SteadyClock::now() + std::chrono::milliseconds(settings_.io_timeout_ms);
   while (PQisBusy(conn_)) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
-    if (left.count() <= 0) {
+    const int left = poll_ms_until(deadline - SteadyClock::now());
+    if (left == 0) {
       note_broken("no answer within " + std::to_string(settings_.io_timeout_ms) + " ms",
                   /*timed_out=*/true);
       return current_error();
     }
     pollfd p{PQsocket(conn_), POLLIN, 0};
-    const int pr = ::poll(&p, 1, static_cast<int>(left.count()));
+    const int pr = ::poll(&p, 1, left);
     if (pr < 0 && errno != EINTR) {
       note_broken(std::string("poll failed: ") + std::strerror(errno));
       return current_error();

@@ -28,6 +28,7 @@
 
 #include <libpq-fe.h>
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -208,5 +209,10 @@ class PgConn {
 
 // Classifies a SQLSTATE (empty: connection-level failure).
 PgFailure classify_sqlstate(std::string_view sqlstate);
+
+// How long poll() may wait, in whole milliseconds, for `left` to pass: rounded up, so a wait
+// that ends at the poll's timeout has reached its deadline (rounded down, an io_timeout would
+// end up to 1 ms early). 0 when `left` is zero or negative: the deadline has passed.
+int poll_ms_until(std::chrono::steady_clock::duration left);
 
 }  // namespace ichido::store::postgres

@@ -11,10 +11,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <thread>
 
 #include "store/postgres/change_feed.h"
+#include "store/postgres/pg_conn.h"
 #include "store/postgres/schema.h"
 #include "store/testing/pg_schema_test.h"
 #include "store/testing/sync_store.h"
@@ -710,6 +712,21 @@ TEST_F(PgStoreTest, AWedgedReadIsUnavailableAfterOneTimeoutNotTwo) {
   ASSERT_TRUE(blocker->exec_script("ROLLBACK").ok());
   auto after = st.get_lock(l);
   EXPECT_TRUE(after.ok()) << "reads reconnect by themselves: " << after.error().message;
+}
+
+// The poll behind io_timeout waits whole milliseconds rounded up: rounded down, a wait with
+// 1.9 ms left polled 1 ms, found 0 ms left and timed out early (CI saw a 2,000 ms io_timeout end
+// after 1,999 ms in the test above).
+TEST(PgConnPoll, TheWaitIsRoundedUpSoATimeoutNeverEndsBeforeItsDeadline) {
+  using std::chrono::microseconds;
+  using std::chrono::milliseconds;
+  EXPECT_EQ(poll_ms_until(microseconds(1900)), 2);
+  EXPECT_EQ(poll_ms_until(microseconds(1)), 1);
+  EXPECT_EQ(poll_ms_until(milliseconds(2000)), 2000);
+  EXPECT_EQ(poll_ms_until(microseconds(1999001)), 2000);
+  EXPECT_EQ(poll_ms_until(microseconds(0)), 0) << "the deadline has passed";
+  EXPECT_EQ(poll_ms_until(microseconds(-5)), 0);
+  EXPECT_EQ(poll_ms_until(std::chrono::hours(24 * 365 * 100)), std::numeric_limits<int>::max());
 }
 
 TEST_F(PgStoreTest, WithoutAWaiterIdNothingIsQueued) {

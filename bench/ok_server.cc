@@ -4,12 +4,15 @@
 // of ichido's http/ layer: tcp_stream with timeouts, request_parser with a body limit, keep-alive)
 // with no routing, JSON or store behind it, so `ichido-loadgen` against it shows what the network
 // layer and the load generator alone cost on this machine. Like Dragonfly's ok_main.cc.
+// Threads as in `ichido serve` (decision 139): one io_context per thread, the listener on the
+// first, each accepted connection given to the next thread in turn and served there.
 //
 // Usage: ichido-ok-server [--listen 127.0.0.1:0] [--threads 1]. Prints
 // "ichido-ok-server listening on HOST:PORT" on stdout when ready; SIGINT/SIGTERM stop it.
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -25,6 +28,7 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -73,11 +77,15 @@ asio::awaitable<void> session(beast::tcp_stream stream, Limits& limits) {
   --limits.open;
 }
 
-asio::awaitable<void> listen(tcp::acceptor& acceptor, Limits& limits) {
+asio::awaitable<void> listen(tcp::acceptor& acceptor, Limits& limits,
+                             const std::vector<asio::io_context*>& contexts) {
   beast::error_code ec;
+  std::size_t next = 0;
   for (;;) {
+    // Accepted straight onto the next thread's io_context, as http/server.cc does.
+    asio::io_context& on = *contexts[next++ % contexts.size()];
     tcp::socket sock =
-        co_await acceptor.async_accept(asio::redirect_error(asio::use_awaitable, ec));
+        co_await acceptor.async_accept(on, asio::redirect_error(asio::use_awaitable, ec));
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
     if (ec) continue;  // e.g. EMFILE: keep serving the connections we have
     if (limits.open.load() >= limits.max_connections) {
@@ -86,8 +94,7 @@ asio::awaitable<void> listen(tcp::acceptor& acceptor, Limits& limits) {
     }
     ++limits.open;
     sock.set_option(tcp::no_delay(true), ec);
-    asio::co_spawn(acceptor.get_executor(), session(beast::tcp_stream(std::move(sock)), limits),
-                   asio::detached);
+    asio::co_spawn(on, session(beast::tcp_stream(std::move(sock)), limits), asio::detached);
   }
 }
 
@@ -135,7 +142,11 @@ int run(int argc, char** argv) {
   if (host.size() > 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
 
-  asio::io_context ioc(static_cast<int>(threads));
+  asio::io_context ioc(1);
+  std::vector<std::unique_ptr<asio::io_context>> more_ioc;  // threads 2..N
+  for (unsigned t = 1; t < threads; ++t) more_ioc.push_back(std::make_unique<asio::io_context>(1));
+  std::vector<asio::io_context*> contexts{&ioc};
+  for (auto& c : more_ioc) contexts.push_back(c.get());
   beast::error_code ec;
   const auto addr = asio::ip::make_address(host, ec);
   if (ec) {
@@ -164,11 +175,17 @@ int run(int argc, char** argv) {
     acceptor.close(ignored);
     ioc.stop();  // open sessions are dropped: nothing here needs draining
   });
-  asio::co_spawn(ioc, listen(acceptor, limits), asio::detached);
+  asio::co_spawn(ioc, listen(acceptor, limits, contexts), asio::detached);
 
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> keep;
   std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back([&ioc] { ioc.run(); });
+  for (auto& c : more_ioc) {
+    keep.push_back(asio::make_work_guard(*c));
+    pool.emplace_back([c = c.get()] { c->run(); });
+  }
   ioc.run();
+  keep.clear();
+  for (auto& c : more_ioc) c->stop();
   for (auto& th : pool) th.join();
   std::fprintf(stderr, "ichido-ok-server: stopped\n");
   return 0;

@@ -1,9 +1,11 @@
 """ichido-loadgen against a live ichido: every workload it drives answers without errors, and its
 keys have the documented shapes (k-RUNID-CONN-SEQ, or with --keys-in-time-order
-k-RUNID-SEQ(12 digits)-CONN), read back from the counter's audit trail. Environment:
-ICHIDO_BINARY, ICHIDO_LOADGEN."""
+k-RUNID-SEQ(12 digits)-CONN), read back from the counter's audit trail; and ichido-ok-server, the
+HTTP ceiling, serves every connection with one or several threads and stops on SIGTERM.
+Environment: ICHIDO_BINARY, ICHIDO_LOADGEN, ICHIDO_OK_SERVER."""
 
 import os
+import signal
 import subprocess
 import sys
 import unittest
@@ -62,6 +64,43 @@ class LoadgenTest(unittest.TestCase):
     def test_once_and_lock_workloads(self):
         self.loadgen("--workload", "once", "--keys-in-time-order")
         self.loadgen("--workload", "lock")
+
+
+class OkServerTest(unittest.TestCase):
+    def serve_and_load(self, threads):
+        ok = subprocess.Popen(
+            [os.environ["ICHIDO_OK_SERVER"], "--listen", "127.0.0.1:0", "--threads", str(threads)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            ready = ok.stdout.readline()
+            self.assertRegex(ready, r"^ichido-ok-server listening on 127\.0\.0\.1:[0-9]+$")
+            port = ready.strip().rsplit(":", 1)[1]
+            # Six connections over the threads in turn: each thread serves two or more of them,
+            # and a connection whose thread did not run would time out (an error).
+            out = subprocess.run(
+                [os.environ["ICHIDO_LOADGEN"], "--url", f"http://127.0.0.1:{port}", "--workload",
+                 "get", "--no-verify", "--connections", "6", "--duration", "1s", "--warmup", "0s",
+                 "--grace", "3s"],
+                capture_output=True, text=True, timeout=60)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            line = next(l for l in out.stdout.splitlines() if l.startswith("system="))
+            fields = dict(f.split("=", 1) for f in line.split())
+            self.assertEqual(fields["errors"], "0", line)
+            self.assertGreater(int(fields["ok"]), 0, line)
+            ok.send_signal(signal.SIGTERM)
+            _, err = ok.communicate(timeout=10)
+            self.assertEqual(ok.returncode, 0, err)
+            self.assertIn("stopped", err)
+        finally:
+            if ok.poll() is None:
+                ok.kill()
+                ok.wait()
+
+    def test_one_thread(self):
+        self.serve_and_load(1)
+
+    def test_three_threads_each_with_its_connections(self):
+        self.serve_and_load(3)
 
 
 if __name__ == "__main__":

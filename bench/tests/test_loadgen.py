@@ -17,6 +17,18 @@ sys.path.insert(0, os.path.join(REPO, "clients", "testing"))
 from ichido_testing import Server  # noqa: E402
 
 
+def run_loadgen(test, url, *args):
+    """One second of ichido-loadgen against url: it must exit 0 with answers and no errors."""
+    out = subprocess.run(
+        [os.environ["ICHIDO_LOADGEN"], "--url", url, "--duration", "1s", "--warmup", "0s", *args],
+        capture_output=True, text=True, timeout=120)
+    test.assertEqual(out.returncode, 0, out.stderr)
+    line = next(l for l in out.stdout.splitlines() if l.startswith("system="))
+    fields = dict(f.split("=", 1) for f in line.split())
+    test.assertEqual(fields["errors"], "0", line)
+    test.assertGreater(int(fields["ok"]), 0, line)
+
+
 class LoadgenTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -27,15 +39,7 @@ class LoadgenTest(unittest.TestCase):
         cls.server.stop()
 
     def loadgen(self, *args):
-        out = subprocess.run(
-            [os.environ["ICHIDO_LOADGEN"], "--url", self.server.url, "--duration", "1s",
-             "--warmup", "0s", "--connections", "3", *args],
-            capture_output=True, text=True, timeout=120)
-        self.assertEqual(out.returncode, 0, out.stderr)
-        line = next(l for l in out.stdout.splitlines() if l.startswith("system="))
-        fields = dict(f.split("=", 1) for f in line.split())
-        self.assertEqual(fields["errors"], "0", line)
-        self.assertGreater(int(fields["ok"]), 0, line)
+        run_loadgen(self, self.server.url, "--connections", "3", *args)
 
     def create_counter(self, name):
         status, body = self.server.admin("PUT", f"/v1/ns/bench/counters/{name}", {"start": 0})
@@ -77,16 +81,8 @@ class OkServerTest(unittest.TestCase):
             port = ready.strip().rsplit(":", 1)[1]
             # Six connections over the threads in turn: each thread serves two or more of them,
             # and a connection whose thread did not run would time out (an error).
-            out = subprocess.run(
-                [os.environ["ICHIDO_LOADGEN"], "--url", f"http://127.0.0.1:{port}", "--workload",
-                 "get", "--no-verify", "--connections", "6", "--duration", "1s", "--warmup", "0s",
-                 "--grace", "3s"],
-                capture_output=True, text=True, timeout=60)
-            self.assertEqual(out.returncode, 0, out.stderr)
-            line = next(l for l in out.stdout.splitlines() if l.startswith("system="))
-            fields = dict(f.split("=", 1) for f in line.split())
-            self.assertEqual(fields["errors"], "0", line)
-            self.assertGreater(int(fields["ok"]), 0, line)
+            run_loadgen(self, f"http://127.0.0.1:{port}", "--workload", "get", "--no-verify",
+                        "--connections", "6", "--grace", "3s")
             ok.send_signal(signal.SIGTERM)
             _, err = ok.communicate(timeout=10)
             self.assertEqual(ok.returncode, 0, err)

@@ -1,7 +1,7 @@
 // How the SQLite the store is built with makes a commit durable: with fdatasync(), as Debian's
 // libsqlite3 does (its configure detects it), not fsync(), which the amalgamation falls back to
 // unless HAVE_FDATASYNC is defined and which also writes the file's changed mtime through the
-// filesystem's journal on every commit (decision 140).
+// filesystem's journal whenever a commit changed it (decision 140).
 //
 // This executable defines fsync() and fdatasync() itself: SQLite's calls (static library or
 // shared) resolve to these, which count the call and make the system call. It is a binary of
@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
+#include <filesystem>
 #include <string>
 
 namespace {
@@ -53,7 +53,8 @@ TEST(SqliteSync, ACommitInWalModeWithFullSyncIsMadeDurableWithFdatasyncNotFsync)
       << "SQLite syncs with fsync(): built without HAVE_FDATASYNC (third_party/sqlite)";
   sqlite3_close(db);
   EXPECT_EQ(fsyncs.load() - fsyncs_before, 0) << "the checkpoint at close synced with fsync()";
-  (void)std::system(("rm -rf '" + dir + "'").c_str());
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
 }
 
 }  // namespace

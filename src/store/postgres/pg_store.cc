@@ -609,10 +609,9 @@ void PgStore::listen_loop() {
     }
     PGconn* raw = conn->raw();
     pollfd pfd{PQsocket(raw), POLLIN, 0};
-    const auto wait = std::clamp<std::int64_t>(
-        std::chrono::duration_cast<milliseconds>(std::min(next_recheck, next_ping) - now).count(),
-        0, 100);
-    (void)::poll(&pfd, 1, static_cast<int>(wait));
+    // Rounded up (poll_ms_until): with less than 1 ms left, a wait of 0 would spin until then.
+    const int wait = std::min(poll_ms_until(std::min(next_recheck, next_ping) - now), 100);
+    (void)::poll(&pfd, 1, wait);
     bool lost = PQconsumeInput(raw) == 0 || PQstatus(raw) != CONNECTION_OK;
     if (!lost && Steady::now() >= next_ping) {
       auto r = conn->query(ping, Params());

@@ -41,6 +41,13 @@ TEST(SqliteSync, ACommitInWalModeWithFullSyncIsMadeDurableWithFdatasyncNotFsync)
   char tmpl[] = "/tmp/ichido-sync-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
+  struct RemoveDir {
+    std::string path;
+    ~RemoveDir() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  } remove_dir{dir};  // however the test ends
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open((dir + "/t.db").c_str(), &db), SQLITE_OK);
   exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; CREATE TABLE t (v INTEGER)");
@@ -53,8 +60,6 @@ TEST(SqliteSync, ACommitInWalModeWithFullSyncIsMadeDurableWithFdatasyncNotFsync)
       << "SQLite syncs with fsync(): built without HAVE_FDATASYNC (third_party/sqlite)";
   sqlite3_close(db);
   EXPECT_EQ(fsyncs.load() - fsyncs_before, 0) << "the checkpoint at close synced with fsync()";
-  std::error_code ignored;
-  std::filesystem::remove_all(dir, ignored);
 }
 
 }  // namespace

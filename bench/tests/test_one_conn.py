@@ -7,6 +7,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -113,6 +114,33 @@ class LiveTest(unittest.TestCase):
             os.unlink(log)
         self.assertEqual(again.returncode, 0, again.stderr)
         self.assertIn(again.stdout.strip(), out.stdout)
+
+    def run_with_fake_loadgen(self, script):
+        """bench/one-conn against the real server, with an ichido-loadgen that runs `script`."""
+        with tempfile.TemporaryDirectory() as bench_bin:
+            loadgen = os.path.join(bench_bin, "ichido-loadgen")
+            with open(loadgen, "w") as f:
+                f.write("#!/bin/sh\n" + script + "\n")
+            os.chmod(loadgen, 0o755)
+            os.symlink(os.path.join(os.path.dirname(os.environ["ICHIDO_LOADGEN"]),
+                                    "ichido-fsync-baseline"),
+                       os.path.join(bench_bin, "ichido-fsync-baseline"))
+            return subprocess.run(
+                [sys.executable, SCRIPT, "--rounds", "1", "--duration", "0.5", "--warmup", "0.5",
+                 "--server", os.environ["ICHIDO_BINARY"], "--bench-bin", bench_bin],
+                capture_output=True, text=True, timeout=120)
+
+    def test_a_row_with_errors_a_failed_row_or_a_round_with_no_answer_is_an_error(self):
+        out = self.run_with_fake_loadgen("echo system=ichido ops_s=900.0 p50_ms=1.0 errors=3")
+        self.assertEqual(out.returncode, 1, out.stdout)
+        self.assertIn("saw errors", out.stderr)
+        out = self.run_with_fake_loadgen("echo cannot connect >&2; exit 2")
+        self.assertEqual(out.returncode, 1, out.stdout)
+        self.assertIn("ichido-loadgen failed (exit 2): cannot connect", out.stderr)
+        out = self.run_with_fake_loadgen("echo system=ichido ops_s=0.0 p50_ms=0 errors=0")
+        self.assertEqual(out.returncode, 1, out.stdout)
+        self.assertIn("round 1 answered nothing", out.stderr)
+        self.assertNotIn("verdict=", out.stdout)
 
     def test_a_server_that_does_not_start_is_an_error(self):
         out = subprocess.run([sys.executable, SCRIPT, "--rounds", "1", "--server", "/bin/false"],

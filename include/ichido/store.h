@@ -4,7 +4,10 @@
 //
 // Contract shared by every method:
 //   - Asynchronous: the method returns at once; `done` is called exactly once, on a store-owned
-//     thread. `done` must not block; hand work back to your own executor.
+//     thread. `done` must not block; hand work back to your own executor. Exceptions: the
+//     in-memory store runs every command on the calling thread, and the embedded store may run a
+//     lone write there on a thread that said it serves one client (CallerServesOneClient below);
+//     then `done` is called before the method returns.
 //   - Mutations (create_counter, next, void_number, set_last_value, and the lock commands
 //     except get_lock/list_locks) call `done` with success only
 //     after the effect is durable: on the embedded store, after the commit that contains it was
@@ -40,6 +43,24 @@ namespace ichido {
 
 template <class T>
 using Callback = std::function<void(Result<T>)>;
+
+// A thread's word to the store that it has nothing else to do while one of its writes runs (an
+// I/O thread with one open connection; decision 141). The embedded store then runs a write that
+// finds its writer idle, nothing queued and the last batch alone on the calling thread itself —
+// the same transaction and commit, answered after the same fsync — which spares a lone request
+// the two hand-offs to and from the writer thread. Other stores ignore it. Per thread; false on
+// a thread until it says otherwise.
+class CallerServesOneClient {
+ public:
+  static void set(bool one) { flag() = one; }
+  static bool get() { return flag(); }
+
+ private:
+  static bool& flag() {
+    static thread_local bool one = false;
+    return one;
+  }
+};
 
 // --- counters --------------------------------------------------------------------------------
 
@@ -313,6 +334,9 @@ struct StoreStats {
     std::uint64_t wal_bytes = 0;  // the WAL file's size now
   };
   std::optional<Checkpoints> checkpoints;
+  // The embedded store's commits of a lone write run on the caller's thread (decision 141), of
+  // `commits`; absent for other stores.
+  std::optional<std::uint64_t> caller_commits;
 };
 
 // What other processes sharing the store committed that may end a wait in this one (several

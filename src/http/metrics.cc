@@ -65,6 +65,12 @@ std::string Metrics::render(const StoreStats& s) const {
          "Batches run again with a savepoint per command because a failing command had "
          "already written.",
          s.isolated_batches);
+  if (s.caller_commits) {
+    series(out, "ichido_store_caller_commits_total", "counter",
+           "Of the commits, those of a lone request run on its own I/O thread instead of the "
+           "writer thread (a client alone: no hand-off between threads).",
+           *s.caller_commits);
+  }
   char secs[64];
   std::snprintf(secs, sizeof secs, "%.6f", static_cast<double>(s.commit_us_total) / 1e6);
   series(out, "ichido_store_commit_seconds_total", "counter",

@@ -509,7 +509,37 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
   }
 }
 
+namespace {
+
+// How many connections this I/O thread serves now, and the store told whether that is one
+// (CallerServesOneClient, decision 141): a thread with one connection has nothing else to do
+// while that connection's write runs, so the store may run a lone write on it. Kept only where
+// each connection stays on one thread (serve_connections_on): on strands of a shared io_context
+// a coroutine may resume on any thread.
+class ThreadSessions {
+ public:
+  explicit ThreadSessions(bool counted) : counted_(counted) {
+    if (counted_) changed(++count());
+  }
+  ~ThreadSessions() {
+    if (counted_) changed(--count());
+  }
+  ThreadSessions(const ThreadSessions&) = delete;
+  ThreadSessions& operator=(const ThreadSessions&) = delete;
+
+ private:
+  static int& count() {
+    static thread_local int n = 0;
+    return n;
+  }
+  static void changed(int n) { CallerServesOneClient::set(n == 1); }
+  const bool counted_;
+};
+
+}  // namespace
+
 asio::awaitable<void> HttpServer::session(std::shared_ptr<Conn> conn) {
+  const ThreadSessions on_this_thread(!conn_contexts_.empty());
   std::string remote;
   {
     boost::system::error_code ec;

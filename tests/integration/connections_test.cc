@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -125,6 +126,77 @@ TEST(Connections, RunningOutOfDescriptorsPausesAcceptingButNeverStopsIt) {
   EXPECT_EQ(metrics.find("ichido_http_accept_errors_total 0\n"), std::string::npos)
       << "no accept failed in five rounds: the test did not exhaust the descriptors";
   EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+// One exchange on a keep-alive connection: the whole response (its Content-Length read).
+std::string exchange(RawConn& c, const std::string& method, const std::string& target,
+                     const std::string& body = "") {
+  std::string req = method + " " + target + " HTTP/1.1\r\nHost: x\r\n";
+  if (!body.empty()) {
+    req +=
+        "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  }
+  c.send(req + "\r\n" + body);
+  std::string got = c.read_until("\r\n\r\n", std::chrono::milliseconds(10000));
+  const auto head_end = got.find("\r\n\r\n");
+  const auto cl = got.find("Content-Length: ");
+  if (head_end == std::string::npos || cl == std::string::npos || cl > head_end) return got;
+  const std::size_t want = head_end + 4 + std::stoul(got.substr(cl + 16));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (got.size() < want && std::chrono::steady_clock::now() < deadline) {
+    got += c.read_all(std::chrono::milliseconds(50));
+  }
+  return got;
+}
+
+// A series' value in /metrics text (-1 when absent).
+long long metric(const std::string& text, const std::string& name) {
+  const auto at = text.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stoll(text.substr(at + name.size() + 2));
+}
+
+// Decision 141: an I/O thread serving one connection lets the embedded store commit that
+// connection's lone writes on it (no hand-off to the writer thread and back); with a second
+// connection on the same thread it does not (the thread would serve no one else while it
+// waits for the fsync). With --threads 1 every connection is on the one thread.
+TEST(Connections, AThreadWithOneConnectionCommitsItsLoneWritesItself) {
+  if (on_postgres()) GTEST_SKIP() << "the embedded store's path";
+  TempDir dir;
+  ServerProcess server(dir.path() + "/data", {"--threads", "1"});
+  std::string err;
+  ASSERT_TRUE(server.start(&err)) << err;
+  RawConn a(server.port());
+  ASSERT_TRUE(a.ok());
+  const std::string counter = "/v1/ns/t/counters/r";  // ApiClient's namespace
+  ASSERT_EQ(statuses(exchange(a, "PUT", counter, "{}")), std::vector<int>{201});
+  auto next = [&](RawConn& c, const std::string& key) {
+    return statuses(exchange(c, "POST", counter + "/next", R"({"key":")" + key + R"("})"));
+  };
+  auto counts = [&](RawConn& c) {
+    const std::string m = exchange(c, "GET", "/metrics");
+    return std::pair{metric(m, "ichido_store_commits_total"),
+                     metric(m, "ichido_store_caller_commits_total")};
+  };
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(next(a, "a" + std::to_string(i)), std::vector<int>{200});
+  const auto [commits, on_caller] = counts(a);
+  EXPECT_EQ(commits, 11);
+  EXPECT_EQ(on_caller, 11) << "every write of a lone connection, the counter's creation too";
+
+  RawConn b(server.port());
+  ASSERT_TRUE(b.ok());
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(next(b, "b" + std::to_string(i)), std::vector<int>{200});
+    ASSERT_EQ(next(a, "c" + std::to_string(i)), std::vector<int>{200});
+  }
+  const auto [commits2, on_caller2] = counts(a);
+  EXPECT_EQ(commits2, 21);
+  EXPECT_EQ(on_caller2, 11) << "two connections on the thread: the writer commits";
+  // Every answer is durable either way: replays after a restart give the same numbers.
+  EXPECT_EQ(server.stop(), 0);
+  ASSERT_TRUE(server.start(&err)) << err;
+  ApiClient api(server.url());
+  EXPECT_EQ(api.next("r", "a3").num("value"), 4);
+  EXPECT_EQ(api.next("r", "c4").num("value"), 20);  // b0 11, c0 12, …, b4 19, c4 20
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "store/sqlite/sqlite_store.h"
@@ -155,6 +156,39 @@ TEST_F(SqliteFaultTest, ACommitWhoseFsyncFailsSaysOutcomeUnknownAndRecoversOnRes
   auto n = SyncStore(*again).next(Next("e"));
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(n->record.value, 4);
+}
+
+// The same on a lone write run on the caller's thread (decision 141): the caller is answered,
+// before its call returns, that the outcome is unknown; the store latches for every thread; a
+// restart recovers the write.
+TEST_F(SqliteFaultTest, ALoneWriteWhoseFsyncFailsOnTheCallersThreadSaysOutcomeUnknown) {
+  auto s = Open();
+  ASSERT_TRUE(s);
+  MakeCounter(*s);
+  std::string first, second;
+  std::thread lone([&] {
+    CallerServesOneClient::set(true);
+    auto answer = [&](const std::string& key) {
+      std::string what = "not answered before the call returned";
+      s->next(Next(key), [&](Result<NextReply> r) {
+        what = r.ok() ? std::to_string(r->record.value) : std::string(to_string(r.error().code));
+        if (!r.ok() && r.error().details.count("outcome")) what += ":unknown";
+      });
+      return what;
+    };
+    fault_plan().fail_syncs.store(1);
+    first = answer("a");
+    second = answer("b");
+  });
+  lone.join();
+  EXPECT_EQ(first, "store_unavailable:unknown");
+  EXPECT_EQ(second, "store_unavailable") << "refused at once: the latch";
+  ASSERT_TRUE(s->stats().caller_commits.has_value());
+  EXPECT_EQ(*s->stats().caller_commits, 0u) << "a failed commit is no commit";
+  EXPECT_FALSE(s->check_health().ok());
+  EXPECT_FALSE(SyncStore(*s).next(Next("c")).ok()) << "and for the writer's callers too";
+  s->close();
+  EXPECT_EQ(KeysAfterRestart(), (std::vector<std::string>{"a"}));
 }
 
 // Decision 136: a checkpoint that cannot write the database file (every write to it fails here,

@@ -157,19 +157,44 @@ void SqliteStore::submit_write(Job job) {
   static const Error failed = unavailable(
       "an earlier write failed with an I/O error; restart "
       "the server after checking the disk");
+  bool run_here = false;
   {
     MutexLock lk(mu_);
-    if (closing_)
+    if (closing_) {
       refuse = &closed;
-    else if (failed_.load())
+    } else if (failed_.load()) {
       refuse = &failed;
-    else if (write_queue_.size() >= opt_.max_queue)
+    } else if (lone_ && !batch_running_ && write_queue_.empty() && CallerServesOneClient::get()) {
+      batch_running_ = true;  // the write connection is this thread's until the batch is done
+      run_here = true;
+    } else if (write_queue_.size() >= opt_.max_queue) {
       refuse = &full;
-    else
+    } else {
       write_queue_.push_back(std::move(job));
+    }
   }
   if (refuse) {
     job.finish(refuse);
+    return;
+  }
+  if (run_here) {
+    // A lone write on the caller's thread (decision 141): the writer is idle and nothing is
+    // queued, so this batch of one is what the writer would run next anyway. Whatever is queued
+    // meanwhile waits for it, as it would wait for the writer's batch, and then goes to the
+    // writer — which also ends the lone mode until the writer sees a batch of one again.
+    std::vector<Job> batch;
+    batch.push_back(std::move(job));
+    const std::uint64_t before = commits_.load();
+    commit_batch(batch);
+    if (commits_.load() != before) caller_commits_.fetch_add(1);
+    bool wake = false;
+    {
+      MutexLock lk(mu_);
+      batch_running_ = false;
+      lone_ = write_queue_.empty();
+      wake = !lone_ || closing_;
+    }
+    if (wake) write_cv_.notify_one();
     return;
   }
   write_cv_.notify_one();
@@ -202,7 +227,7 @@ void SqliteStore::writer_loop() {
   for (;;) {
     {
       MutexLock lk(mu_);
-      while (!closing_ && write_queue_.empty()) write_cv_.wait(mu_);
+      while (batch_running_ || (!closing_ && write_queue_.empty())) write_cv_.wait(mu_);
       if (write_queue_.empty()) return;  // closing and drained
       // Cohort merging (after PostgreSQL's commit_delay/commit_siblings): the clients the last
       // commit just answered are sending their next requests right now. If fewer than half of
@@ -220,12 +245,18 @@ void SqliteStore::writer_loop() {
         batch.push_back(std::move(write_queue_.front()));
         write_queue_.pop_front();
       }
+      batch_running_ = true;
     }
     const auto started = std::chrono::steady_clock::now();
     commit_batch(batch);
     last_commit = std::chrono::steady_clock::now() - started;
     last_batch = batch.size();
     batch.clear();
+    {
+      MutexLock lk(mu_);
+      batch_running_ = false;
+      lone_ = last_batch == 1 && write_queue_.empty();
+    }
   }
 }
 
@@ -524,6 +555,7 @@ StoreStats SqliteStore::stats() const {
   if (::stat((db_path_ + "-wal").c_str(), &st) == 0)
     c.wal_bytes = static_cast<std::uint64_t>(st.st_size);
   s.checkpoints = c;
+  s.caller_commits = caller_commits_.load();
   return s;
 }
 

@@ -8,6 +8,9 @@
 // previous batch was being synced. A job that fails has normally written nothing (the rules
 // decide before they write); when one did write, the batch is rolled back and run again with a
 // SAVEPOINT around each job, so the failed job's writes are undone alone (commit_batch).
+// A lone client's write (the writer idle, nothing queued, the last batch alone, and the caller's
+// thread serving one client: CallerServesOneClient in ichido/store.h) is run as that batch of one
+// on the caller's thread instead, the same way; only the thread differs (decision 141).
 //
 // Failures (each tested with a fault-injecting VFS, sqlite_fault_test.cc):
 //   - A commit that fails with an I/O error (a failed write or fsync): every job of the batch
@@ -136,6 +139,13 @@ class SqliteStore final : public TableStore {
   std::deque<Job> write_queue_ GUARDED_BY(mu_);
   std::deque<Job> read_queue_ GUARDED_BY(mu_);
   bool closing_ GUARDED_BY(mu_) = false;
+  // The write connection and what goes with it (write_db_, cache_, the token marks, the WAL
+  // hook's count) belong to whoever set this: the writer thread for a batch, or a caller
+  // running a lone write itself (submit_write). Set and cleared under mu_, which orders one
+  // owner's use before the next one's.
+  bool batch_running_ GUARDED_BY(mu_) = false;
+  // The last batch held one job and nothing was queued when it ended: a lone client.
+  bool lone_ GUARDED_BY(mu_) = true;
   CondVar checkpoint_cv_;                           // the checkpointer waits here (with mu_)
   bool checkpoint_wanted_ GUARDED_BY(mu_) = false;  // the writer's wake-up call
   int woken_at_frames_ = 0;                         // the writer's: WAL size at the last wake-up
@@ -148,12 +158,13 @@ class SqliteStore final : public TableStore {
   std::atomic<std::uint64_t> failed_commits_{0};
   std::atomic<std::uint64_t> isolated_batches_{0};    // batches re-run with a savepoint per job
   std::atomic<std::uint64_t> commit_us_{0};           // time spent in COMMIT (fsync), µs
+  std::atomic<std::uint64_t> caller_commits_{0};      // of commits_, on a caller's thread
   std::atomic<std::uint64_t> checkpoints_{0};         // by the checkpointer, done
   std::atomic<std::uint64_t> writer_checkpoints_{0};  // by the writer, whole WAL copied
   std::atomic<std::uint64_t> failed_checkpoints_{0};  // either, failed (not busy)
 
-  std::unique_ptr<Db> write_db_;               // owned by the writer thread once started
-  WriterCache cache_;                          // the writer thread's; cleared on every rollback
+  std::unique_ptr<Db> write_db_;               // batch_running_'s owner's once started
+  WriterCache cache_;                          // the same; cleared on every rollback
   std::vector<std::unique_ptr<Db>> read_dbs_;  // one per reader thread
   std::unique_ptr<Db> checkpoint_db_;          // the checkpointer thread's
   std::thread checkpointer_;

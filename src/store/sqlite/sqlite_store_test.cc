@@ -603,6 +603,217 @@ TEST_F(SqliteStoreTest, CloseFinishesQueuedWrites) {
   EXPECT_EQ(info->last_value, kQueued);
 }
 
+// A lone write on the caller's thread (decision 141). Each case runs on a thread of its own, so
+// that what it tells CallerServesOneClient stays there.
+void OnThreadServingOneClient(bool one, const std::function<void()>& fn) {
+  std::thread t([&] {
+    CallerServesOneClient::set(one);
+    fn();
+  });
+  t.join();
+}
+
+// With the writer idle and nothing queued, a caller that serves one client gets its write run
+// and answered (after its commit) before the call returns, on its own thread; a caller that did
+// not say so is answered by the writer thread. Both are durable the same way.
+TEST_F(SqliteStoreTest, ALoneWriteRunsOnTheCallersThreadOnlyWhenItServesOneClient) {
+  {
+    auto store = MustOpen();
+    ASSERT_TRUE(store);
+    ASSERT_TRUE(SyncStore(*store).create_counter({Ref("c"), Config()}).ok());
+    for (bool one : {true, false, true}) {
+      OnThreadServingOneClient(one, [&] {
+        const auto caller = std::this_thread::get_id();
+        const StoreStats before = store->stats();
+        std::promise<std::pair<std::thread::id, std::int64_t>> answer;
+        bool answered_before_return = false;
+        store->next({Ref("c"), {one ? "here-" + std::to_string(before.commits) : "writer", ""}},
+                    [&](Result<NextReply> r) {
+                      answer.set_value({std::this_thread::get_id(), r.ok() ? r->record.value : -1});
+                    });
+        auto f = answer.get_future();
+        answered_before_return = f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+        ASSERT_EQ(f.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+        const auto [thread, value] = f.get();
+        EXPECT_GT(value, 0);
+        const StoreStats after = store->stats();
+        EXPECT_EQ(after.commits - before.commits, 1u);
+        ASSERT_TRUE(after.caller_commits && before.caller_commits);
+        if (one) {
+          EXPECT_TRUE(answered_before_return);
+          EXPECT_EQ(thread, caller);
+          EXPECT_EQ(*after.caller_commits - *before.caller_commits, 1u);
+        } else {
+          EXPECT_NE(thread, caller);
+          EXPECT_EQ(*after.caller_commits, *before.caller_commits);
+        }
+      });
+    }
+    store->close();
+  }
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
+  SyncStore s(*store);
+  auto info = s.get_counter(Ref("c"));
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->last_value, 3);
+  auto replay = s.next({Ref("c"), {"writer", ""}});
+  ASSERT_TRUE(replay.ok());
+  EXPECT_TRUE(replay->replayed);
+  EXPECT_EQ(replay->record.value, 2);
+}
+
+// While a lone write runs on a caller's thread, the writer does not touch the connection: what
+// is queued meanwhile waits (no answer while the lone write is held), then goes to the writer in
+// one batch, after it. That batch of several ends the lone mode (the next write, from a thread
+// serving one client, goes to the writer); a later batch of one with nothing queued starts it
+// again.
+TEST_F(SqliteStoreTest, WritesQueuedDuringALoneWriteWaitForItAndEndTheLoneMode) {
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(SyncStore(*store).create_counter({Ref("c"), Config()}).ok());
+  std::promise<void> inside, release;
+  auto released = release.get_future().share();
+  std::thread lone([&] {
+    CallerServesOneClient::set(true);
+    Job job;
+    job.apply = [&](Tables&, TimeMs) {
+      inside.set_value();
+      released.wait_for(std::chrono::seconds(60));
+      return true;
+    };
+    job.finish = [](const Error*) {};
+    SqliteStoreTestPeer::submit_write(*store, std::move(job));
+  });
+  ASSERT_EQ(inside.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::int64_t> values;
+  for (int i = 0; i < 3; ++i) {
+    store->next({Ref("c"), {"q" + std::to_string(i), ""}}, [&](Result<NextReply> r) {
+      std::lock_guard lk(mu);
+      values.push_back(r.ok() ? r->record.value : -1);
+      cv.notify_all();
+    });
+  }
+  {
+    // Nothing may be answered while the lone write holds the connection. (A bounded look: a
+    // writer that ran beside it would answer within a commit, a few milliseconds.)
+    std::unique_lock lk(mu);
+    EXPECT_FALSE(cv.wait_for(lk, std::chrono::milliseconds(300), [&] { return !values.empty(); }))
+        << "a queued write was answered while a lone write held the connection";
+  }
+  const std::uint64_t commits_before = store->stats().commits;
+  release.set_value();
+  lone.join();
+  {
+    std::unique_lock lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(60), [&] { return values.size() == 3; }));
+  }
+  std::sort(values.begin(), values.end());
+  EXPECT_EQ(values, (std::vector<std::int64_t>{1, 2, 3}));
+  EXPECT_EQ(store->stats().commits - commits_before, 2u) << "the lone write's, then one batch";
+
+  auto answered_on = [&](const std::string& key) {
+    std::thread::id on;
+    OnThreadServingOneClient(true, [&] {
+      std::promise<std::thread::id> p;
+      store->next({Ref("c"), {key, ""}}, [&](Result<NextReply> r) {
+        p.set_value(r.ok() ? std::this_thread::get_id() : std::thread::id());
+      });
+      on = p.get_future().get();
+      if (on == std::this_thread::get_id()) on = std::thread::id();  // "here"
+    });
+    return on;
+  };
+  EXPECT_NE(answered_on("after-batch"), std::thread::id()) << "the batch of 3 ended the lone mode";
+  EXPECT_EQ(answered_on("after-one"), std::thread::id()) << "a batch of one starts it again";
+}
+
+// close() waits for a lone write running on a caller's thread (the writer stops only when none
+// runs), and that write is answered and kept.
+TEST_F(SqliteStoreTest, CloseWaitsForALoneWrite) {
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(SyncStore(*store).create_counter({Ref("c"), Config()}).ok());
+  std::promise<void> inside, release;
+  auto released = release.get_future().share();
+  std::promise<std::string> answer;
+  std::thread lone([&] {
+    CallerServesOneClient::set(true);
+    Job job;
+    job.apply = [&](Tables& t, TimeMs) {
+      inside.set_value();
+      released.wait_for(std::chrono::seconds(60));
+      auto c = t.find_counter("acme", "c");
+      return c.ok() && *c && t.save_period((*c)->id, "", PeriodRow{7, 7, 0}).ok();
+    };
+    job.finish = [&](const Error* e) { answer.set_value(e ? e->message : "ok"); };
+    SqliteStoreTestPeer::submit_write(*store, std::move(job));
+  });
+  ASSERT_EQ(inside.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  auto closed = std::async(std::launch::async, [&] { store->close(); });
+  EXPECT_EQ(closed.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout)
+      << "close() returned while a lone write held the connection";
+  release.set_value();
+  lone.join();
+  ASSERT_EQ(closed.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  EXPECT_EQ(answer.get_future().get(), "ok");
+  store.reset();
+
+  auto reopened = MustOpen();
+  ASSERT_TRUE(reopened);
+  auto info = SyncStore(*reopened).get_counter(Ref("c"));
+  ASSERT_TRUE(info.ok()) << info.error().message;
+  EXPECT_EQ(info->last_value, 7) << "the lone write's period row";
+}
+
+// Many threads that each serve one client, and some that do not, issuing at once: lone writes on
+// callers' threads and the writer's batches take turns on one connection, and every number is
+// given once, in order per thread, and kept across a restart.
+TEST_F(SqliteStoreTest, LoneWritesAndBatchesFromManyThreadsGiveUniqueConsecutiveValues) {
+  constexpr int kThreads = 12;
+  constexpr int kPerThread = 40;
+  std::vector<std::vector<std::int64_t>> got(kThreads);
+  {
+    auto store = MustOpen();
+    ASSERT_TRUE(store);
+    ASSERT_TRUE(SyncStore(*store).create_counter({Ref("c"), Config()}).ok());
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        CallerServesOneClient::set(t % 3 != 0);
+        SyncStore s(*store);
+        for (int i = 0; i < kPerThread; ++i) {
+          auto r = s.next({Ref("c"), {"t" + std::to_string(t) + "-" + std::to_string(i), ""}});
+          got[t].push_back(r.ok() ? r->record.value : -1);
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    store->close();
+  }
+  std::vector<std::int64_t> all;
+  for (const auto& g : got) {
+    EXPECT_TRUE(std::is_sorted(g.begin(), g.end()));
+    all.insert(all.end(), g.begin(), g.end());
+  }
+  std::sort(all.begin(), all.end());
+  std::vector<std::int64_t> want(kThreads * kPerThread);
+  for (std::size_t i = 0; i < want.size(); ++i) want[i] = static_cast<std::int64_t>(i + 1);
+  EXPECT_EQ(all, want);
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
+  SyncStore s(*store);
+  for (int t = 0; t < kThreads; ++t) {
+    auto r = s.next({Ref("c"), {"t" + std::to_string(t) + "-7", ""}});
+    ASSERT_TRUE(r.ok());
+    EXPECT_TRUE(r->replayed);
+    EXPECT_EQ(r->record.value, got[t][7]);
+  }
+}
+
 TEST_F(SqliteStoreTest, ReopenKeepsTheSchemaVersion) {
   std::string db_path;
   {

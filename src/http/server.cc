@@ -521,6 +521,9 @@ class ThreadSessions {
   explicit ThreadSessions(bool counted) : counted_(counted) {
     if (counted_) changed(++count());
   }
+  // Normally on the same thread (the session's last step runs there). A session destroyed
+  // unfinished with its io_context, at shutdown, may end on the destroying thread: that thread's
+  // count then goes below 0, which says "not one" — harmless there, nothing is served any more.
   ~ThreadSessions() {
     if (counted_) changed(--count());
   }

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -117,6 +118,48 @@ class SqliteStoreTest : public ::testing::Test {
     }
     sqlite3_close_v2(db);
     return out;
+  }
+
+  // `threads` threads each issue `per_thread` numbers of counter "c" one after the other (keys
+  // "t<thread>-<i>"), each thread first telling CallerServesOneClient `serves_one(thread)`;
+  // returns every thread's values in its order (-1 for a failure).
+  static std::vector<std::vector<std::int64_t>> IssueFromThreads(
+      SqliteStore& store, int threads, int per_thread,
+      const std::function<bool(int)>& serves_one = [](int) { return false; }) {
+    std::vector<std::vector<std::int64_t>> got(threads);
+    std::vector<std::thread> running;
+    for (int t = 0; t < threads; ++t) {
+      running.emplace_back([&, t] {
+        CallerServesOneClient::set(serves_one(t));
+        SyncStore s(store);
+        for (int i = 0; i < per_thread; ++i) {
+          auto r = s.next({Ref("c"), {"t" + std::to_string(t) + "-" + std::to_string(i), ""}});
+          got[t].push_back(r.ok() ? r->record.value : -1);
+        }
+      });
+    }
+    for (auto& th : running) th.join();
+    return got;
+  }
+  // `key` of counter "c" replays `value` (it was issued and kept).
+  static void ExpectReplays(SyncStore& s, const std::string& key, std::int64_t value) {
+    auto replay = s.next({Ref("c"), {key, ""}});
+    ASSERT_TRUE(replay.ok()) << replay.error().message;
+    EXPECT_TRUE(replay->replayed) << key;
+    EXPECT_EQ(replay->record.value, value) << key;
+  }
+  // Every thread's values increase (each waited for each answer), and all of them together are
+  // 1..N, each once.
+  static void ExpectUniqueConsecutive(const std::vector<std::vector<std::int64_t>>& got) {
+    std::vector<std::int64_t> all;
+    for (const auto& g : got) {
+      EXPECT_TRUE(std::is_sorted(g.begin(), g.end()));
+      all.insert(all.end(), g.begin(), g.end());
+    }
+    std::sort(all.begin(), all.end());
+    std::vector<std::int64_t> want(all.size());
+    for (std::size_t i = 0; i < want.size(); ++i) want[i] = static_cast<std::int64_t>(i + 1);
+    EXPECT_EQ(all, want);
   }
 
   // Holds the store's writer inside a `next` of counter `counter` (its answer's callback waits)
@@ -288,10 +331,7 @@ TEST_F(SqliteStoreTest, CheckpointsRunBesideTheWriterAndTheWalStartsOver) {
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->last_value, kNexts);
   EXPECT_EQ(info->issued_count, kNexts);
-  auto replay = s.next({Ref("c"), {"key-1234", ""}});
-  ASSERT_TRUE(replay.ok());
-  EXPECT_TRUE(replay->replayed);
-  EXPECT_EQ(replay->record.value, 1235);
+  ExpectReplays(s, "key-1234", 1235);
 }
 
 TEST_F(SqliteStoreTest, SecondOpenOfTheSameDirectoryFailsWhileTheFirstIsOpen) {
@@ -319,29 +359,7 @@ TEST_F(SqliteStoreTest, ConcurrentNextFromManyThreadsGivesUniqueConsecutiveValue
   ASSERT_TRUE(SyncStore(*store).create_counter({Ref("c"), Config()}).ok());
   constexpr int kThreads = 16;
   constexpr int kPerThread = 40;
-  std::vector<std::vector<std::int64_t>> got(kThreads);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      SyncStore s(*store);
-      for (int i = 0; i < kPerThread; ++i) {
-        auto r = s.next({Ref("c"), {"t" + std::to_string(t) + "-" + std::to_string(i), ""}});
-        got[t].push_back(r.ok() ? r->record.value : -1);
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-
-  std::vector<std::int64_t> all;
-  for (const auto& g : got) {
-    // Each thread waited for each answer, so its own values must increase.
-    EXPECT_TRUE(std::is_sorted(g.begin(), g.end()));
-    all.insert(all.end(), g.begin(), g.end());
-  }
-  std::sort(all.begin(), all.end());
-  std::vector<std::int64_t> want(kThreads * kPerThread);
-  for (std::size_t i = 0; i < want.size(); ++i) want[i] = static_cast<std::int64_t>(i + 1);
-  EXPECT_EQ(all, want);
+  ExpectUniqueConsecutive(IssueFromThreads(*store, kThreads, kPerThread));
   auto info = SyncStore(*store).get_counter(Ref("c"));
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->last_value, kThreads * kPerThread);
@@ -657,10 +675,7 @@ TEST_F(SqliteStoreTest, ALoneWriteRunsOnTheCallersThreadOnlyWhenItServesOneClien
   auto info = s.get_counter(Ref("c"));
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->last_value, 3);
-  auto replay = s.next({Ref("c"), {"writer", ""}});
-  ASSERT_TRUE(replay.ok());
-  EXPECT_TRUE(replay->replayed);
-  EXPECT_EQ(replay->record.value, 2);
+  ExpectReplays(s, "writer", 2);
 }
 
 // While a lone write runs on a caller's thread, the writer does not touch the connection: what
@@ -775,43 +790,19 @@ TEST_F(SqliteStoreTest, CloseWaitsForALoneWrite) {
 TEST_F(SqliteStoreTest, LoneWritesAndBatchesFromManyThreadsGiveUniqueConsecutiveValues) {
   constexpr int kThreads = 12;
   constexpr int kPerThread = 40;
-  std::vector<std::vector<std::int64_t>> got(kThreads);
+  std::vector<std::vector<std::int64_t>> got;
   {
     auto store = MustOpen();
     ASSERT_TRUE(store);
     ASSERT_TRUE(SyncStore(*store).create_counter({Ref("c"), Config()}).ok());
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t) {
-      threads.emplace_back([&, t] {
-        CallerServesOneClient::set(t % 3 != 0);
-        SyncStore s(*store);
-        for (int i = 0; i < kPerThread; ++i) {
-          auto r = s.next({Ref("c"), {"t" + std::to_string(t) + "-" + std::to_string(i), ""}});
-          got[t].push_back(r.ok() ? r->record.value : -1);
-        }
-      });
-    }
-    for (auto& th : threads) th.join();
+    got = IssueFromThreads(*store, kThreads, kPerThread, [](int t) { return t % 3 != 0; });
     store->close();
   }
-  std::vector<std::int64_t> all;
-  for (const auto& g : got) {
-    EXPECT_TRUE(std::is_sorted(g.begin(), g.end()));
-    all.insert(all.end(), g.begin(), g.end());
-  }
-  std::sort(all.begin(), all.end());
-  std::vector<std::int64_t> want(kThreads * kPerThread);
-  for (std::size_t i = 0; i < want.size(); ++i) want[i] = static_cast<std::int64_t>(i + 1);
-  EXPECT_EQ(all, want);
+  ExpectUniqueConsecutive(got);
   auto store = MustOpen();
   ASSERT_TRUE(store);
   SyncStore s(*store);
-  for (int t = 0; t < kThreads; ++t) {
-    auto r = s.next({Ref("c"), {"t" + std::to_string(t) + "-7", ""}});
-    ASSERT_TRUE(r.ok());
-    EXPECT_TRUE(r->replayed);
-    EXPECT_EQ(r->record.value, got[t][7]);
-  }
+  for (int t = 0; t < kThreads; ++t) ExpectReplays(s, "t" + std::to_string(t) + "-7", got[t][7]);
 }
 
 TEST_F(SqliteStoreTest, ReopenKeepsTheSchemaVersion) {

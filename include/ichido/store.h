@@ -55,6 +55,19 @@ class CallerServesOneClient {
   static void set(bool one) { flag() = one; }
   static bool get() { return flag(); }
 
+  // Within its scope the thread does not offer itself: for writes nobody on this thread waits
+  // for (fire and forget), which must not hold the thread for their fsync.
+  class NotForThis {
+   public:
+    NotForThis() : saved_(flag()) { flag() = false; }
+    ~NotForThis() { flag() = saved_; }
+    NotForThis(const NotForThis&) = delete;
+    NotForThis& operator=(const NotForThis&) = delete;
+
+   private:
+    const bool saved_;
+  };
+
  private:
   static bool& flag() {
     static thread_local bool one = false;

@@ -184,9 +184,8 @@ void SqliteStore::submit_write(Job job) {
     // writer — which also ends the lone mode until the writer sees a batch of one again.
     std::vector<Job> batch;
     batch.push_back(std::move(job));
-    const std::uint64_t before = commits_.load();
-    commit_batch(batch);
-    if (commits_.load() != before) caller_commits_.fetch_add(1);
+    const std::optional<Error> outcome = commit_batch(batch);
+    if (!outcome) caller_commits_.fetch_add(1);
     bool wake = false;
     {
       MutexLock lk(mu_);
@@ -195,6 +194,7 @@ void SqliteStore::submit_write(Job job) {
       wake = !lone_ || closing_;
     }
     if (wake) write_cv_.notify_one();
+    finish_batch(batch, outcome);
     return;
   }
   write_cv_.notify_one();
@@ -248,15 +248,16 @@ void SqliteStore::writer_loop() {
       batch_running_ = true;
     }
     const auto started = std::chrono::steady_clock::now();
-    commit_batch(batch);
+    const std::optional<Error> outcome = commit_batch(batch);
     last_commit = std::chrono::steady_clock::now() - started;
     last_batch = batch.size();
-    batch.clear();
     {
       MutexLock lk(mu_);
       batch_running_ = false;
       lone_ = last_batch == 1 && write_queue_.empty();
     }
+    finish_batch(batch, outcome);
+    batch.clear();
   }
 }
 
@@ -270,32 +271,29 @@ void SqliteStore::writer_loop() {
 //   batch runs again with a SAVEPOINT around each job, so the failed job's writes are undone
 //   alone. Jobs are functions of (tables, now) and are re-run with the same `now`.
 //
-// Either way one COMMIT (one fsync) covers the batch, and no job is finished before it.
-void SqliteStore::commit_batch(std::vector<Job>& batch) {
-  auto fail_all = [&](const Error& e) {
-    for (auto& j : batch) j.finish(&e);
-  };
+// Either way one COMMIT (one fsync) covers the batch. No job is finished here: the caller frees
+// the write connection first, then answers every job with what this returns (finish_batch), so
+// that a client answered can find the connection free for its next write (decision 141).
+std::optional<Error> SqliteStore::commit_batch(std::vector<Job>& batch) {
   if (failed_.load()) {
-    fail_all(
-        unavailable("an earlier write failed with an I/O error; restart the server after "
-                    "checking the disk"));
-    return;
+    return unavailable(
+        "an earlier write failed with an I/O error; restart the server after checking the disk");
   }
   const TimeMs now = opt_.clock->now_ms();
   cache_.drawn_token = 0;
-  Attempt a = apply_batch(batch, now, /*isolate=*/false);
+  std::optional<Error> failure;
+  Attempt a = apply_batch(batch, now, /*isolate=*/false, failure);
   if (a == Attempt::dirty_failure) {
     isolated_batches_.fetch_add(1);
-    a = apply_batch(batch, now, /*isolate=*/true);
+    a = apply_batch(batch, now, /*isolate=*/true, failure);
   }
-  if (a != Attempt::applied) return;  // apply_batch finished every job with the error
+  if (a != Attempt::applied) return failure;
   Db& db = *write_db_;
   if (auto r = reserve_tokens(); !r.ok()) {
     cache_.clear();
     if (db.in_transaction()) (void)db.exec("ROLLBACK", "roll back");
     failed_commits_.fetch_add(1);
-    fail_all(r.error());
-    return;
+    return r.error();
   }
   const auto commit_started = std::chrono::steady_clock::now();
   // COMMIT is a cached prepared statement (like BEGIN IMMEDIATE and the savepoints), not parsed
@@ -334,14 +332,17 @@ void SqliteStore::commit_batch(std::vector<Job>& batch) {
     } else if (is_fatal(rc)) {
       failed_.store(true);
     }
-    fail_all(e);
-    return;
+    return e;
   }
   read_only_.store(false);
   token_floor_ = 0;
   commits_.fetch_add(1);
   committed_commands_.fetch_add(batch.size());
-  for (auto& j : batch) j.finish(nullptr);
+  return std::nullopt;
+}
+
+void SqliteStore::finish_batch(std::vector<Job>& batch, const std::optional<Error>& outcome) {
+  for (auto& j : batch) j.finish(outcome ? &*outcome : nullptr);
 }
 
 Result<void> SqliteStore::reserve_tokens() {
@@ -357,17 +358,18 @@ Result<void> SqliteStore::reserve_tokens() {
 }
 
 // Runs every job of `batch` inside one open transaction (left open when it returns `applied`).
-// On a store failure it rolls back, finishes every job with the error and returns `failed`; with
+// On a store failure it rolls back, sets `failure` (every job's answer) and returns `failed`; with
 // `isolate` false it returns `dirty_failure` (after rolling back) when a failed job had written.
 // A job that throws is a failed job (its answer: internal); it never ends the writer.
-SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs now, bool isolate) {
+SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs now, bool isolate,
+                                              std::optional<Error>& failure) {
   Db& db = *write_db_;
   auto give_up = [&](const Error& e) {
     cache_.clear();
     if (db.in_transaction()) (void)db.exec("ROLLBACK", "roll back");
     if (db.read_only()) read_only_.store(true);
     failed_commits_.fetch_add(1);
-    for (auto& j : batch) j.finish(&e);
+    failure = e;
     return Attempt::failed;
   };
   auto step = [&](const char* sql, const char* what) -> Result<void> {

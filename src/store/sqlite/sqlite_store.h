@@ -55,6 +55,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -120,9 +121,13 @@ class SqliteStore final : public TableStore {
   void checkpointer_loop();
   // The writer connection's WAL hook (sqlite3_wal_hook), after every commit: `frames` in the WAL.
   static int on_wal_commit(void* self, sqlite3* db, const char* name, int frames);
-  void commit_batch(std::vector<Job>& batch);
+  // Runs `batch` in one transaction and commits it; returns what every job is to be answered
+  // with (nullopt: committed). Finishes no job (finish_batch, once the connection is free).
+  std::optional<Error> commit_batch(std::vector<Job>& batch);
+  static void finish_batch(std::vector<Job>& batch, const std::optional<Error>& outcome);
   enum class Attempt { applied, dirty_failure, failed };
-  Attempt apply_batch(std::vector<Job>& batch, TimeMs now, bool isolate);
+  Attempt apply_batch(std::vector<Job>& batch, TimeMs now, bool isolate,
+                      std::optional<Error>& failure);
   Result<void> reserve_tokens();  // data_dir.h D4, before COMMIT
 
   // Constant after construction.

@@ -678,6 +678,38 @@ TEST_F(SqliteStoreTest, ALoneWriteRunsOnTheCallersThreadOnlyWhenItServesOneClien
   ExpectReplays(s, "writer", 2);
 }
 
+// A client is answered only once the write connection is free again (commit_batch finishes no
+// job; the writer frees the connection, then answers): so the next write of a client the writer
+// just answered can take the lone path at once. Seen deterministically from inside an answer,
+// which runs on the writer thread: a write sent from there, by a thread that says it serves one
+// client, is run and answered before the call returns.
+TEST_F(SqliteStoreTest, AClientIsAnsweredOnlyOnceTheConnectionIsFree) {
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(SyncStore(*store).create_counter({Ref("c"), Config()}).ok());
+  std::promise<std::pair<bool, std::int64_t>> inner;
+  store->next({Ref("c"), {"first", ""}}, [&](Result<NextReply> r) {
+    if (!r.ok()) {
+      inner.set_value({false, -1});
+      return;
+    }
+    CallerServesOneClient::set(true);  // the writer thread, for this one call
+    bool answered = false;
+    std::int64_t value = -1;
+    store->next({Ref("c"), {"second", ""}}, [&](Result<NextReply> r2) {
+      answered = true;
+      value = r2.ok() ? r2->record.value : -1;
+    });
+    CallerServesOneClient::set(false);
+    inner.set_value({answered, value});
+  });
+  auto f = inner.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  const auto [answered, value] = f.get();
+  EXPECT_TRUE(answered) << "the connection was still taken when the first client was answered";
+  EXPECT_EQ(value, 2);
+}
+
 // While a lone write runs on a caller's thread, the writer does not touch the connection: what
 // is queued meanwhile waits (no answer while the lone write is held), then goes to the writer in
 // one batch, after it. That batch of several ends the lone mode (the next write, from a thread

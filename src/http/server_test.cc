@@ -11,9 +11,14 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "core/fields.h"
+#include "http/api.h"
+#include "http/json_fields.h"
 #include "store/memory/memory_store.h"
 
 namespace ichido::http {
@@ -90,4 +95,87 @@ TEST(HttpServerThreads, ConnectionsAreSpreadOverTheGivenContextsInTurn) {
 }
 
 }  // namespace
+// Decision 142: the session watches the socket only of a request that may park, i.e. a lock
+// acquire or once begin whose body may ask for wait_ms > 0.
+BeastRequest post(std::string target, std::string body) {
+  BeastRequest r{beast_http::verb::post, target, 11};
+  r.body() = std::move(body);
+  return r;
+}
+
+TEST(HttpSessionWatch, OnlyARequestThatMayParkIsWatched) {
+  const std::string acquire = "/v1/ns/a/locks/l/acquire";
+  const std::string begin = "/v1/ns/a/once/begin";
+  for (const auto& target : {acquire, begin}) {
+    SCOPED_TRACE(target);
+    // Cannot park: wait_ms absent, or a bare 0 (its default).
+    EXPECT_FALSE(Api::may_wait(post(target, "")));
+    EXPECT_FALSE(Api::may_wait(post(target, R"({"owner":"a","lease_ms":30000})")));
+    EXPECT_FALSE(Api::may_wait(post(target, R"({"owner":"a","wait_ms":0,"lease_ms":30000})")));
+    EXPECT_FALSE(Api::may_wait(post(target, "{ \"wait_ms\" :\n 0 }")));
+    EXPECT_FALSE(Api::may_wait(post(target, R"({"owner":"wait_ms","wait_ms":0})")));
+    // May park.
+    EXPECT_TRUE(Api::may_wait(post(target, R"({"owner":"a","wait_ms":5000})")));
+    EXPECT_TRUE(Api::may_wait(post(target, "{\"wait_ms\"\t:\t1}")));
+    EXPECT_TRUE(Api::may_wait(post(target + "?x=1", R"({"wait_ms":10})")));
+    EXPECT_TRUE(Api::may_wait(post(target, R"({"wait_ms":0,"wait_ms":100})")));
+    // What the scan cannot vouch for counts as a possible wait.
+    EXPECT_TRUE(Api::may_wait(post(target, R"({"wait\u005fms":5000})")));
+    EXPECT_TRUE(Api::may_wait(post(target, R"({"owner":"\u3042","wait_ms":0})")));
+    for (const char* v : {"-0", "0.0", "0e0", "null", "\"0\"", "05"}) {
+      EXPECT_TRUE(Api::may_wait(post(target, std::string(R"({"wait_ms":)") + v + "}"))) << v;
+    }
+    EXPECT_TRUE(Api::may_wait(post(target, R"({"x":{"wait_ms":5}})")));
+  }
+  // Other routes never park, whatever their body says.
+  EXPECT_FALSE(Api::may_wait(post("/v1/ns/a/locks/l/release", R"({"wait_ms":5000})")));
+  EXPECT_FALSE(Api::may_wait(post("/v1/ns/a/once/complete", R"({"wait_ms":5000})")));
+  BeastRequest get{beast_http::verb::get, acquire, 11};
+  get.body() = R"({"wait_ms":5000})";
+  EXPECT_FALSE(Api::may_wait(get));
+}
+
+// The scan against the parser the handlers use: every body whose parsed wait_ms is above 0 is
+// watched, over bodies built at random from members that name wait_ms in every way listed above.
+TEST(HttpSessionWatch, EveryBodyThatAsksForAWaitIsWatched) {
+  const std::vector<std::string> keys = {R"("wait_ms")", R"("wait\u005fms")", R"("\u0077ait_ms")",
+                                         R"("owner")",   R"("lease_ms")",     R"("x")"};
+  const std::vector<std::string> values = {"0",
+                                           "1",
+                                           "5000",
+                                           "-0",
+                                           "0.0",
+                                           "null",
+                                           "\"0\"",
+                                           "0e0",
+                                           "1e3",
+                                           "\"wait_ms\"",
+                                           R"({"wait_ms":7})"};
+  const std::vector<std::string> blanks = {"", " ", "\t", "\n ", "\r\n"};
+  std::mt19937 rng(142);
+  auto pick = [&](const std::vector<std::string>& v) { return v[rng() % v.size()]; };
+  int waits = 0, unwatched = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string body = "{";
+    const unsigned members = rng() % 4;
+    for (unsigned m = 0; m < members; ++m) {
+      if (m) body += ",";
+      body += pick(blanks) + pick(keys) + pick(blanks) + ":" + pick(blanks) + pick(values) +
+              pick(blanks);
+    }
+    body += "}";
+    const bool watched = Api::may_wait(post("/v1/ns/a/locks/l/acquire", body));
+    if (!watched) ++unwatched;
+    auto parsed = parse_body(body);
+    if (!parsed.ok()) continue;
+    auto wait = Fields(*parsed).opt_int(core::field::kWaitMs);
+    if (!wait.ok() || !*wait || **wait <= 0) continue;
+    ++waits;
+    EXPECT_TRUE(watched) << body;
+  }
+  // The test has teeth: both kinds occur.
+  EXPECT_GT(waits, 1000);
+  EXPECT_GT(unwatched, 1000);
+}
+
 }  // namespace ichido::http

@@ -98,8 +98,10 @@ class Api {
                                const BeastRequest* header = nullptr, std::string_view method = {},
                                std::string_view target = {});
   const Router& router() const { return router_; }
-  // True for requests that may park for a long time (lock acquire, once begin): the server watches
-  // their connection while they wait, so a client that goes away leaves the line (see server.cc).
+  // True for requests that may park for a long time: a lock acquire or once begin whose body may
+  // ask for wait_ms > 0 (decision 142). The server watches their connection while they wait, so
+  // a client that goes away leaves the line (see server.cc). Reads the raw body; never false for
+  // a body whose parsed wait_ms is above 0.
   static bool may_wait(const BeastRequest& req);
   const service::LockService& locks() const { return locks_; }
   // Shutdown: answers every parked lock and once waiter with its "not now" answer at once, and

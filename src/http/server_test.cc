@@ -94,7 +94,6 @@ TEST(HttpServerThreads, ConnectionsAreSpreadOverTheGivenContextsInTurn) {
   EXPECT_GE(ran_b.load(), 2u * kRounds);
 }
 
-}  // namespace
 // Decision 142: the session watches the socket only of a request that may park, i.e. a lock
 // acquire or once begin whose body may ask for wait_ms > 0.
 BeastRequest post(std::string target, std::string body) {
@@ -178,4 +177,5 @@ TEST(HttpSessionWatch, EveryBodyThatAsksForAWaitIsWatched) {
   EXPECT_GT(unwatched, 1000);
 }
 
+}  // namespace
 }  // namespace ichido::http

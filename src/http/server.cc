@@ -19,6 +19,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <cstring>
 #include <iostream>
 #include <type_traits>
 
@@ -132,38 +133,6 @@ bool expects_continue(const BeastRequest& header) {
   return it != header.end() && beast::iequals(it->value(), "100-continue");
 }
 
-// The status line and header fields of `res`, as Beast's serializer writes them for a body of
-// known length (Api::to_beast always sets Content-Length, or none for a 204), into `out`. Done by
-// hand: the serializer's state machine cost ≈ 4,600 instructions per answer, and its object
-// (≈ 1 KiB) lived in the frame of every connection waiting for a lock.
-std::string_view serialize_head(const BeastResponse& res, std::string& out) {
-  out.clear();
-  const unsigned v = res.version();
-  out += "HTTP/";
-  out += static_cast<char>('0' + v / 10);
-  out += '.';
-  out += static_cast<char>('0' + v % 10);
-  out += ' ';
-  const unsigned code = res.result_int();
-  out += static_cast<char>('0' + code / 100 % 10);
-  out += static_cast<char>('0' + code / 10 % 10);
-  out += static_cast<char>('0' + code % 10);
-  out += ' ';
-  const auto reason = res.reason();
-  out.append(reason.data(), reason.size());
-  out += "\r\n";
-  for (const auto& f : res) {
-    const auto name = f.name_string();
-    const auto value = f.value();
-    out.append(name.data(), name.size());
-    out += ": ";
-    out.append(value.data(), value.size());
-    out += "\r\n";
-  }
-  out += "\r\n";
-  return out;
-}
-
 // Writes as much of `head` + `body` as the socket takes now (the socket is in non-blocking
 // mode): small answers usually go out whole, in one sendmsg, with no async operation and no
 // timer. Returns how many bytes went out; `ec` is would_block when the rest must be written
@@ -185,6 +154,41 @@ std::size_t write_now(tcp::socket& socket, std::string_view head, std::string_vi
 }
 
 }  // namespace
+
+// Sized first, then copied into place: appended piece by piece (four appends per field, each
+// with its capacity check) it cost ≈ 1,500 instructions per answer, this ≈ 390 (callgrind, W1).
+std::string_view serialize_head(const BeastResponse& res, std::string& out) {
+  const auto reason = res.reason();
+  std::size_t size = sizeof("HTTP/1.1 200 \r\n") - 1 + reason.size() + 2;
+  for (const auto& f : res) size += f.name_string().size() + 2 + f.value().size() + 2;
+  out.resize(size);
+  char* p = out.data();
+  const auto put = [&p](std::string_view s) {
+    std::memcpy(p, s.data(), s.size());
+    p += s.size();
+  };
+  const unsigned v = res.version();
+  const unsigned code = res.result_int();
+  char line[] = "HTTP/1.1 200 ";  // version and status patched in below
+  line[5] = static_cast<char>('0' + v / 10 % 10);
+  line[7] = static_cast<char>('0' + v % 10);
+  line[9] = static_cast<char>('0' + code / 100 % 10);
+  line[10] = static_cast<char>('0' + code / 10 % 10);
+  line[11] = static_cast<char>('0' + code % 10);
+  put(std::string_view(line, sizeof line - 1));
+  put(std::string_view(reason.data(), reason.size()));
+  put("\r\n");
+  for (const auto& f : res) {
+    const auto name = f.name_string();
+    const auto value = f.value();
+    put(std::string_view(name.data(), name.size()));
+    put(": ");
+    put(std::string_view(value.data(), value.size()));
+    put("\r\n");
+  }
+  put("\r\n");
+  return out;
+}
 
 HttpServer::HttpServer(asio::io_context& ioc, Api& api, Metrics& metrics, Limits limits)
     : ioc_(ioc), api_(api), metrics_(metrics), limits_(limits), acceptor_(ioc) {}

@@ -109,7 +109,7 @@ std::string_view Api::cors_origin(const BeastRequest& req) const {
 Response Api::cors_preflight(const BeastRequest& req, std::string_view origin) const {
   Response res;
   res.status = 204;
-  res.content_type.clear();
+  res.content_type = {};
   res.headers.emplace_back("Access-Control-Allow-Methods", cors_methods_);
   res.headers.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type");
   res.headers.emplace_back("Access-Control-Max-Age", std::to_string(kCorsMaxAgeSeconds));
@@ -118,41 +118,20 @@ Response Api::cors_preflight(const BeastRequest& req, std::string_view origin) c
       it != req.end() && boost::beast::iequals(it->value(), "true")) {
     res.headers.emplace_back("Access-Control-Allow-Private-Network", "true");
   }
-  (void)origin;  // Access-Control-Allow-Origin and Vary are added by to_beast
+  (void)origin;  // Access-Control-Allow-Origin and Vary are added by make_answer
   return res;
 }
 
-BeastResponse Api::to_beast(Response r, unsigned version, bool keep_alive,
-                            std::string_view cors_origin) {
-  BeastResponse res{static_cast<beast_http::status>(r.status), version};
-  res.set(beast_http::field::server, "ichido");
-  if (!r.content_type.empty()) res.set(beast_http::field::content_type, r.content_type);
-  res.set(beast_http::field::cache_control, "no-store");
-  for (auto& [k, v] : r.headers) res.set(k, v);
-  if (r.status == 503 && res.find(beast_http::field::retry_after) == res.end()) {
-    res.set(beast_http::field::retry_after, "1");
-  }
-  if (r.status == 401) res.set(beast_http::field::www_authenticate, "Bearer realm=\"ichido\"");
-  if (!cors_origin.empty()) {
-    res.set(beast_http::field::access_control_allow_origin, cors_origin);
-    res.set(beast_http::field::vary, "Origin");
-    if (r.status != 204) {
-      res.set(beast_http::field::access_control_expose_headers, "Retry-After, ETag");
-    }
-  }
-  res.body() = std::move(r.body);
-  res.keep_alive(keep_alive);
-  res.prepare_payload();
-  if (r.status == 204) res.erase(beast_http::field::content_length);  // RFC 9110 §8.6
+Answer Api::answer(Response r, unsigned version, bool keep_alive, std::string_view cors_origin) {
   metrics_.count_response(r.status);
-  return res;
+  return make_answer(std::move(r), version, keep_alive, cors_origin);
 }
 
-BeastResponse Api::error_response(const Error& e, unsigned version, bool keep_alive,
-                                  const BeastRequest* header, std::string_view method,
-                                  std::string_view target) {
-  auto res = to_beast(Response::error(e), version, keep_alive,
-                      header ? cors_origin(*header) : std::string_view());
+Answer Api::error_response(const Error& e, unsigned version, bool keep_alive,
+                           const BeastRequest* header, std::string_view method,
+                           std::string_view target) {
+  auto res = answer(Response::error(e), version, keep_alive,
+                    header ? cors_origin(*header) : std::string_view());
   if (contract_log_) contract_log_->record(method, target, "", res);
   return res;
 }
@@ -238,22 +217,22 @@ boost::asio::awaitable<Response> Api::route(Request& req, Routed& routed, bool* 
   co_return res;
 }
 
-boost::asio::awaitable<BeastResponse> Api::handle(const BeastRequest& breq, std::string remote,
-                                                  std::string* route_out) {
+boost::asio::awaitable<Answer> Api::handle(const BeastRequest& breq, std::string remote,
+                                           std::string* route_out) {
   return serve(breq, std::move(remote), nullptr, route_out);
 }
 
-boost::asio::awaitable<std::optional<BeastResponse>> Api::admit(const BeastRequest& header,
-                                                                std::string remote,
-                                                                std::string* route_out) {
+boost::asio::awaitable<std::optional<Answer>> Api::admit(const BeastRequest& header,
+                                                         std::string remote,
+                                                         std::string* route_out) {
   bool admitted = false;
   auto res = co_await serve(header, std::move(remote), &admitted, route_out);
   if (admitted) co_return std::nullopt;
   co_return std::move(res);
 }
 
-boost::asio::awaitable<BeastResponse> Api::serve(const BeastRequest& breq, std::string remote,
-                                                 bool* admitted_out, std::string* route_out) {
+boost::asio::awaitable<Answer> Api::serve(const BeastRequest& breq, std::string remote,
+                                          bool* admitted_out, std::string* route_out) {
   const unsigned version = breq.version();
   const bool keep_alive = breq.keep_alive();
   const auto started = std::chrono::steady_clock::now();
@@ -292,7 +271,7 @@ boost::asio::awaitable<BeastResponse> Api::serve(const BeastRequest& breq, std::
   }
   if (admitted) {  // admit(): the body may come
     *admitted_out = true;
-    co_return BeastResponse();
+    co_return Answer();
   }
   // The server cancels a waiting request whose client hung up (server.cc, watch_peer): no
   // answer is sent, so none is counted in /metrics, and the request log says 499 (nginx's
@@ -320,8 +299,8 @@ boost::asio::awaitable<BeastResponse> Api::serve(const BeastRequest& breq, std::
     opt_.request_log->write(e);
   }
   if (route_out) *route_out = routed.pattern;
-  if (client_gone) co_return BeastResponse();  // not sent, not counted
-  co_return to_beast(std::move(res), version, keep_alive, origin);
+  if (client_gone) co_return Answer();  // not sent, not counted
+  co_return answer(std::move(res), version, keep_alive, origin);
 }
 
 void Api::on_external_changes(const ExternalChanges& c) {

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "http/answer.h"
 #include "http/contract_log.h"
 #include "http/message.h"
 #include "http/metrics.h"
@@ -74,29 +75,29 @@ class Api {
 
   // Never throws: a failure inside a handler becomes a 500 internal error response.
   // `route_out`, when given, receives the matched route's pattern ("" when none matched).
-  boost::asio::awaitable<BeastResponse> handle(const BeastRequest& req, std::string remote = {},
-                                               std::string* route_out = nullptr);
+  boost::asio::awaitable<Answer> handle(const BeastRequest& req, std::string remote = {},
+                                        std::string* route_out = nullptr);
   // `Expect: 100-continue` (RFC 9110 §10.1.1): decides from the header alone (`header`, whose
   // body is not read yet) whether the request is refused whatever its body — the URL, the token
   // (401), the route (404/405), the role or scope (403): then that final answer, counted and
   // logged like any answer. nullopt: the request is admitted; read its body and handle() it
   // (which checks everything again). Never throws; does not run a handler or change anything.
   // `route_out` as for handle().
-  boost::asio::awaitable<std::optional<BeastResponse>> admit(const BeastRequest& header,
-                                                             std::string remote = {},
-                                                             std::string* route_out = nullptr);
+  boost::asio::awaitable<std::optional<Answer>> admit(const BeastRequest& header,
+                                                      std::string remote = {},
+                                                      std::string* route_out = nullptr);
   // Called by the server for every answer it is about to send (not for one whose client went
   // away first): the contract log's record (ICHIDO_CONTRACT_LOG), nothing when it is off.
-  void sending(const BeastRequest& req, std::string_view route, const BeastResponse& res) {
+  void sending(const BeastRequest& req, std::string_view route, const Answer& res) {
     if (contract_log_) contract_log_->record(req.method_string(), req.target(), route, res);
   }
   // Builds the response for an error found before the request could be routed. `header`: the
   // request's header when it was read (its Origin header decides the CORS headers), else null.
   // `method` and `target` are what was read of the request line ("" when nothing was), for the
   // contract log.
-  BeastResponse error_response(const Error& e, unsigned version, bool keep_alive,
-                               const BeastRequest* header = nullptr, std::string_view method = {},
-                               std::string_view target = {});
+  Answer error_response(const Error& e, unsigned version, bool keep_alive,
+                        const BeastRequest* header = nullptr, std::string_view method = {},
+                        std::string_view target = {});
   const Router& router() const { return router_; }
   // True for requests that may park for a long time: a lock acquire or once begin whose body may
   // ask for wait_ms > 0 (decision 142). The server watches their connection while they wait, so
@@ -129,14 +130,13 @@ class Api {
   // handle() and admit(). `admitted` non-null: admit()'s checks only; *admitted tells whether
   // they passed (the returned response is then meaningless). handle() is this coroutine itself,
   // not a coroutine around it: every frame of a request that waits stays allocated while it waits.
-  boost::asio::awaitable<BeastResponse> serve(const BeastRequest& req, std::string remote,
-                                              bool* admitted, std::string* route_out);
+  boost::asio::awaitable<Answer> serve(const BeastRequest& req, std::string remote, bool* admitted,
+                                       std::string* route_out);
   // The request's Origin when CORS is on and cors_origins allows it, else empty (no allocation).
   std::string_view cors_origin(const BeastRequest& req) const;
   Response cors_preflight(const BeastRequest& req, std::string_view origin) const;
-  // `cors_origin` non-empty: adds the CORS headers of an answer to that (allowed) origin.
-  BeastResponse to_beast(Response r, unsigned version, bool keep_alive,
-                         std::string_view cors_origin = {});
+  // make_answer(), counted in /metrics.
+  Answer answer(Response r, unsigned version, bool keep_alive, std::string_view cors_origin = {});
   void audit_failure(const Request& req, const Error& e, const std::string& actor);
 
   ApiOptions opt_;

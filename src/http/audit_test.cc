@@ -29,7 +29,7 @@ class AuditTest : public ::testing::Test {
   Answer Call(verb v, const std::string& target, const std::string& body = "") {
     BeastRequest req{v, target, 11};
     req.body() = body;
-    std::optional<BeastResponse> res;
+    std::optional<::ichido::http::Answer> res;
     boost::asio::co_spawn(
         ioc_,
         [&]() -> boost::asio::awaitable<void> { res = co_await api_.handle(req, "1.2.3.4:5"); },

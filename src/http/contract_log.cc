@@ -35,22 +35,21 @@ std::unique_ptr<ContractLog> ContractLog::from_environment() {
 ContractLog::~ContractLog() { ::close(fd_); }
 
 void ContractLog::record(std::string_view method, std::string_view target, std::string_view route,
-                         const BeastResponse& res) {
+                         const Answer& res) {
   boost::json::object line;
   line["method"] = method;
   line["target"] = target;
   line["route"] = route;
   line["status"] = res.result_int();
   boost::json::object headers;
-  for (const auto& field : res) {
-    std::string name(field.name_string());
+  std::string content_type;
+  res.for_each_field([&](std::string_view field, std::string_view value) {
+    std::string name(field);
     for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    headers[name] = field.value();
-  }
+    if (name == "content-type" && content_type.empty()) content_type = value;
+    headers[name] = value;
+  });
   line["headers"] = std::move(headers);
-  const auto ct = res.find(beast_http::field::content_type);
-  const std::string_view content_type =
-      ct == res.end() ? std::string_view() : std::string_view(ct->value());
   const std::string& body = res.body();
   line["body_bytes"] = body.size();
   if (keeps_body(content_type)) {

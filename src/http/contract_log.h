@@ -17,7 +17,7 @@
 #include <string_view>
 
 #include "base/mutex.h"
-#include "http/message.h"
+#include "http/answer.h"
 
 namespace ichido::http {
 
@@ -30,7 +30,7 @@ class ContractLog {
 
   // `route` is the matched pattern ("" when none matched; then the checker matches `target`).
   void record(std::string_view method, std::string_view target, std::string_view route,
-              const BeastResponse& res);
+              const Answer& res);
 
  private:
   explicit ContractLog(int fd) : fd_(fd) {}

@@ -105,11 +105,11 @@ Response Response::json(unsigned status, const boost::json::object& o) {
 
 Response Response::error(const Error& e) { return json(http_status(e.code), error_body(e)); }
 
-Response Response::text(unsigned status, std::string body, std::string content_type) {
+Response Response::text(unsigned status, std::string body, std::string_view content_type) {
   Response r;
   r.status = status;
   r.body = std::move(body);
-  r.content_type = std::move(content_type);
+  r.content_type = content_type;
   return r;
 }
 

@@ -19,7 +19,6 @@ namespace ichido::http {
 
 namespace beast_http = boost::beast::http;
 using BeastRequest = beast_http::request<beast_http::string_body>;
-using BeastResponse = beast_http::response<beast_http::string_body>;
 
 // A parsed request: method, percent-decoded path segments, decoded query parameters, raw body.
 struct Request {
@@ -51,7 +50,9 @@ struct Request {
 
 struct Response {
   unsigned status = 200;
-  std::string content_type = "application/json";
+  // Static text (a literal, a web asset's type): every content type the server sends is one, and
+  // a view of it costs no allocation per answer. Empty: no Content-Type field.
+  std::string_view content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
   // The audit entry of this admin call was written atomically with its effect; Api writes one
@@ -62,7 +63,7 @@ struct Response {
   // The same for an object, serialized where it is (as a `value` it would be copied first).
   static Response json(unsigned status, const boost::json::object& o);
   static Response error(const Error& e);
-  static Response text(unsigned status, std::string body, std::string content_type);
+  static Response text(unsigned status, std::string body, std::string_view content_type);
 };
 
 // The success answer of an admin mutation whose store command carried `req.audit`: its audit

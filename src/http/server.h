@@ -49,14 +49,6 @@ struct Limits {
 Result<boost::asio::ip::tcp::acceptor> bind_listener(boost::asio::io_context& ioc,
                                                      const std::string& host, std::uint16_t port);
 
-// The status line and header fields of `res` as Beast's serializer writes them for a body of
-// known length (Api::to_beast always sets Content-Length, or none for a 204), written into `out`
-// (its old contents replaced; a reused string keeps its capacity, so a warm one allocates
-// nothing). Returns a view of `out`. Done by hand: Beast's serializer state machine cost ≈ 4,600
-// instructions per answer, and its object (≈ 1 KiB) lived in the frame of every connection
-// waiting for a lock. server_test checks it byte for byte against Beast's serializer.
-std::string_view serialize_head(const BeastResponse& res, std::string& out);
-
 class HttpServer {
  public:
   HttpServer(boost::asio::io_context& ioc, Api& api, Metrics& metrics, Limits limits);

@@ -43,7 +43,7 @@ Response asset_response(const WebAsset& a, const Request& req) {
   r.headers.emplace_back("X-Frame-Options", "DENY");
   r.headers.emplace_back("Cache-Control", "no-cache");
   r.headers.emplace_back("ETag", std::string(a.etag));
-  r.content_type = std::string(a.content_type);
+  r.content_type = a.content_type;
   if (etag_matches(req.if_none_match, a.etag)) {
     r.status = 304;
     return r;

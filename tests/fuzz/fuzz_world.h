@@ -23,8 +23,8 @@ struct World {
   boost::asio::io_context ioc;
   int uses = 0;  // inputs since this world was made (the targets start afresh now and then)
 
-  http::BeastResponse call(const http::BeastRequest& req) {
-    std::optional<http::BeastResponse> res;
+  http::Answer call(const http::BeastRequest& req) {
+    std::optional<http::Answer> res;
     boost::asio::co_spawn(
         ioc, [&]() -> boost::asio::awaitable<void> { res = co_await api.handle(req); },
         boost::asio::detached);
@@ -33,7 +33,7 @@ struct World {
     if (!res) std::abort();  // every request must be answered
     return std::move(*res);
   }
-  http::BeastResponse call(http::beast_http::verb v, const std::string& target, std::string body) {
+  http::Answer call(http::beast_http::verb v, const std::string& target, std::string body) {
     http::BeastRequest req{v, target, 11};
     req.body() = std::move(body);
     return call(req);

@@ -3,6 +3,7 @@
 #include <date/date.h>
 #include <date/tz.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -147,8 +148,26 @@ Result<const std::vector<FormatPiece>*> parse_format_cached(std::string_view for
   return &cache.emplace(std::string(format), std::move(*parsed)).first->second;
 }
 
+namespace {
+
+// The last date local_date() found, per thread, with the instants [from, until) that have that
+// same date in that zone: the writer asks on every `next`, and a zone lookup with its conversion
+// costs ≈ 900 instructions (docs/performance.md, twentieth step); the range is exact (one local
+// day under one UTC offset), so an answer from it is the one a lookup would give.
+struct LocalDateMemo {
+  std::string tz;
+  TimeMs from = 0;
+  TimeMs until = 0;  // from == until: nothing remembered
+  LocalDate date;
+};
+thread_local LocalDateMemo local_date_memo;
+
+}  // namespace
+
 Result<LocalDate> local_date(std::string_view tz, TimeMs now) {
   using namespace std::chrono;
+  LocalDateMemo& memo = local_date_memo;
+  if (now >= memo.from && now < memo.until && tz == memo.tz) return memo.date;
   const date::time_zone* zone = nullptr;
   if (tz.empty() || tz.size() > 64) {
     return invalid_field("timezone",
@@ -161,9 +180,23 @@ Result<LocalDate> local_date(std::string_view tz, TimeMs now) {
                                          "'; use an IANA name such as UTC or Asia/Tokyo.");
   }
   const sys_time<milliseconds> tp{milliseconds{now}};
-  const auto local = zone->to_local(tp);
-  const date::year_month_day ymd{date::floor<date::days>(local)};
-  return LocalDate{int(ymd.year()), unsigned(ymd.month()), unsigned(ymd.day())};
+  // What zone->to_local(tp) computes, with the offset's period kept for the memo.
+  const date::sys_info info = zone->get_info(tp);
+  const milliseconds offset = info.offset;
+  const date::local_time<milliseconds> local{tp.time_since_epoch() + offset};
+  const auto day = date::floor<date::days>(local);
+  const date::year_month_day ymd{day};
+  const LocalDate d{int(ymd.year()), unsigned(ymd.month()), unsigned(ymd.day())};
+  // The UTC instants of this local day under this offset, within the period of the offset.
+  const TimeMs day_from = duration_cast<milliseconds>(day.time_since_epoch() - offset).count();
+  const TimeMs day_until = day_from + duration_cast<milliseconds>(date::days{1}).count();
+  memo.tz.assign(tz);
+  memo.from =
+      std::max(day_from, duration_cast<milliseconds>(info.begin.time_since_epoch()).count());
+  memo.until =
+      std::min(day_until, duration_cast<milliseconds>(info.end.time_since_epoch()).count());
+  memo.date = d;
+  return d;
 }
 
 std::string period_label(Period p, const LocalDate& d) {

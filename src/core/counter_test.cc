@@ -3,14 +3,17 @@
 #include "core/counter.h"
 
 #include <date/date.h>
+#include <date/tz.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <limits>
 #include <random>
 #include <string>
 #include <variant>
+#include <vector>
 
 namespace ichido::core {
 namespace {
@@ -300,6 +303,62 @@ TEST(Period, BoundaryInstants) {
   d = local_date("UTC", At(2028, 2, 29, 23, 59, 59));  // leap day
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(period_label(Period::day, *d), "2028-02-29");
+}
+
+// local_date() remembers its last answer with the instants that share it (a memo per thread);
+// whatever the order of the questions, it answers what the zone database says. Instants every
+// 15 minutes ± 1 ms over three days around every offset change of 2005–2035 in zones with
+// unusual ones (DST starting at midnight in São Paulo, 30-minute DST on Lord Howe, Apia skipping
+// 30 December 2011, negative DST in Dublin, 45- and 30-minute offsets), asked in time order
+// (the memo answers most) and then shuffled across zones.
+TEST(Period, LocalDateIsTheZoneDatabasesForEveryInstant) {
+  using std::chrono::milliseconds;
+  const char* zones[] = {"UTC",           "Asia/Tokyo",          "America/New_York",
+                         "Europe/London", "Australia/Lord_Howe", "America/Sao_Paulo",
+                         "Pacific/Apia",  "Asia/Kathmandu",      "America/St_Johns",
+                         "Europe/Dublin"};
+  const auto reference = [](const char* tz, TimeMs now) {
+    const auto local =
+        date::locate_zone(tz)->to_local(date::sys_time<milliseconds>{milliseconds{now}});
+    const date::year_month_day ymd{date::floor<date::days>(local)};
+    return LocalDate{int(ymd.year()), unsigned(ymd.month()), unsigned(ymd.day())};
+  };
+  constexpr TimeMs kQuarter = 15 * 60 * 1000;
+  constexpr TimeMs kDay = 24 * 60 * 60 * 1000;
+  std::vector<std::pair<const char*, TimeMs>> questions;
+  for (const char* tz : zones) {
+    const auto* zone = date::locate_zone(tz);
+    std::vector<TimeMs> changes = {At(2005, 1, 1), At(2020, 6, 15, 12)};  // UTC has none
+    for (auto t = date::sys_seconds{std::chrono::seconds{At(2005, 1, 1) / 1000}};
+         t < date::sys_seconds{std::chrono::seconds{At(2035, 1, 1) / 1000}};) {
+      t = zone->get_info(t).end;
+      changes.push_back(std::chrono::duration_cast<milliseconds>(t.time_since_epoch()).count());
+    }
+    for (const TimeMs change : changes) {
+      for (TimeMs q = change / kQuarter * kQuarter - kDay; q <= change + 2 * kDay; q += kQuarter) {
+        for (const TimeMs at : {q - 1, q, q + 1}) questions.emplace_back(tz, at);
+      }
+    }
+  }
+  int mismatches = 0;
+  const auto ask = [&](const char* tz, TimeMs at) {
+    const auto got = local_date(tz, at);
+    ASSERT_TRUE(got.ok()) << tz;
+    const LocalDate want = reference(tz, at);
+    if (got->year != want.year || got->month != want.month || got->day != want.day) {
+      if (++mismatches <= 5) {
+        ADD_FAILURE() << tz << " at " << at << ": " << got->year << "-" << got->month << "-"
+                      << got->day << ", the database says " << want.year << "-" << want.month << "-"
+                      << want.day;
+      }
+    }
+  };
+  for (const auto& [tz, at] : questions) ask(tz, at);
+  std::mt19937_64 rng(15);
+  std::shuffle(questions.begin(), questions.end(), rng);
+  for (const auto& [tz, at] : questions) ask(tz, at);
+  EXPECT_EQ(mismatches, 0) << "of " << 2 * questions.size() << " questions";
+  EXPECT_GT(questions.size(), 100000u);
 }
 
 TEST(Period, UnknownTimezoneNamesFieldTimezone) {

@@ -107,26 +107,51 @@ void TableStore::next(NextCmd cmd, Callback<NextReply> done) {
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<NextReply> {
         auto row = load_counter(t, cmd.ref);
         if (!row.ok()) return std::move(row).error();
-        std::optional<core::IssuedNumber> existing;
-        if (cmd.next.key) {
-          auto found = t.find_issued_by_key(row->id, *cmd.next.key);
-          if (!found.ok()) return std::move(found).error();
-          existing = std::move(*found);
-        }
         auto today = core::today(row->config, now);
         if (!today.ok()) return std::move(today).error();
         auto period = t.find_period(row->id, today->period);
         if (!period.ok()) return std::move(period).error();
         PeriodRow p = period->value_or(PeriodRow{row->config.start, 0, 0});
-        auto d = core::decide_next(row->config, *today, p.last_value, existing, cmd.next, now);
-        if (!d.ok()) return std::move(d).error();
-        if (!d->replayed) {
-          ICHIDO_TRY(t.save_issued(row->id, d->record));
-          p.last_value = d->record.value;
-          p.issued_count += 1;
-          ICHIDO_TRY(t.save_period(row->id, today->period, p));
+        // The rules decide as for a new key first; the number already issued to the key is
+        // looked up only when the insert finds the key taken or the rules refuse a new number
+        // (a known key is answered even by an exhausted counter). A new key then costs one
+        // search of the key index, not two (docs/performance.md, twenty-first step).
+        const auto replay = [&]() -> Result<std::optional<NextReply>> {
+          auto found = t.find_issued_by_key(row->id, *cmd.next.key);
+          if (!found.ok()) return std::move(found).error();
+          if (!*found) return std::optional<NextReply>();
+          auto d = core::decide_next(row->config, *today, p.last_value, *found, cmd.next, now);
+          if (!d.ok()) return std::move(d).error();
+          return std::optional<NextReply>(NextReply{std::move(d->record), d->replayed});
+        };
+        auto d = core::decide_next(row->config, *today, p.last_value, std::nullopt, cmd.next, now);
+        if (!d.ok()) {
+          if (cmd.next.key) {
+            auto r = replay();
+            if (!r.ok()) return std::move(r).error();
+            if (*r) return std::move(**r);
+          }
+          return std::move(d).error();
         }
-        return NextReply{std::move(d->record), d->replayed};
+        if (cmd.next.key) {
+          auto inserted = t.insert_issued_unless_key(row->id, d->record);
+          if (!inserted.ok()) return std::move(inserted).error();
+          if (!*inserted) {
+            auto r = replay();
+            if (!r.ok()) return std::move(r).error();
+            if (!*r) {
+              return Error(errc::internal,
+                           "The key's number was neither new nor found; nothing was issued.");
+            }
+            return std::move(**r);
+          }
+        } else {
+          ICHIDO_TRY(t.save_issued(row->id, d->record));
+        }
+        p.last_value = d->record.value;
+        p.issued_count += 1;
+        ICHIDO_TRY(t.save_period(row->id, today->period, p));
+        return NextReply{std::move(d->record), false};
       },
       std::move(done), std::move(keys), std::move(prefetch));
 }

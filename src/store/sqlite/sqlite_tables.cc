@@ -222,6 +222,19 @@ Result<void> SqliteTables::save_issued(std::int64_t id, const core::IssuedNumber
   return q->run("record an issued number");
 }
 
+Result<bool> SqliteTables::insert_issued_unless_key(std::int64_t id, const core::IssuedNumber& r) {
+  // The conflict target is issued_by_key (a partial index: its WHERE is part of the target). A
+  // row with the same (period, value) is not handled here: that insert fails, as it must.
+  auto q = db_.query("INSERT INTO issued (counter_id, " ISSUED_COLUMNS
+                     ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                     "ON CONFLICT (counter_id, key) WHERE key IS NOT NULL DO NOTHING");
+  if (!q.ok()) return std::move(q).error();
+  q->bind(1, id).bind(2, r.period).bind(3, r.value).bind(4, r.formatted).bind(5, r.key);
+  q->bind(6, r.note).bind(7, r.issued_at).bind(8, r.voided_at).bind(9, r.void_reason);
+  ICHIDO_TRY(q->run("record an issued number"));
+  return sqlite3_changes(db_.raw()) > 0;
+}
+
 Result<std::vector<core::IssuedNumber>> SqliteTables::list_issued(std::int64_t id,
                                                                   const std::string& period,
                                                                   std::int64_t after, int limit) {

@@ -101,6 +101,8 @@ class SqliteTables final : public Tables {
   Result<std::optional<std::int64_t>> highest_issued(std::int64_t counter_id,
                                                      const std::string& period) override;
   Result<void> save_issued(std::int64_t counter_id, const core::IssuedNumber& rec) override;
+  Result<bool> insert_issued_unless_key(std::int64_t counter_id,
+                                        const core::IssuedNumber& rec) override;
   Result<std::vector<core::IssuedNumber>> list_issued(std::int64_t counter_id,
                                                       const std::string& period, std::int64_t after,
                                                       int limit) override;

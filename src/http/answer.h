@@ -36,9 +36,10 @@ class Answer {
   // building an answer whose names are known to be new.
   void add(std::string_view name, std::string_view value);
   // As Beast's set(): every field named `name` (case-insensitive) is removed, then `name: value`
-  // is added last. Neither `name` nor `value` may hold CR or LF (not checked: every name and
-  // value comes from the server's own code). Connection and Content-Length are not set here:
-  // they follow from keep_alive() and body().
+  // is added last. Neither `name` nor `value` may hold CR or LF (not checked: names and values
+  // come from the server's own code, or are a request's Origin that matched an allowed pattern,
+  // and Beast's parser refuses CR and LF in field values). Connection and Content-Length are
+  // not set here: they follow from keep_alive() and body().
   void set(std::string_view name, std::string_view value);
   // The value of the first field named `name` (case-insensitive), Connection and
   // Content-Length included; nullopt when there is none. A copy: for tests and rare paths.

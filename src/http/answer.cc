@@ -7,22 +7,6 @@
 
 namespace ichido::http {
 
-namespace {
-
-// Where the line of field `name` starts in `fields`, or npos.
-std::size_t find_line(std::string_view fields, std::string_view name) {
-  std::size_t at = 0;
-  while (at < fields.size()) {
-    const auto colon = fields.find(": ", at);
-    const auto end = fields.find("\r\n", colon) + 2;
-    if (boost::beast::iequals(fields.substr(at, colon - at), name)) return at;
-    at = end;
-  }
-  return std::string_view::npos;
-}
-
-}  // namespace
-
 void Answer::add(std::string_view name, std::string_view value) {
   const std::size_t at = fields_.size();
   fields_.resize(at + name.size() + 2 + value.size() + 2);
@@ -37,9 +21,13 @@ void Answer::add(std::string_view name, std::string_view value) {
 }
 
 void Answer::set(std::string_view name, std::string_view value) {
-  for (auto at = find_line(fields_, name); at != std::string_view::npos;
-       at = find_line(fields_, name)) {
-    fields_.erase(at, fields_.find("\r\n", at) + 2 - at);
+  for (std::size_t at = 0; at < fields_.size();) {
+    const Line line = first_line(std::string_view(fields_).substr(at));
+    if (boost::beast::iequals(line.name, name)) {
+      fields_.erase(at, line.size);
+    } else {
+      at += line.size;
+    }
   }
   add(name, value);
 }

@@ -48,12 +48,10 @@ class Answer {
   // Content-Length last.
   template <class F>
   void for_each_field(F&& f) const {
-    std::string_view rest = fields_;
-    while (!rest.empty()) {
-      const auto colon = rest.find(": ");
-      const auto end = rest.find("\r\n", colon);
-      f(rest.substr(0, colon), rest.substr(colon + 2, end - colon - 2));
-      rest.remove_prefix(end + 2);
+    for (std::string_view rest = fields_; !rest.empty();) {
+      const Line line = first_line(rest);
+      f(line.name, line.value);
+      rest.remove_prefix(line.size);
     }
     if (const auto c = connection(); !c.empty()) f(std::string_view("Connection"), c);
     if (has_content_length()) {
@@ -72,6 +70,18 @@ class Answer {
   std::string_view content_length(char (&digits)[24]) const;
 
  private:
+  // The first of `lines` ("Name: value\r\n"…): its name, its value, its length with the CRLF.
+  struct Line {
+    std::string_view name;
+    std::string_view value;
+    std::size_t size;
+  };
+  static Line first_line(std::string_view lines) {
+    const auto colon = lines.find(": ");
+    const auto end = lines.find("\r\n", colon);
+    return {lines.substr(0, colon), lines.substr(colon + 2, end - colon - 2), end + 2};
+  }
+
   unsigned status_ = 0;
   unsigned version_ = 11;
   bool keep_alive_ = true;

@@ -86,14 +86,15 @@ export class GasRuntime {
         execution.killed = true;
         worker.terminate().then(() => finish({ ok: false, killed: true, logs: [] }));
       };
-      const reply = (message) => {
-        port1.postMessage(message);
+      // The reply first, then the flag, then the wake-up (gas_worker.mjs's rpc relies on this order).
+      const reply = (id, message) => {
+        port1.postMessage({ id, ...message });
         Atomics.store(flags, 0, 1);
         Atomics.notify(flags, 0);
       };
-      port1.on('message', async ({ op, payload }) => {
+      port1.on('message', async ({ op, payload, id }) => {
         if (op === 'done') {
-          reply({ value: null });
+          reply(id, { value: null });
           return finish(payload);
         }
         try {
@@ -101,10 +102,10 @@ export class GasRuntime {
           if (execution.killed) return;
           const value = await this.#serve(op, payload, execution);
           if (execution.killed) return;
-          reply({ value });
+          reply(id, { value });
         } catch (e) {
           if (execution.killed) return;
-          reply({ throw: e.message });
+          reply(id, { throw: e.message });
         }
       });
       worker.on('error', (e) => (finished ? null : reject(e)));

@@ -12,14 +12,20 @@ const { files, entry, args, port, flag, userKey, timeZone } = workerData;
 const flags = new Int32Array(flag);
 const logs = [];
 
-// A synchronous call to the main thread.
+// A synchronous call to the main thread. The main thread posts the reply, then sets the flag to
+// 1, then notifies: the flag, not the wake-up, says the reply is there — a notify meant for the
+// previous call can arrive after this call has set the flag back to 0, so Atomics.wait is
+// re-entered until the flag is set. Each call carries a sequence number its reply must echo.
+let calls = 0;
 function rpc(op, payload) {
+  const id = ++calls;
   Atomics.store(flags, 0, 0);
-  port.postMessage({ op, payload });
-  Atomics.wait(flags, 0, 0);
+  port.postMessage({ op, payload, id });
+  while (Atomics.load(flags, 0) === 0) Atomics.wait(flags, 0, 0);
   const reply = receiveMessageOnPort(port);
   if (!reply) throw new Error(`gas shim: no reply to ${op}`);
-  if (reply.message && reply.message.throw) {
+  if (reply.message.id !== id) throw new Error(`gas shim: the reply to ${op} (#${id}) was for call #${reply.message.id}`);
+  if (reply.message.throw) {
     const e = new Error(reply.message.throw);
     e.name = 'Exception';
     throw e;

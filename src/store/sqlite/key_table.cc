@@ -1,0 +1,203 @@
+#include "store/sqlite/key_table.h"
+
+#include <algorithm>
+#include <random>
+#include <stdexcept>
+#include <string>
+
+namespace ichido::store::sqlite {
+namespace {
+
+constexpr std::uint64_t rotl(std::uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
+
+// One SipRound over the state (v0, v1, v2, v3).
+void sip_round(std::uint64_t& v0, std::uint64_t& v1, std::uint64_t& v2, std::uint64_t& v3) {
+  v0 += v1;
+  v1 = rotl(v1, 13);
+  v1 ^= v0;
+  v0 = rotl(v0, 32);
+  v2 += v3;
+  v3 = rotl(v3, 16);
+  v3 ^= v2;
+  v0 += v3;
+  v3 = rotl(v3, 21);
+  v3 ^= v0;
+  v2 += v1;
+  v1 = rotl(v1, 17);
+  v1 ^= v2;
+  v2 = rotl(v2, 32);
+}
+
+std::uint64_t load_le64(const unsigned char* p) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+}  // namespace
+
+template <int C, int D>
+SipHasher<C, D>::SipHasher(std::uint64_t k0, std::uint64_t k1)
+    : v0_(0x736f6d6570736575ULL ^ k0),
+      v1_(0x646f72616e646f6dULL ^ k1),
+      v2_(0x6c7967656e657261ULL ^ k0),
+      v3_(0x7465646279746573ULL ^ k1) {}
+
+template <int C, int D>
+void SipHasher<C, D>::compress(std::uint64_t m) {
+  v3_ ^= m;
+  for (int r = 0; r < C; ++r) sip_round(v0_, v1_, v2_, v3_);
+  v0_ ^= m;
+}
+
+template <int C, int D>
+SipHasher<C, D>& SipHasher<C, D>::update(std::string_view bytes) {
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  std::size_t n = bytes.size();
+  // Complete the pending word first.
+  while (n > 0 && length_ % 8 != 0) {
+    tail_ |= std::uint64_t{*p++} << (8 * (length_ % 8));
+    ++length_;
+    --n;
+    if (length_ % 8 == 0) {
+      compress(tail_);
+      tail_ = 0;
+    }
+  }
+  for (; n >= 8; p += 8, n -= 8, length_ += 8) compress(load_le64(p));
+  for (; n > 0; --n, ++length_) tail_ |= std::uint64_t{*p++} << (8 * (length_ % 8));
+  return *this;
+}
+
+template <int C, int D>
+std::uint64_t SipHasher<C, D>::finish() const {
+  SipHasher s = *this;
+  s.compress(s.tail_ | (s.length_ << 56));
+  s.v2_ ^= 0xff;
+  for (int r = 0; r < D; ++r) sip_round(s.v0_, s.v1_, s.v2_, s.v3_);
+  return s.v0_ ^ s.v1_ ^ s.v2_ ^ s.v3_;
+}
+
+template class SipHasher<1, 3>;
+template class SipHasher<2, 4>;
+
+KeySecret KeySecret::random() {
+  std::random_device rd;
+  const auto word = [&rd] { return (std::uint64_t{rd()} << 32) | rd(); };
+  KeySecret s;
+  s.k0 = word();
+  s.k1 = word();
+  return s;
+}
+
+std::uint64_t key_hash(const KeySecret& secret, KeyKind kind, std::string_view scope,
+                       std::string_view key) {
+  char head[5];
+  head[0] = static_cast<char>(kind);
+  const auto n = static_cast<std::uint32_t>(scope.size());
+  for (int i = 0; i < 4; ++i) head[1 + i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  return SipHasher13(secret.k0, secret.k1)
+      .update(std::string_view(head, sizeof head))
+      .update(scope)
+      .update(key)
+      .finish();
+}
+
+std::string_view counter_scope(std::int64_t counter_id, char (&buffer)[8]) {
+  const auto u = static_cast<std::uint64_t>(counter_id);
+  for (int i = 0; i < 8; ++i) buffer[i] = static_cast<char>((u >> (8 * i)) & 0xff);
+  return std::string_view(buffer, 8);
+}
+
+KeyTable::KeyTable(std::size_t expected_keys, int max_log2)
+    : max_log2_(std::clamp(max_log2, kMinLog2, kMaxLog2)) {
+  int log2 = kMinLog2;
+  // Room for expected_keys at load ≤ 3/4.
+  while (log2 < max_log2_ && (std::size_t{1} << log2) / 4 * 3 < expected_keys) ++log2;
+  log2_ = log2;
+  slots_.assign(std::size_t{1} << log2_, 0);
+  mask_ = slots_.size() - 1;
+}
+
+void KeyTable::place(std::uint64_t slot) {
+  std::size_t i = home_of(slot >> kKseqBits);
+  while (slots_[i] != 0) i = (i + 1) & mask_;
+  slots_[i] = slot;
+}
+
+void KeyTable::grow() {
+  if (log2_ >= max_log2_) {
+    throw std::length_error("the key table is full (" + std::to_string(size_) + " keys)");
+  }
+  std::vector<std::uint64_t> old(std::size_t{1} << (log2_ + 1), 0);
+  old.swap(slots_);
+  ++log2_;
+  mask_ = slots_.size() - 1;
+  for (const std::uint64_t s : old) {
+    if (s != 0) place(s);
+  }
+}
+
+void KeyTable::insert(std::uint64_t hash, std::uint64_t kseq) {
+  if (kseq == 0 || kseq > kMaxKseq) {
+    throw std::out_of_range("kseq " + std::to_string(kseq) + " is outside 1 … 2^36 − 1");
+  }
+  if ((size_ + 1) * 4 > slots_.size() * 3) grow();
+  const std::uint64_t slot = ((hash >> kKseqBits) << kKseqBits) | kseq;
+  place(slot);
+  ++size_;
+  if (in_batch_) undo_.push_back(slot);
+}
+
+bool KeyTable::erase_slot(std::uint64_t slot) {
+  std::size_t i = home_of(slot >> kKseqBits);
+  for (;; i = (i + 1) & mask_) {
+    if (slots_[i] == 0) return false;
+    if (slots_[i] == slot) break;
+  }
+  // Backward shift: a later slot of the run moves into the hole when the hole lies between its
+  // home and where it is (cyclically), i.e. when it is at least as far from its home as from
+  // the hole; the hole then moves to where it was.
+  for (std::size_t j = (i + 1) & mask_;; j = (j + 1) & mask_) {
+    const std::uint64_t s = slots_[j];
+    if (s == 0) break;
+    const std::size_t home = home_of(s >> kKseqBits);
+    if (((j - home) & mask_) >= ((j - i) & mask_)) {
+      slots_[i] = s;
+      i = j;
+    }
+  }
+  slots_[i] = 0;
+  --size_;
+  return true;
+}
+
+bool KeyTable::erase(std::uint64_t hash, std::uint64_t kseq) {
+  if (kseq == 0 || kseq > kMaxKseq) return false;
+  return erase_slot(((hash >> kKseqBits) << kKseqBits) | kseq);
+}
+
+void KeyTable::begin_batch() {
+  if (in_batch_) throw std::logic_error("KeyTable::begin_batch: a batch is already open");
+  in_batch_ = true;
+  undo_.clear();
+}
+
+void KeyTable::commit_batch() {
+  in_batch_ = false;
+  undo_.clear();
+}
+
+void KeyTable::rollback_batch() {
+  in_batch_ = false;
+  for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) erase_slot(*it);
+  undo_.clear();
+}
+
+std::size_t KeyTable::probe_length(std::uint64_t hash) const {
+  std::size_t n = 1;
+  for (std::size_t i = home_of(hash >> kKseqBits); slots_[i] != 0; i = (i + 1) & mask_) ++n;
+  return n;
+}
+
+}  // namespace ichido::store::sqlite

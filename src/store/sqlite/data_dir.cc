@@ -96,7 +96,6 @@ Result<std::optional<Identity>> read_identity(const std::string& dir) {
 
 Result<void> write_identity(const std::string& dir, const Identity& id) {
   const std::string path = identity_path_of(dir);
-  const std::string tmp = path + ".tmp";
   std::ostringstream s;
   s << "# ichido store identity. Do not edit or delete: it keeps an emptied or lost ichido.db\n"
     << "# from coming back as a new, empty store (README, \"Durability\").\n"
@@ -105,17 +104,33 @@ Result<void> write_identity(const std::string& dir, const Identity& id) {
     << "created_at=" << format_rfc3339(id.created_at) << "\n"
     << "token_high_water=" << id.token_high_water << "\n";
   const std::string text = s.str();
+  const std::string_view pieces[] = {text};
+  return replace_file_durably(path, pieces);
+}
+
+Result<void> replace_file_durably(const std::string& path,
+                                  std::span<const std::string_view> pieces) {
+  const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return startup("cannot write " + tmp + ": " + std::strerror(errno));
-  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-                  ::fsync(fd) == 0;
+  bool ok = true;
+  for (std::string_view piece : pieces) {
+    while (ok && !piece.empty()) {
+      const ssize_t n = ::write(fd, piece.data(), piece.size());
+      if (n < 0 && errno == EINTR) continue;
+      ok = n > 0;
+      if (ok) piece.remove_prefix(static_cast<std::size_t>(n));
+    }
+  }
+  ok = ok && ::fsync(fd) == 0;
   const int saved = errno;
   ::close(fd);
   if (!ok) return startup("cannot write " + tmp + ": " + std::strerror(saved));
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     return startup("cannot replace " + path + ": " + std::strerror(errno));
   }
-  return sync_path(dir, O_RDONLY | O_DIRECTORY);
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  return sync_path(dir.empty() ? "." : dir, O_RDONLY | O_DIRECTORY);
 }
 
 Result<std::vector<std::string>> integrity_check(Db& db, bool quick, int max) {

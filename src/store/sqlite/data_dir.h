@@ -24,7 +24,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ichido/clock.h"
@@ -88,6 +90,13 @@ Result<std::vector<std::string>> integrity_check(Db& db, bool quick, int max);
 // fsync(2) of a file (flags O_RDONLY) or directory (O_RDONLY | O_DIRECTORY). Errors:
 // store_unavailable naming the path.
 Result<void> sync_path(const std::string& path, int flags);
+
+// Replaces the file `path` durably with `pieces`, one after the other: a temporary file beside it
+// (path + ".tmp", mode 0600) written whole, fsynced, renamed over `path`, then the directory
+// fsynced. Errors: store_unavailable naming the file and the system's reason; `path` is then as
+// it was (a partial temporary file may remain, which the next call truncates).
+Result<void> replace_file_durably(const std::string& path,
+                                  std::span<const std::string_view> pieces);
 
 // The token sequence's current value in `db` (0 when no token was ever drawn).
 Result<std::int64_t> current_token(Db& db);

@@ -1,6 +1,7 @@
 #include "store/sqlite/key_table.h"
 
 #include <algorithm>
+#include <bit>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -192,6 +193,36 @@ void KeyTable::rollback_batch() {
   in_batch_ = false;
   for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) erase_slot(*it);
   undo_.clear();
+}
+
+std::optional<KeyTable> KeyTable::from_slots(std::vector<std::uint64_t> slots, std::string* why) {
+  const auto refuse = [why](std::string reason) -> std::optional<KeyTable> {
+    if (why) *why = std::move(reason);
+    return std::nullopt;
+  };
+  const std::size_t n = slots.size();
+  if (n < (std::size_t{1} << kMinLog2) || n > (std::size_t{1} << kMaxLog2) || (n & (n - 1)) != 0) {
+    return refuse(std::to_string(n) + " slots is not a table size");
+  }
+  KeyTable t;
+  t.log2_ = std::countr_zero(n);
+  t.mask_ = n - 1;
+  t.slots_ = std::move(slots);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t s = t.slots_[i];
+    if (s == 0) continue;
+    ++t.size_;
+    if ((s & kMaxKseq) == 0) return refuse("slot " + std::to_string(i) + " has kseq 0");
+    for (std::size_t j = t.home_of(s >> kKseqBits); j != i; j = (j + 1) & t.mask_) {
+      if (t.slots_[j] == 0) {
+        return refuse("slot " + std::to_string(i) + " is cut off from its home slot " +
+                      std::to_string(t.home_of(s >> kKseqBits)));
+      }
+    }
+  }
+  if (t.size_ * 4 > n * 3)
+    return refuse(std::to_string(t.size_) + " keys in " + std::to_string(n) + " slots");
+  return t;
 }
 
 std::size_t KeyTable::probe_length(std::uint64_t hash) const {

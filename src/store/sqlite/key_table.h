@@ -30,7 +30,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -121,8 +123,15 @@ class KeyTable {
   std::size_t memory_bytes() const {
     return slots_.capacity() * sizeof(std::uint64_t) + undo_.capacity() * sizeof(std::uint64_t);
   }
-  // The slots as they are, for the snapshot file (step 2) and for checks.
+  // The slots as they are, for the snapshot file (key_table_file.h) and for checks.
   std::span<const std::uint64_t> slots() const { return slots_; }
+  int log2_capacity() const { return log2_; }
+
+  // A table over `slots` as slots() gave them (a snapshot read back), or nullopt with the reason
+  // in `why` when they cannot be one: a count that is not a power of two in [2^kMinLog2,
+  // 2^kMaxLog2], a load above 3/4, a slot with kseq 0, or a slot cut off from its home by an
+  // empty slot (which no lookup would reach). One pass, O(slots · run length).
+  static std::optional<KeyTable> from_slots(std::vector<std::uint64_t> slots, std::string* why);
 
   // How many slots a lookup of `hash` reads before its empty slot (a miss's cost), for tests
   // and benchmarks.

@@ -1,4 +1,5 @@
-// Mutex, MutexLock and CondVar: std::mutex and std::condition_variable with Clang's
+// Mutex, MutexLock, CondVar and SharedMutex (WriterLock, ReaderLock): std::mutex,
+// std::condition_variable and std::shared_mutex with Clang's
 // thread-safety annotations, so that "field F is only touched with mutex M held" is checked by
 // the compiler (-Wthread-safety, on in every clang build: scripts/fuzz builds with clang in
 // `make test`), not just stated in a comment. After LevelDB's port::Mutex and Abseil's Mutex.
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <shared_mutex>
 
 #if defined(__clang__)
 #define ICHIDO_TSA(x) __attribute__((x))
@@ -29,6 +31,10 @@
 #define EXCLUDES(...) ICHIDO_TSA(locks_excluded(__VA_ARGS__))
 #define ACQUIRE(...) ICHIDO_TSA(acquire_capability(__VA_ARGS__))
 #define RELEASE(...) ICHIDO_TSA(release_capability(__VA_ARGS__))
+#define ACQUIRE_SHARED(...) ICHIDO_TSA(acquire_shared_capability(__VA_ARGS__))
+#define RELEASE_SHARED(...) ICHIDO_TSA(release_shared_capability(__VA_ARGS__))
+#define RELEASE_GENERIC(...) ICHIDO_TSA(unlock_function(__VA_ARGS__))
+#define REQUIRES_SHARED(...) ICHIDO_TSA(requires_shared_capability(__VA_ARGS__))
 #define ASSERT_CAPABILITY(x) ICHIDO_TSA(assert_capability(x))
 #define NO_THREAD_SAFETY_ANALYSIS ICHIDO_TSA(no_thread_safety_analysis)
 
@@ -68,6 +74,44 @@ class SCOPED_CAPABILITY MutexLock {
  private:
   Mutex& mu_;
   bool held_ = true;
+};
+
+// A reader–writer lock: many holders of the shared side or one of the exclusive side
+// (std::shared_mutex). WriterLock / ReaderLock hold it for their scope.
+class CAPABILITY("shared mutex") SharedMutex {
+ public:
+  SharedMutex() = default;
+  SharedMutex(const SharedMutex&) = delete;
+  SharedMutex& operator=(const SharedMutex&) = delete;
+  void lock() ACQUIRE() { mu_.lock(); }
+  void unlock() RELEASE() { mu_.unlock(); }
+  void lock_shared() ACQUIRE_SHARED() { mu_.lock_shared(); }
+  void unlock_shared() RELEASE_SHARED() { mu_.unlock_shared(); }
+
+ private:
+  std::shared_mutex mu_;
+};
+
+class SCOPED_CAPABILITY WriterLock {
+ public:
+  explicit WriterLock(SharedMutex& mu) ACQUIRE(mu) : mu_(mu) { mu_.lock(); }
+  ~WriterLock() RELEASE() { mu_.unlock(); }
+  WriterLock(const WriterLock&) = delete;
+  WriterLock& operator=(const WriterLock&) = delete;
+
+ private:
+  SharedMutex& mu_;
+};
+
+class SCOPED_CAPABILITY ReaderLock {
+ public:
+  explicit ReaderLock(SharedMutex& mu) ACQUIRE_SHARED(mu) : mu_(mu) { mu_.lock_shared(); }
+  ~ReaderLock() RELEASE_GENERIC() { mu_.unlock_shared(); }
+  ReaderLock(const ReaderLock&) = delete;
+  ReaderLock& operator=(const ReaderLock&) = delete;
+
+ private:
+  SharedMutex& mu_;
 };
 
 // A condition variable used with a Mutex the caller holds (REQUIRES: the analysis sees the

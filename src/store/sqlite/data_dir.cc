@@ -108,29 +108,68 @@ Result<void> write_identity(const std::string& dir, const Identity& id) {
   return replace_file_durably(path, pieces);
 }
 
-Result<void> replace_file_durably(const std::string& path,
-                                  std::span<const std::string_view> pieces) {
+Result<DurableFile> DurableFile::create(const std::string& path) {
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return startup("cannot write " + tmp + ": " + std::strerror(errno));
-  bool ok = true;
-  for (std::string_view piece : pieces) {
-    while (ok && !piece.empty()) {
-      const ssize_t n = ::write(fd, piece.data(), piece.size());
-      if (n < 0 && errno == EINTR) continue;
-      ok = n > 0;
-      if (ok) piece.remove_prefix(static_cast<std::size_t>(n));
-    }
+  return DurableFile(path, fd);
+}
+
+DurableFile::DurableFile(DurableFile&& other) noexcept
+    : path_(std::move(other.path_)), fd_(other.fd_), end_(other.end_) {
+  other.fd_ = -1;
+}
+
+DurableFile::~DurableFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Result<void> DurableFile::fail(const char* what, int err) {
+  return startup(std::string("cannot ") + what + " " + path_ + ".tmp: " + std::strerror(err));
+}
+
+Result<void> DurableFile::write_at(std::uint64_t offset, std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::pwrite(fd_, bytes.data(), bytes.size(), static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail("write", n < 0 ? errno : EIO);
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+    offset += static_cast<std::uint64_t>(n);
   }
-  ok = ok && ::fsync(fd) == 0;
-  const int saved = errno;
-  ::close(fd);
-  if (!ok) return startup("cannot write " + tmp + ": " + std::strerror(saved));
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    return startup("cannot replace " + path + ": " + std::strerror(errno));
+  return {};
+}
+
+Result<void> DurableFile::append(std::string_view bytes) {
+  ICHIDO_TRY(write_at(end_, bytes));
+  end_ += bytes.size();
+  return {};
+}
+
+Result<void> DurableFile::truncate() {
+  if (::ftruncate(fd_, 0) != 0) return fail("truncate", errno);
+  end_ = 0;
+  return {};
+}
+
+Result<void> DurableFile::commit() {
+  if (::fsync(fd_) != 0) return fail("write", errno);
+  const int closed = ::close(fd_);
+  fd_ = -1;
+  if (closed != 0) return fail("write", errno);
+  const std::string tmp = path_ + ".tmp";
+  if (::rename(tmp.c_str(), path_.c_str()) != 0) {
+    return startup("cannot replace " + path_ + ": " + std::strerror(errno));
   }
-  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const std::string dir = std::filesystem::path(path_).parent_path().string();
   return sync_path(dir.empty() ? "." : dir, O_RDONLY | O_DIRECTORY);
+}
+
+Result<void> replace_file_durably(const std::string& path,
+                                  std::span<const std::string_view> pieces) {
+  auto file = DurableFile::create(path);
+  if (!file.ok()) return std::move(file).error();
+  for (const std::string_view piece : pieces) ICHIDO_TRY(file->append(piece));
+  return file->commit();
 }
 
 Result<std::vector<std::string>> integrity_check(Db& db, bool quick, int max) {

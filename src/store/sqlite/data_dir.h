@@ -91,6 +91,33 @@ Result<std::vector<std::string>> integrity_check(Db& db, bool quick, int max);
 // store_unavailable naming the path.
 Result<void> sync_path(const std::string& path, int flags);
 
+// A file that replaces `path` durably once complete: written as a temporary file beside it
+// (path + ".tmp", mode 0600), then commit() fsyncs it, renames it over `path` and fsyncs the
+// directory. Until commit() succeeds `path` is as it was; a DurableFile dropped before that
+// leaves its temporary file, which the next one truncates. Errors: store_unavailable naming the
+// file and the system's reason. One thread at a time.
+class DurableFile {
+ public:
+  static Result<DurableFile> create(const std::string& path);
+  DurableFile(DurableFile&& other) noexcept;
+  DurableFile& operator=(DurableFile&&) = delete;
+  DurableFile(const DurableFile&) = delete;
+  ~DurableFile();
+
+  Result<void> append(std::string_view bytes);
+  Result<void> write_at(std::uint64_t offset, std::string_view bytes);
+  // Back to empty (a write that starts over).
+  Result<void> truncate();
+  Result<void> commit();
+
+ private:
+  DurableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  Result<void> fail(const char* what, int err);
+  std::string path_;
+  int fd_ = -1;
+  std::uint64_t end_ = 0;  // where append() writes
+};
+
 // Replaces the file `path` durably with `pieces`, one after the other: a temporary file beside it
 // (path + ".tmp", mode 0600) written whole, fsynced, renamed over `path`, then the directory
 // fsynced. Errors: store_unavailable naming the file and the system's reason; `path` is then as

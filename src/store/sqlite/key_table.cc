@@ -139,15 +139,35 @@ void KeyTable::grow() {
   }
 }
 
-void KeyTable::insert(std::uint64_t hash, std::uint64_t kseq) {
+void KeyTable::check_kseq(std::uint64_t kseq) {
   if (kseq == 0 || kseq > kMaxKseq) {
     throw std::out_of_range("kseq " + std::to_string(kseq) + " is outside 1 … 2^36 − 1");
   }
-  if ((size_ + 1) * 4 > slots_.size() * 3) grow();
-  const std::uint64_t slot = ((hash >> kKseqBits) << kKseqBits) | kseq;
+}
+
+void KeyTable::add(std::uint64_t hash, std::uint64_t kseq) {
+  const std::uint64_t slot = slot_of(hash, kseq);
   place(slot);
   ++size_;
   if (in_batch_) undo_.push_back(slot);
+}
+
+void KeyTable::insert(std::uint64_t hash, std::uint64_t kseq) {
+  check_kseq(kseq);
+  if (grows_on_next_insert()) grow();
+  add(hash, kseq);
+}
+
+void KeyTable::insert_without_growth(std::uint64_t hash, std::uint64_t kseq) {
+  check_kseq(kseq);
+  if (!can_insert_without_growth()) {
+    throw std::logic_error("KeyTable::insert_without_growth: the load would pass 7/8");
+  }
+  add(hash, kseq);
+}
+
+void KeyTable::grow_to_three_quarters() {
+  while (size_ * 4 > slots_.size() * 3 && log2_ < max_log2_) grow();
 }
 
 bool KeyTable::erase_slot(std::uint64_t slot) {
@@ -175,7 +195,7 @@ bool KeyTable::erase_slot(std::uint64_t slot) {
 
 bool KeyTable::erase(std::uint64_t hash, std::uint64_t kseq) {
   if (kseq == 0 || kseq > kMaxKseq) return false;
-  return erase_slot(((hash >> kKseqBits) << kKseqBits) | kseq);
+  return erase_slot(slot_of(hash, kseq));
 }
 
 void KeyTable::begin_batch() {
@@ -187,6 +207,13 @@ void KeyTable::begin_batch() {
 void KeyTable::commit_batch() {
   in_batch_ = false;
   undo_.clear();
+}
+
+std::vector<std::uint64_t> KeyTable::end_batch_keeping_slots() {
+  in_batch_ = false;
+  std::vector<std::uint64_t> slots;
+  slots.swap(undo_);
+  return slots;
 }
 
 void KeyTable::rollback_batch() {
@@ -220,8 +247,11 @@ std::optional<KeyTable> KeyTable::from_slots(std::vector<std::uint64_t> slots, s
       }
     }
   }
-  if (t.size_ * 4 > n * 3)
+  // Up to 7/8: a snapshot copied while growth waited (KeyIndex); the table grows back to 3/4.
+  if (t.size_ * 8 > n * 7) {
     return refuse(std::to_string(t.size_) + " keys in " + std::to_string(n) + " slots");
+  }
+  t.grow_to_three_quarters();
   return t;
 }
 

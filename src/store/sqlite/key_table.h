@@ -110,6 +110,20 @@ class KeyTable {
   // is none.
   bool erase(std::uint64_t hash, std::uint64_t kseq);
 
+  // The slot value of (hash, kseq), and erase() by that value.
+  static std::uint64_t slot_of(std::uint64_t hash, std::uint64_t kseq) {
+    return ((hash >> kKseqBits) << kKseqBits) | kseq;
+  }
+  bool erase_slot(std::uint64_t slot);
+
+  // For a snapshot copy, during which no slot may move (KeyIndex): whether the next insert()
+  // would grow the table; insert() without growth while the load stays ≤ 7/8 (throws
+  // std::logic_error beyond); and the growth left for later, up to load ≤ 3/4 again.
+  bool grows_on_next_insert() const { return (size_ + 1) * 4 > slots_.size() * 3; }
+  void insert_without_growth(std::uint64_t hash, std::uint64_t kseq);
+  bool can_insert_without_growth() const { return (size_ + 1) * 8 <= slots_.size() * 7; }
+  void grow_to_three_quarters();
+
   // A batch: the slots inserted between begin_batch() and rollback_batch() are removed again
   // (newest first); commit_batch() keeps them. Batches do not nest; erase() inside a batch is
   // not undone (deletions are applied after their commit, decision 143 §4).
@@ -117,6 +131,9 @@ class KeyTable {
   void commit_batch();
   void rollback_batch();
   bool in_batch() const { return in_batch_; }
+  // Ends the batch like rollback_batch() but leaves its slots in the table and returns them
+  // (oldest first), for a caller that must remove them later (KeyIndex, during a copy).
+  std::vector<std::uint64_t> end_batch_keeping_slots();
 
   std::size_t size() const { return size_; }
   std::size_t capacity() const { return slots_.size(); }
@@ -129,8 +146,9 @@ class KeyTable {
 
   // A table over `slots` as slots() gave them (a snapshot read back), or nullopt with the reason
   // in `why` when they cannot be one: a count that is not a power of two in [2^kMinLog2,
-  // 2^kMaxLog2], a load above 3/4, a slot with kseq 0, or a slot cut off from its home by an
-  // empty slot (which no lookup would reach). One pass, O(slots · run length).
+  // 2^kMaxLog2], a load above 7/8 (what a table may reach while a snapshot copy holds its
+  // growth back; it grows back to 3/4 here), a slot with kseq 0, or a slot cut off from its home
+  // by an empty slot (which no lookup would reach). One pass, O(slots · run length).
   static std::optional<KeyTable> from_slots(std::vector<std::uint64_t> slots, std::string* why);
 
   // How many slots a lookup of `hash` reads before its empty slot (a miss's cost), for tests
@@ -141,8 +159,9 @@ class KeyTable {
   std::size_t home_of(std::uint64_t tag) const {
     return static_cast<std::size_t>(tag >> (kTagBits - log2_));
   }
-  void place(std::uint64_t slot);  // into the first empty slot from its home; no checks
-  bool erase_slot(std::uint64_t slot);
+  void place(std::uint64_t slot);              // into the first empty slot from its home; no checks
+  static void check_kseq(std::uint64_t kseq);  // throws std::out_of_range
+  void add(std::uint64_t hash, std::uint64_t kseq);  // place, count, record for undo
   void grow();
 
   std::vector<std::uint64_t> slots_;

@@ -11,8 +11,6 @@
 #include <string_view>
 #include <vector>
 
-#include "store/sqlite/data_dir.h"
-
 namespace ichido::store::sqlite {
 namespace {
 
@@ -66,23 +64,44 @@ bool read_at(int fd, char* out, std::size_t n, std::uint64_t offset) {
   return true;
 }
 
+// Bytes before the slots: the fields, one checksum per chunk, the header's checksum.
+std::uint64_t head_bytes_for(int log2, std::uint32_t chunk_slots) {
+  const std::uint64_t capacity = std::uint64_t{1} << log2;
+  return kFieldsBytes + 8 * ((capacity + chunk_slots - 1) / chunk_slots) + 8;
+}
+
 }  // namespace
 
-Result<void> write_key_table_file(const std::string& path, const KeyTable& table,
-                                  const KeyTableFileInfo& info, std::uint32_t chunk_slots) {
-  const auto slots = table.slots();
-  const std::size_t chunks = (slots.size() + chunk_slots - 1) / chunk_slots;
-  std::string head;
-  head.append(kMagic, sizeof kMagic);
-  put_le(head, kKeyTableFileFormat, 4);
-  put_le(head, static_cast<std::uint64_t>(table.log2_capacity()), 4);
-  put_le(head, info.secret.k0, 8);
-  put_le(head, info.secret.k1, 8);
-  put_le(head, table.size(), 8);
-  put_le(head, info.last_kseq, 8);
-  put_le(head, info.snapshot_id, 8);
-  put_le(head, chunk_slots, 4);
-  put_le(head, 0, 4);
+Result<KeyTableFileWriter> KeyTableFileWriter::start(const std::string& path, int log2,
+                                                     std::uint32_t chunk_slots) {
+  auto file = DurableFile::create(path);
+  if (!file.ok()) return std::move(file).error();
+  KeyTableFileWriter w(std::move(*file), chunk_slots);
+  ICHIDO_TRY(w.begin(log2));
+  return w;
+}
+
+// Room for the header, written last.
+Result<void> KeyTableFileWriter::begin(int log2) {
+  log2_ = log2;
+  const std::size_t capacity = std::size_t{1} << log2;
+  sums_.assign((capacity + chunk_slots_ - 1) / chunk_slots_, 0);
+  added_ = 0;
+  keys_ = 0;
+  return file_.append(std::string(head_bytes_for(log2, chunk_slots_), '\0'));
+}
+
+Result<void> KeyTableFileWriter::restart(int log2) {
+  ICHIDO_TRY(file_.truncate());
+  return begin(log2);
+}
+
+std::size_t KeyTableFileWriter::chunk_length(std::size_t c) const {
+  const std::size_t capacity = std::size_t{1} << log2_;
+  return std::min<std::size_t>(chunk_slots_, capacity - c * chunk_slots_);
+}
+
+Result<void> KeyTableFileWriter::add_chunk(std::span<const std::uint64_t> slots) {
   std::vector<std::uint64_t> le;  // only on a big-endian host: the slots converted
   const std::uint64_t* data = slots.data();
   if constexpr (std::endian::native == std::endian::big) {
@@ -90,14 +109,39 @@ Result<void> write_key_table_file(const std::string& path, const KeyTable& table
     to_or_from_le(le.data(), le.size());
     data = le.data();
   }
-  for (std::size_t c = 0; c < chunks; ++c) {
-    const std::size_t from = c * chunk_slots;
-    const std::size_t n = std::min<std::size_t>(chunk_slots, slots.size() - from);
-    put_le(head, checksum(bytes_of(data + from, n)), 8);
-  }
+  for (const std::uint64_t s : slots) keys_ += s != 0 ? 1 : 0;
+  const std::string_view bytes = bytes_of(data, slots.size());
+  sums_[added_++] = checksum(bytes);
+  return file_.append(bytes);
+}
+
+Result<void> KeyTableFileWriter::finish(const KeyTableFileInfo& info) {
+  std::string head;
+  head.append(kMagic, sizeof kMagic);
+  put_le(head, kKeyTableFileFormat, 4);
+  put_le(head, static_cast<std::uint64_t>(log2_), 4);
+  put_le(head, info.secret.k0, 8);
+  put_le(head, info.secret.k1, 8);
+  put_le(head, keys_, 8);
+  put_le(head, info.last_kseq, 8);
+  put_le(head, info.snapshot_id, 8);
+  put_le(head, chunk_slots_, 4);
+  put_le(head, 0, 4);
+  for (const std::uint64_t sum : sums_) put_le(head, sum, 8);
   put_le(head, checksum(head), 8);
-  const std::string_view pieces[] = {head, bytes_of(data, slots.size())};
-  return replace_file_durably(path, pieces);
+  ICHIDO_TRY(file_.write_at(0, head));
+  return file_.commit();
+}
+
+Result<void> write_key_table_file(const std::string& path, const KeyTable& table,
+                                  const KeyTableFileInfo& info, std::uint32_t chunk_slots) {
+  auto w = KeyTableFileWriter::start(path, table.log2_capacity(), chunk_slots);
+  if (!w.ok()) return std::move(w).error();
+  const auto slots = table.slots();
+  for (std::size_t c = 0; c < w->chunk_count(); ++c) {
+    ICHIDO_TRY(w->add_chunk(slots.subspan(w->chunk_first(c), w->chunk_length(c))));
+  }
+  return w->finish(info);
 }
 
 std::optional<KeyTableFile> read_key_table_file(const std::string& path, std::string* why) {
@@ -136,7 +180,8 @@ std::optional<KeyTableFile> read_key_table_file(const std::string& path, std::st
   }
   const std::uint64_t capacity = std::uint64_t{1} << log2;
   const std::uint64_t chunks = (capacity + chunk_slots - 1) / chunk_slots;
-  const std::uint64_t head_bytes = kFieldsBytes + 8 * chunks + 8;
+  const std::uint64_t head_bytes =
+      head_bytes_for(static_cast<int>(log2), static_cast<std::uint32_t>(chunk_slots));
   const std::uint64_t expected = head_bytes + 8 * capacity;
   if (size != expected) {
     return refuse(std::to_string(size) + " bytes where its header says " +

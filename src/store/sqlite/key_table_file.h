@@ -21,9 +21,12 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "ichido/result.h"
+#include "store/sqlite/data_dir.h"
 #include "store/sqlite/key_table.h"
 
 namespace ichido::store::sqlite {
@@ -35,6 +38,35 @@ struct KeyTableFileInfo {
   KeySecret secret;
   std::uint64_t last_kseq = 0;    // every row with kseq ≤ this has its slot in the file
   std::uint64_t snapshot_id = 0;  // the id the database records for this snapshot
+};
+
+// Writes a snapshot chunk by chunk, so that its caller can copy each chunk from a live table
+// under a lock held only for that chunk (KeyIndex). Chunks are added in order; the keys counted
+// in them go into the header. restart() starts over (the table changed shape meanwhile).
+class KeyTableFileWriter {
+ public:
+  static Result<KeyTableFileWriter> start(const std::string& path, int log2,
+                                          std::uint32_t chunk_slots = kKeyTableChunkSlots);
+  std::size_t chunk_count() const { return sums_.size(); }
+  // The slots of chunk c: [first, first + count).
+  std::size_t chunk_first(std::size_t c) const { return c * chunk_slots_; }
+  std::size_t chunk_length(std::size_t c) const;
+  // The next chunk, as many slots as chunk_length() says.
+  Result<void> add_chunk(std::span<const std::uint64_t> slots);
+  Result<void> restart(int log2);
+  // Every chunk added: writes the header and makes the file durable (DurableFile::commit).
+  Result<void> finish(const KeyTableFileInfo& info);
+
+ private:
+  KeyTableFileWriter(DurableFile file, std::uint32_t chunk_slots)
+      : file_(std::move(file)), chunk_slots_(chunk_slots) {}
+  Result<void> begin(int log2);
+  DurableFile file_;
+  std::uint32_t chunk_slots_;
+  int log2_ = 0;
+  std::vector<std::uint64_t> sums_;
+  std::size_t added_ = 0;
+  std::uint64_t keys_ = 0;
 };
 
 // Writes `table` with `info` to `path` durably. `chunk_slots` (a power of two, for tests) sets

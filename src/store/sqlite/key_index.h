@@ -1,0 +1,90 @@
+// key_index: the key table as the embedded store's threads share it (decision 143 §4–§6, step 5
+// in part: the locking and the snapshot copy; no store uses it yet).
+//
+// The writer looks keys up, inserts the slots of its batch and removes them again when the
+// batch rolls back, and removes a deleted row's slot after its commit. Readers look keys up.
+// A snapshot thread copies the table to its file (key_table_file.h) while the writer goes on.
+//
+// The snapshot's promise: the file holds the slot of every row with kseq ≤ last_kseq that
+// still exists when the copy ends, where last_kseq is a kseq the caller saw committed before it
+// called write_snapshot() (every slot is inserted before its row commits). It holds because no
+// slot moves while a copy runs: inserts only fill empty slots; removals (a deletion's or a
+// rollback's) wait in a list until the copy ends; growth waits too while the load stays ≤ 7/8,
+// and beyond that the table grows and the copy starts over. A slot left in place meanwhile —
+// a rolled-back or deleted row's — is only a candidate that its row refuses (key_table.h).
+//
+// Locking: one SharedMutex. Lookups hold its shared side while they probe and confirm (a
+// confirmation reads a row); the writer holds the exclusive side for each insert or removal,
+// not for a whole batch; a copy holds the shared side for one chunk at a time (1 MiB of slots).
+// Thread-safety: lookups from any thread; the writer's calls from one thread at a time;
+// write_snapshot() from one thread at a time (a second call waits).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/mutex.h"
+#include "ichido/result.h"
+#include "store/sqlite/key_table.h"
+#include "store/sqlite/key_table_file.h"
+
+namespace ichido::store::sqlite {
+
+class KeyIndex {
+ public:
+  KeyIndex(KeyTable table, KeySecret secret) : table_(std::move(table)), secret_(secret) {}
+
+  const KeySecret& secret() const { return secret_; }
+  std::uint64_t hash(KeyKind kind, std::string_view scope, std::string_view key) const {
+    return key_hash(secret_, kind, scope, key);
+  }
+
+  // KeyTable::find under the shared lock: `confirm(kseq)` reads the row and compares.
+  template <class Confirm>
+  std::uint64_t find(std::uint64_t hash, Confirm&& confirm) const EXCLUDES(mu_) {
+    ReaderLock lock(mu_);
+    return table_.find(hash, confirm);
+  }
+
+  // The writer's calls (KeyTable's, with the copy's rules above).
+  void begin_batch() EXCLUDES(mu_);
+  void insert(std::uint64_t hash, std::uint64_t kseq) EXCLUDES(mu_);
+  void commit_batch() EXCLUDES(mu_);
+  void rollback_batch() EXCLUDES(mu_);
+  void erase(std::uint64_t hash, std::uint64_t kseq) EXCLUDES(mu_);
+
+  // Writes the table to `path` (key_table_file.h) with `last_kseq` and `snapshot_id`, a chunk
+  // of `chunk_slots` at a time. `between_chunks`, when given, runs after each chunk with no
+  // lock held (tests use it to change the table in the middle of a copy). Errors: the file's
+  // (store_unavailable); the table is then as the writer left it, its waiting removals done.
+  Result<void> write_snapshot(const std::string& path, std::uint64_t last_kseq,
+                              std::uint64_t snapshot_id,
+                              std::uint32_t chunk_slots = kKeyTableChunkSlots,
+                              const std::function<void()>& between_chunks = {}) EXCLUDES(mu_);
+
+  struct Stats {
+    std::uint64_t snapshots = 0;          // written whole
+    std::uint64_t restarts = 0;           // copies started over after a growth
+    std::uint64_t deferred_removals = 0;  // removals that waited for a copy
+    std::size_t keys = 0;                 // slots in the table now
+    std::size_t capacity = 0;
+  };
+  Stats stats() const EXCLUDES(mu_);
+
+ private:
+  void end_copy() EXCLUDES(mu_);
+
+  mutable SharedMutex mu_;
+  KeyTable table_ GUARDED_BY(mu_);
+  const KeySecret secret_;
+  bool copying_ GUARDED_BY(mu_) = false;
+  std::uint64_t generation_ GUARDED_BY(mu_) = 0;         // +1 whenever slots move (growth)
+  std::vector<std::uint64_t> deferred_ GUARDED_BY(mu_);  // slot values to remove after the copy
+  Stats stats_ GUARDED_BY(mu_);
+  Mutex snapshot_mu_;  // one copy at a time
+};
+
+}  // namespace ichido::store::sqlite

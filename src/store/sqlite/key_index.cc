@@ -1,5 +1,8 @@
 #include "store/sqlite/key_index.h"
 
+#include <exception>
+#include <optional>
+
 namespace ichido::store::sqlite {
 
 void KeyIndex::begin_batch() {
@@ -117,6 +120,62 @@ KeyIndex::Stats KeyIndex::stats() const {
   s.keys = table_.size();
   s.capacity = table_.capacity();
   return s;
+}
+
+Result<OpenedKeyIndex> open_key_index(const std::string& path, std::uint64_t db_snapshot_id,
+                                      std::uint64_t db_last_kseq, std::size_t expected_keys,
+                                      const KeyScan& scan) {
+  OpenedKeyIndex out;
+  std::optional<KeyTableFile> file;
+  if (db_snapshot_id == 0) {
+    out.rebuilt_because = "the database names no snapshot";
+  } else {
+    std::string why;
+    file = read_key_table_file(path, &why);
+    if (!file) {
+      out.rebuilt_because = why;
+    } else if (file->info.snapshot_id != db_snapshot_id) {
+      out.rebuilt_because = path + " is snapshot " + std::to_string(file->info.snapshot_id) +
+                            ", the database names " + std::to_string(db_snapshot_id);
+      file.reset();
+    } else if (file->info.last_kseq > db_last_kseq) {
+      out.rebuilt_because = path + " goes to key " + std::to_string(file->info.last_kseq) +
+                            ", past the database's " + std::to_string(db_last_kseq);
+      file.reset();
+    }
+  }
+  std::uint64_t after = 0;
+  KeySecret secret;
+  KeyTable table(0);
+  if (file) {
+    after = file->info.last_kseq;
+    secret = file->info.secret;
+    table = std::move(file->table);
+    std::vector<std::uint64_t> newer;
+    for (const std::uint64_t slot : table.slots()) {
+      if (slot != 0 && (slot & KeyTable::kMaxKseq) > after) newer.push_back(slot);
+    }
+    for (const std::uint64_t slot : newer) table.erase_slot(slot);
+    out.slots_dropped = newer.size();
+    out.from_snapshot = true;
+  } else {
+    secret = KeySecret::random();
+    table = KeyTable(expected_keys);
+  }
+  std::uint64_t rows = 0;
+  try {
+    auto scanned = scan(
+        after, [&](KeyKind kind, std::string_view scope, std::string_view key, std::uint64_t kseq) {
+          table.insert(key_hash(secret, kind, scope, key), kseq);
+          ++rows;
+        });
+    if (!scanned.ok()) return std::move(scanned).error();
+  } catch (const std::exception& e) {  // a kseq out of range in a row; a table at its maximum
+    return Error(errc::store_unavailable, std::string("cannot build the key index: ") + e.what());
+  }
+  out.rows_scanned = rows;
+  out.index = std::make_unique<KeyIndex>(std::move(table), secret);
+  return out;
 }
 
 }  // namespace ichido::store::sqlite

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -86,5 +87,29 @@ class KeyIndex {
   Stats stats_ GUARDED_BY(mu_);
   Mutex snapshot_mu_;  // one copy at a time
 };
+
+// Start-up (decision 143 §7). `scan(after, add)` calls add(kind, scope, key, kseq) for every
+// row with a key whose kseq is above `after` (in any order) and returns its error.
+using KeyRowSink = std::function<void(KeyKind kind, std::string_view scope, std::string_view key,
+                                      std::uint64_t kseq)>;
+using KeyScan = std::function<Result<void>(std::uint64_t after, const KeyRowSink& add)>;
+
+struct OpenedKeyIndex {
+  std::unique_ptr<KeyIndex> index;
+  bool from_snapshot = false;       // the file was loaded and caught up; else rebuilt from the rows
+  std::string rebuilt_because;      // why the file was not used (empty when it was)
+  std::uint64_t rows_scanned = 0;   // rows added after the snapshot, or all rows on a rebuild
+  std::uint64_t slots_dropped = 0;  // slots above the snapshot's last_kseq, removed before catch-up
+};
+
+// The key index of a store whose database names snapshot `db_snapshot_id` (0: none) and whose
+// key sequence stands at `db_last_kseq`. The file at `path` is used when it reads whole, is
+// that snapshot, and its last_kseq is ≤ db_last_kseq; its slots with a kseq above last_kseq are
+// dropped (rows of that time are added again by the scan, and a batch that never committed
+// leaves none behind), then the rows above last_kseq are added. Otherwise the table is rebuilt
+// from every row, under a new secret, sized for `expected_keys`. Errors: the scan's.
+Result<OpenedKeyIndex> open_key_index(const std::string& path, std::uint64_t db_snapshot_id,
+                                      std::uint64_t db_last_kseq, std::size_t expected_keys,
+                                      const KeyScan& scan);
 
 }  // namespace ichido::store::sqlite

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <random>
@@ -259,6 +260,82 @@ TEST_F(KeyIndexTest, AWriterAReaderAndSnapshotsAtOnce) {
   EXPECT_GT(snapshots, 1);
   EXPECT_EQ(s.keys, rows_.copy().size());
   for (const auto& [kseq, key] : rows_.copy()) ASSERT_EQ(find(index_, rows_, key), kseq);
+}
+
+// Start-up: rows in a "database" (kseq → key), scanned by kseq.
+class KeyIndexOpenTest : public KeyIndexTest {
+ protected:
+  KeyScan scan() {
+    return [this](std::uint64_t after, const KeyRowSink& add) -> Result<void> {
+      ++scans_;
+      for (const auto& [kseq, key] : rows_.copy()) {
+        if (kseq > after) add(KeyKind::once, "ns", key, kseq);
+      }
+      return {};
+    };
+  }
+  void expect_finds_every_row(const KeyIndex& index) {
+    for (const auto& [kseq, key] : rows_.copy()) EXPECT_EQ(find(index, rows_, key), kseq) << key;
+    EXPECT_EQ(find(index, rows_, "never"), 0u);
+  }
+  int scans_ = 0;
+};
+
+TEST_F(KeyIndexOpenTest, ASnapshotTheDatabaseNamesIsLoadedAndCaughtUp) {
+  for (std::uint64_t k = 1; k <= 30; ++k) add_committed(k);
+  // Copied while a batch (kseq 31, 32) was in flight; it never committed.
+  index_.begin_batch();
+  index_.insert(index_.hash(KeyKind::once, "ns", "uncommitted-31"), 31);
+  index_.insert(index_.hash(KeyKind::once, "ns", "uncommitted-32"), 32);
+  ASSERT_TRUE(index_.write_snapshot(path(), 30, 9).ok());
+  // After the snapshot: rows 31 … 50 committed (31 and 32 drawn again for other keys).
+  for (std::uint64_t k = 31; k <= 50; ++k) rows_.add(k, "later-" + std::to_string(k));
+  auto opened = open_key_index(path(), 9, 50, 0, scan());
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  EXPECT_TRUE(opened->from_snapshot) << opened->rebuilt_because;
+  EXPECT_EQ(opened->rows_scanned, 20u);
+  EXPECT_EQ(opened->slots_dropped, 2u);
+  EXPECT_EQ(opened->index->secret().k0, 5u) << "the file's secret";
+  EXPECT_EQ(opened->index->stats().keys, 50u) << "no slot of the batch that never committed";
+  expect_finds_every_row(*opened->index);
+}
+
+TEST_F(KeyIndexOpenTest, AnyOtherFileMeansARebuildFromEveryRowAndSaysWhy) {
+  for (std::uint64_t k = 1; k <= 30; ++k) add_committed(k);
+  ASSERT_TRUE(index_.write_snapshot(path(), 30, 9).ok());
+  const auto rebuilt = [&](std::uint64_t db_id, std::uint64_t db_last) {
+    auto opened = open_key_index(path(), db_id, db_last, 0, scan());
+    EXPECT_TRUE(opened.ok());
+    EXPECT_FALSE(opened->from_snapshot);
+    EXPECT_EQ(opened->rows_scanned, rows_.copy().size());
+    EXPECT_NO_FATAL_FAILURE(expect_finds_every_row(*opened->index));
+    return opened->rebuilt_because;
+  };
+  EXPECT_EQ(rebuilt(0, 30), "the database names no snapshot");
+  // A database restored from a backup names an older snapshot.
+  EXPECT_EQ(rebuilt(8, 30), path() + " is snapshot 9, the database names 8");
+  EXPECT_EQ(rebuilt(9, 29), path() + " goes to key 30, past the database's 29");
+  std::filesystem::resize_file(path(), std::filesystem::file_size(path()) - 1);
+  EXPECT_NE(rebuilt(9, 30).find("truncated"), std::string::npos);
+  std::filesystem::remove(path());
+  EXPECT_EQ(rebuilt(9, 30), path() + ": no file");
+}
+
+TEST_F(KeyIndexOpenTest, AScanThatFailsOrARowThatCannotBeIndexedIsAnError) {
+  const auto failing = [](std::uint64_t, const KeyRowSink&) -> Result<void> {
+    return Error(errc::store_unavailable, "disk gone");
+  };
+  auto r = open_key_index(path(), 0, 0, 0, failing);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "disk gone");
+  const auto bad_row = [](std::uint64_t, const KeyRowSink& add) -> Result<void> {
+    add(KeyKind::number, "c", "k", 0);  // kseq 0: no row has it
+    return {};
+  };
+  r = open_key_index(path(), 0, 0, 0, bad_row);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, errc::store_unavailable);
+  EXPECT_NE(r.error().message.find("cannot build the key index"), std::string::npos);
 }
 
 }  // namespace

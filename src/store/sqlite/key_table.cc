@@ -235,16 +235,25 @@ std::optional<KeyTable> KeyTable::from_slots(std::vector<std::uint64_t> slots, s
   t.log2_ = std::countr_zero(n);
   t.mask_ = n - 1;
   t.slots_ = std::move(slots);
-  for (std::size_t i = 0; i < n; ++i) {
+  // One pass from an empty slot around the table: a slot is reachable from its home when no
+  // empty slot lies between them, i.e. when its home is not before the start of its run.
+  std::size_t empty = 0;
+  while (empty < n && t.slots_[empty] != 0) ++empty;
+  if (empty == n) return refuse("no empty slot");
+  std::size_t run_start = (empty + 1) & t.mask_;
+  for (std::size_t step = 1; step <= n; ++step) {
+    const std::size_t i = (empty + step) & t.mask_;
     const std::uint64_t s = t.slots_[i];
-    if (s == 0) continue;
+    if (s == 0) {
+      run_start = (i + 1) & t.mask_;
+      continue;
+    }
     ++t.size_;
     if ((s & kMaxKseq) == 0) return refuse("slot " + std::to_string(i) + " has kseq 0");
-    for (std::size_t j = t.home_of(s >> kKseqBits); j != i; j = (j + 1) & t.mask_) {
-      if (t.slots_[j] == 0) {
-        return refuse("slot " + std::to_string(i) + " is cut off from its home slot " +
-                      std::to_string(t.home_of(s >> kKseqBits)));
-      }
+    const std::size_t home = t.home_of(s >> kKseqBits);
+    if (((i - home) & t.mask_) > ((i - run_start) & t.mask_)) {
+      return refuse("slot " + std::to_string(i) + " is cut off from its home slot " +
+                    std::to_string(home));
     }
   }
   // Up to 7/8: a snapshot copied while growth waited (KeyIndex); the table grows back to 3/4.

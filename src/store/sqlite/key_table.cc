@@ -1,7 +1,12 @@
 #include "store/sqlite/key_table.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -110,13 +115,64 @@ std::string_view counter_scope(std::int64_t counter_id, char (&buffer)[8]) {
   return std::string_view(buffer, 8);
 }
 
+SlotArray SlotArray::zeroed(std::size_t n) {
+  SlotArray a;
+  const std::size_t bytes = n * sizeof(std::uint64_t);
+  if (bytes >= (std::size_t{2} << 20)) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    a.p_ = static_cast<std::uint64_t*>(p);
+    a.mapped_ = true;
+  } else if (n > 0) {
+    a.p_ = static_cast<std::uint64_t*>(std::calloc(n, sizeof(std::uint64_t)));
+    if (a.p_ == nullptr) throw std::bad_alloc();
+  }
+  a.n_ = n;
+  return a;
+}
+
+SlotArray SlotArray::copy_of(std::span<const std::uint64_t> slots) {
+  SlotArray a = zeroed(slots.size());
+  if (!slots.empty()) std::memcpy(a.p_, slots.data(), slots.size_bytes());
+  return a;
+}
+
+SlotArray& SlotArray::operator=(const SlotArray& other) {
+  if (this != &other) {
+    SlotArray copy(other);
+    swap(copy);
+  }
+  return *this;
+}
+
+SlotArray& SlotArray::operator=(SlotArray&& other) noexcept {
+  SlotArray gone(std::move(other));
+  swap(gone);
+  return *this;
+}
+
+SlotArray::~SlotArray() {
+  if (mapped_) {
+    ::munmap(p_, n_ * sizeof(std::uint64_t));
+  } else {
+    std::free(p_);
+  }
+}
+
+void SlotArray::swap(SlotArray& other) noexcept {
+  std::swap(p_, other.p_);
+  std::swap(n_, other.n_);
+  std::swap(mapped_, other.mapped_);
+}
+
 KeyTable::KeyTable(std::size_t expected_keys, int max_log2)
     : max_log2_(std::clamp(max_log2, kMinLog2, kMaxLog2)) {
   int log2 = kMinLog2;
   // Room for expected_keys at load ≤ 3/4.
   while (log2 < max_log2_ && (std::size_t{1} << log2) / 4 * 3 < expected_keys) ++log2;
   log2_ = log2;
-  slots_.assign(std::size_t{1} << log2_, 0);
+  slots_ = SlotArray::zeroed(std::size_t{1} << log2_);
   mask_ = slots_.size() - 1;
 }
 
@@ -130,11 +186,11 @@ void KeyTable::grow() {
   if (log2_ >= max_log2_) {
     throw std::length_error("the key table is full (" + std::to_string(size_) + " keys)");
   }
-  std::vector<std::uint64_t> old(std::size_t{1} << (log2_ + 1), 0);
+  SlotArray old = SlotArray::zeroed(std::size_t{1} << (log2_ + 1));
   old.swap(slots_);
   ++log2_;
   mask_ = slots_.size() - 1;
-  for (const std::uint64_t s : old) {
+  for (const std::uint64_t s : old.span()) {
     if (s != 0) place(s);
   }
 }
@@ -222,7 +278,7 @@ void KeyTable::rollback_batch() {
   undo_.clear();
 }
 
-std::optional<KeyTable> KeyTable::from_slots(std::vector<std::uint64_t> slots, std::string* why) {
+std::optional<KeyTable> KeyTable::from_slots(SlotArray slots, std::string* why) {
   const auto refuse = [why](std::string reason) -> std::optional<KeyTable> {
     if (why) *why = std::move(reason);
     return std::nullopt;

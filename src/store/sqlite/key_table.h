@@ -76,6 +76,36 @@ std::uint64_t key_hash(const KeySecret& secret, KeyKind kind, std::string_view s
 // The scope bytes of a counter's id (8 bytes, little-endian).
 std::string_view counter_scope(std::int64_t counter_id, char (&buffer)[8]);
 
+// The slots' memory, zeroed. From 2 MiB up it comes from the kernel as an anonymous mapping
+// populated at once (MAP_POPULATE): no zeroing in user space and no page fault per 4 KiB
+// later, which in this VM made a 256 MiB table cost 1 s to allocate and fill from a file
+// (decision 143 §7); smaller arrays come from the heap (calloc). Copyable (a full copy).
+// Throws std::bad_alloc when the memory cannot be had.
+class SlotArray {
+ public:
+  SlotArray() = default;
+  static SlotArray zeroed(std::size_t n);
+  static SlotArray copy_of(std::span<const std::uint64_t> slots);
+  SlotArray(const SlotArray& other) : SlotArray(copy_of(other.span())) {}
+  SlotArray& operator=(const SlotArray& other);
+  SlotArray(SlotArray&& other) noexcept { swap(other); }
+  SlotArray& operator=(SlotArray&& other) noexcept;
+  ~SlotArray();
+  void swap(SlotArray& other) noexcept;
+
+  std::size_t size() const { return n_; }
+  std::uint64_t* data() { return p_; }
+  const std::uint64_t* data() const { return p_; }
+  std::uint64_t& operator[](std::size_t i) { return p_[i]; }
+  std::uint64_t operator[](std::size_t i) const { return p_[i]; }
+  std::span<const std::uint64_t> span() const { return {p_, n_}; }
+
+ private:
+  std::uint64_t* p_ = nullptr;
+  std::size_t n_ = 0;
+  bool mapped_ = false;
+};
+
 class KeyTable {
  public:
   static constexpr int kTagBits = 28;
@@ -138,10 +168,10 @@ class KeyTable {
   std::size_t size() const { return size_; }
   std::size_t capacity() const { return slots_.size(); }
   std::size_t memory_bytes() const {
-    return slots_.capacity() * sizeof(std::uint64_t) + undo_.capacity() * sizeof(std::uint64_t);
+    return slots_.size() * sizeof(std::uint64_t) + undo_.capacity() * sizeof(std::uint64_t);
   }
   // The slots as they are, for the snapshot file (key_table_file.h) and for checks.
-  std::span<const std::uint64_t> slots() const { return slots_; }
+  std::span<const std::uint64_t> slots() const { return slots_.span(); }
   int log2_capacity() const { return log2_; }
 
   // A table over `slots` as slots() gave them (a snapshot read back), or nullopt with the reason
@@ -149,7 +179,7 @@ class KeyTable {
   // 2^kMaxLog2], a load above 7/8 (what a table may reach while a snapshot copy holds its
   // growth back; it grows back to 3/4 here), a slot with kseq 0, or a slot cut off from its home
   // by an empty slot (which no lookup would reach). One pass, O(slots · run length).
-  static std::optional<KeyTable> from_slots(std::vector<std::uint64_t> slots, std::string* why);
+  static std::optional<KeyTable> from_slots(SlotArray slots, std::string* why);
 
   // How many slots a lookup of `hash` reads before its empty slot (a miss's cost), for tests
   // and benchmarks.
@@ -164,7 +194,7 @@ class KeyTable {
   void add(std::uint64_t hash, std::uint64_t kseq);  // place, count, record for undo
   void grow();
 
-  std::vector<std::uint64_t> slots_;
+  SlotArray slots_;
   std::size_t mask_ = 0;
   int log2_ = 0;
   int max_log2_ = kMaxLog2;

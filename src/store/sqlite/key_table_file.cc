@@ -193,7 +193,7 @@ std::optional<KeyTableFile> read_key_table_file(const std::string& path, std::st
       get_le(head, head_bytes - 8, 8)) {
     return refuse("the header's checksum does not match");
   }
-  std::vector<std::uint64_t> slots(capacity);
+  SlotArray slots = SlotArray::zeroed(capacity);
   for (std::uint64_t c = 0; c < chunks; ++c) {
     const std::uint64_t from = c * chunk_slots;
     const std::uint64_t n = std::min<std::uint64_t>(chunk_slots, capacity - from);

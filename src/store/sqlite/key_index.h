@@ -1,5 +1,5 @@
-// key_index: the key table as the embedded store's threads share it (decision 143 §4–§6, step 5
-// in part: the locking and the snapshot copy; no store uses it yet).
+// key_index: the key table as the embedded store's threads share it (decision 143 §4–§7, step 5
+// in part: the locking, the snapshot copy and the load at start-up; no store uses it yet).
 //
 // The writer looks keys up, inserts the slots of its batch and removes them again when the
 // batch rolls back, and removes a deleted row's slot after its commit. Readers look keys up.
@@ -50,7 +50,8 @@ class KeyIndex {
     return table_.find(hash, confirm);
   }
 
-  // The writer's calls (KeyTable's, with the copy's rules above).
+  // The writer's calls (KeyTable's, with the copy's rules above; insert() throws as
+  // KeyTable::insert does, leaving the table as it was).
   void begin_batch() EXCLUDES(mu_);
   void insert(std::uint64_t hash, std::uint64_t kseq) EXCLUDES(mu_);
   void commit_batch() EXCLUDES(mu_);

@@ -24,8 +24,8 @@
 //     what happens near the end).
 // b ≤ 28: at most 2^28 slots, 201 M keys.
 //
-// Thread-safety: none. The writer changes the table; readers probe it under the reader–writer
-// lock of decision 143 §5, which the store holds around these calls.
+// Thread-safety: none. KeyIndex (key_index.h) shares a table between the writer, readers and a
+// snapshot copy under its reader–writer lock (decision 143 §5).
 #pragma once
 
 #include <cstddef>
@@ -178,7 +178,7 @@ class KeyTable {
   // in `why` when they cannot be one: a count that is not a power of two in [2^kMinLog2,
   // 2^kMaxLog2], a load above 7/8 (what a table may reach while a snapshot copy holds its
   // growth back; it grows back to 3/4 here), a slot with kseq 0, or a slot cut off from its home
-  // by an empty slot (which no lookup would reach). One pass, O(slots · run length).
+  // by an empty slot (which no lookup would reach). One pass over the slots.
   static std::optional<KeyTable> from_slots(SlotArray slots, std::string* why);
 
   // How many slots a lookup of `hash` reads before its empty slot (a miss's cost), for tests

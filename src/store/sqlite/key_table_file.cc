@@ -102,6 +102,9 @@ std::size_t KeyTableFileWriter::chunk_length(std::size_t c) const {
 }
 
 Result<void> KeyTableFileWriter::add_chunk(std::span<const std::uint64_t> slots) {
+  if (added_ >= sums_.size() || slots.size() != chunk_length(added_)) {
+    return Error(errc::internal, "KeyTableFileWriter::add_chunk: not the next chunk");
+  }
   std::vector<std::uint64_t> le;  // only on a big-endian host: the slots converted
   const std::uint64_t* data = slots.data();
   if constexpr (std::endian::native == std::endian::big) {
@@ -116,6 +119,9 @@ Result<void> KeyTableFileWriter::add_chunk(std::span<const std::uint64_t> slots)
 }
 
 Result<void> KeyTableFileWriter::finish(const KeyTableFileInfo& info) {
+  if (added_ != sums_.size()) {
+    return Error(errc::internal, "KeyTableFileWriter::finish: chunks are missing");
+  }
   std::string head;
   head.append(kMagic, sizeof kMagic);
   put_le(head, kKeyTableFileFormat, 4);

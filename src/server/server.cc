@@ -33,6 +33,7 @@
 #include "server/listen_address.h"
 #include "service/token_auth.h"
 #include "store/postgres/pg_store.h"
+#include "store/sqlite/data_dir.h"
 #include "store/sqlite/sqlite_store.h"
 #include "store/sqlite/token_admin.h"
 
@@ -155,26 +156,14 @@ std::string read_store_id(const std::string& path) {
   return id;
 }
 
-// Writes DIR/store.id durably (a temporary file, fsync, rename, fsync of the directory).
+// Writes DIR/store.id durably (store/sqlite/data_dir.h: replace_file_durably).
 Result<void> write_store_id(const std::string& path, const std::string& id) {
   std::error_code ec;
   const std::string dir = std::filesystem::path(path).parent_path().string();
   std::filesystem::create_directories(dir, ec);  // with --store, --data may not exist yet
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   const std::string line = id + "\n";
-  bool ok = fd >= 0 && ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
-            ::fsync(fd) == 0;
-  if (fd >= 0) ::close(fd);
-  ok = ok && ::rename(tmp.c_str(), path.c_str()) == 0;
-  if (ok) {
-    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      (void)::fsync(dfd);
-      ::close(dfd);
-    }
-  }
-  if (!ok) {
+  const std::string_view pieces[] = {line};
+  if (!store::sqlite::replace_file_durably(path, pieces, 0644).ok()) {
     return Error(errc::internal, "cannot write " + path +
                                      " (this node's record of the store it serves; is --data "
                                      "writable?)");

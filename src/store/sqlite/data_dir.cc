@@ -108,9 +108,9 @@ Result<void> write_identity(const std::string& dir, const Identity& id) {
   return replace_file_durably(path, pieces);
 }
 
-Result<DurableFile> DurableFile::create(const std::string& path) {
+Result<DurableFile> DurableFile::create(const std::string& path, unsigned mode) {
   const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return startup("cannot write " + tmp + ": " + std::strerror(errno));
   return DurableFile(path, fd);
 }
@@ -164,9 +164,9 @@ Result<void> DurableFile::commit() {
   return sync_path(dir.empty() ? "." : dir, O_RDONLY | O_DIRECTORY);
 }
 
-Result<void> replace_file_durably(const std::string& path,
-                                  std::span<const std::string_view> pieces) {
-  auto file = DurableFile::create(path);
+Result<void> replace_file_durably(const std::string& path, std::span<const std::string_view> pieces,
+                                  unsigned mode) {
+  auto file = DurableFile::create(path, mode);
   if (!file.ok()) return std::move(file).error();
   for (const std::string_view piece : pieces) ICHIDO_TRY(file->append(piece));
   return file->commit();

@@ -92,13 +92,13 @@ Result<std::vector<std::string>> integrity_check(Db& db, bool quick, int max);
 Result<void> sync_path(const std::string& path, int flags);
 
 // A file that replaces `path` durably once complete: written as a temporary file beside it
-// (path + ".tmp", mode 0600), then commit() fsyncs it, renames it over `path` and fsyncs the
+// (path + ".tmp", with `mode`), then commit() fsyncs it, renames it over `path` and fsyncs the
 // directory. Until commit() succeeds `path` is as it was; a DurableFile dropped before that
 // leaves its temporary file, which the next one truncates. Errors: store_unavailable naming the
 // file and the system's reason. One thread at a time.
 class DurableFile {
  public:
-  static Result<DurableFile> create(const std::string& path);
+  static Result<DurableFile> create(const std::string& path, unsigned mode = 0600);
   DurableFile(DurableFile&& other) noexcept;
   DurableFile& operator=(DurableFile&&) = delete;
   DurableFile(const DurableFile&) = delete;
@@ -118,12 +118,12 @@ class DurableFile {
   std::uint64_t end_ = 0;  // where append() writes
 };
 
-// Replaces the file `path` durably with `pieces`, one after the other: a temporary file beside it
-// (path + ".tmp", mode 0600) written whole, fsynced, renamed over `path`, then the directory
-// fsynced. Errors: store_unavailable naming the file and the system's reason; `path` is then as
-// it was (a partial temporary file may remain, which the next call truncates).
-Result<void> replace_file_durably(const std::string& path,
-                                  std::span<const std::string_view> pieces);
+// Replaces the file `path` durably with `pieces`, one after the other (DurableFile: a temporary
+// file with `mode`, fsynced, renamed over `path`, the directory fsynced). Errors:
+// store_unavailable naming the file and the system's reason; `path` is then as it was (a
+// partial temporary file may remain, which the next call truncates).
+Result<void> replace_file_durably(const std::string& path, std::span<const std::string_view> pieces,
+                                  unsigned mode = 0600);
 
 // The token sequence's current value in `db` (0 when no token was ever drawn).
 Result<std::int64_t> current_token(Db& db);

@@ -219,6 +219,24 @@ TEST_F(KeyTableFileTest, ANewSnapshotReplacesTheOldOneWholeAndALeftoverTemporary
   EXPECT_FALSE(std::filesystem::exists(path() + ".tmp"));
 }
 
+TEST_F(KeyTableFileTest, TheChunkWriterTakesChunksInOrderAndAllOfThemOrNothing) {
+  const KeyTable t = random_table(20, 3);  // 32 slots: 2 chunks of 16
+  auto w = KeyTableFileWriter::start(path(), t.log2_capacity(), 16);
+  ASSERT_TRUE(w.ok());
+  ASSERT_EQ(w->chunk_count(), 2u);
+  EXPECT_FALSE(w->add_chunk(t.slots().subspan(0, 8)).ok()) << "a chunk of the wrong length";
+  ASSERT_TRUE(w->add_chunk(t.slots().subspan(0, 16)).ok());
+  EXPECT_FALSE(w->finish(info_).ok()) << "a chunk missing";
+  EXPECT_FALSE(std::filesystem::exists(path()));
+  ASSERT_TRUE(w->add_chunk(t.slots().subspan(16, 16)).ok());
+  EXPECT_FALSE(w->add_chunk(t.slots().subspan(16, 16)).ok()) << "one chunk too many";
+  ASSERT_TRUE(w->finish(info_).ok());
+  std::string why;
+  const auto read = read_key_table_file(path(), &why);
+  ASSERT_TRUE(read.has_value()) << why;
+  EXPECT_EQ(read->table.size(), 20u);
+}
+
 TEST_F(KeyTableFileTest, AWriteThatCannotBeMadeSaysSoAndLeavesNothing) {
   const std::string nowhere = tmp_.path() + "/missing/keys.idx";
   const auto r = write_key_table_file(nowhere, random_table(10, 1), info_);

@@ -350,6 +350,14 @@ struct StoreStats {
   // The embedded store's commits of a lone write run on the caller's thread (decision 141), of
   // `commits`; absent for other stores.
   std::optional<std::uint64_t> caller_commits;
+  // The embedded store's key index (docs/decisions/143); absent for other stores.
+  struct KeyIndex {
+    std::uint64_t keys = 0;          // slots in the table
+    std::uint64_t memory_bytes = 0;  // the table's slots
+    std::uint64_t snapshots = 0;     // snapshot files written and named by the database
+    std::uint64_t failed_snapshots = 0;
+  };
+  std::optional<KeyIndex> key_index;
 };
 
 // What other processes sharing the store committed that may end a wait in this one (several

@@ -94,6 +94,22 @@ std::string Metrics::render(const StoreStats& s) const {
            "Size of the WAL file (about 40 MiB at most while checkpoints keep up).",
            s.checkpoints->wal_bytes);
   }
+  if (s.key_index) {
+    series(out, "ichido_store_key_index_keys", "gauge",
+           "Keys of issued numbers in the embedded store's key index (decision 143).",
+           s.key_index->keys);
+    series(out, "ichido_store_key_index_bytes", "gauge",
+           "Memory of the key index's table (8 bytes a slot, at most 3/4 full: about 11 bytes "
+           "a key).",
+           s.key_index->memory_bytes);
+    series(out, "ichido_store_key_index_snapshots_total", "counter",
+           "Snapshots of the key index written to keys.idx and named by the database.",
+           s.key_index->snapshots);
+    series(out, "ichido_store_key_index_failed_snapshots_total", "counter",
+           "Snapshots of the key index that failed (nothing is lost: the next start adds the "
+           "newer keys from the database, or rebuilds the index).",
+           s.key_index->failed_snapshots);
+  }
   for (const auto& g : gauges_) series(out, g.name, g.type, g.help, g.read());
   for (const auto& c : collectors_) out += c();
   return out;

@@ -82,5 +82,19 @@ TEST(StoreMetrics, CheckpointSeriesOnlyForAStoreThatHasThem) {
   EXPECT_NE(text.find("# TYPE ichido_store_wal_bytes gauge\n"), std::string::npos) << text;
 }
 
+// The embedded store's key index (decision 143): shown only for a store that has one.
+TEST(StoreMetrics, KeyIndexSeriesOnlyForAStoreThatHasOne) {
+  Metrics m;
+  StoreStats s;
+  EXPECT_EQ(m.render(s).find("key_index"), std::string::npos);
+  s.key_index = StoreStats::KeyIndex{1500, 16384, 2, 1};
+  const std::string text = m.render(s);
+  EXPECT_NE(text.find("\nichido_store_key_index_keys 1500\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nichido_store_key_index_bytes 16384\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nichido_store_key_index_snapshots_total 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nichido_store_key_index_failed_snapshots_total 1\n"), std::string::npos)
+      << text;
+}
+
 }  // namespace
 }  // namespace ichido::http

@@ -184,6 +184,7 @@ Result<std::unique_ptr<store::TableStore>> open_store(const ServerLog& log,
       log("upgrading the store's schema from version " + std::to_string(from) + " to " +
           std::to_string(to) + " (once; on a large store this start takes a while)");
     };
+    o.on_notice = [log](const std::string& line) { log(line); };
     auto s = store::sqlite::SqliteStore::open(o);
     if (!s.ok()) return std::move(s).error();
     log("store " + (*s)->identity().store_id + " opened at " + (*s)->db_path() +

@@ -37,6 +37,22 @@ void KeyIndex::rollback_batch() {
   stats_.deferred_removals += slots.size();
 }
 
+std::size_t KeyIndex::undo_mark() const {
+  ReaderLock lock(mu_);
+  return table_.undo_mark();
+}
+
+void KeyIndex::rollback_to(std::size_t mark) {
+  WriterLock lock(mu_);
+  if (!copying_) {
+    table_.rollback_to(mark);
+    return;
+  }
+  const std::vector<std::uint64_t> slots = table_.take_since(mark);
+  deferred_.insert(deferred_.end(), slots.begin(), slots.end());
+  stats_.deferred_removals += slots.size();
+}
+
 void KeyIndex::erase(std::uint64_t hash, std::uint64_t kseq) {
   WriterLock lock(mu_);
   if (!copying_) {
@@ -158,6 +174,7 @@ Result<OpenedKeyIndex> open_key_index(const std::string& path, std::uint64_t db_
     for (const std::uint64_t slot : newer) table.erase_slot(slot);
     out.slots_dropped = newer.size();
     out.from_snapshot = true;
+    out.snapshot_last_kseq = after;
   } else {
     secret = KeySecret::random();
     table = KeyTable(expected_keys);

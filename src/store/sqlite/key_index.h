@@ -56,6 +56,10 @@ class KeyIndex {
   void insert(std::uint64_t hash, std::uint64_t kseq) EXCLUDES(mu_);
   void commit_batch() EXCLUDES(mu_);
   void rollback_batch() EXCLUDES(mu_);
+  // A savepoint's mark and its rollback (KeyTable::undo_mark, rollback_to); during a copy the
+  // slots stay until it ends, as a rolled-back batch's do.
+  std::size_t undo_mark() const EXCLUDES(mu_);
+  void rollback_to(std::size_t mark) EXCLUDES(mu_);
   void erase(std::uint64_t hash, std::uint64_t kseq) EXCLUDES(mu_);
 
   // Writes the table to `path` (key_table_file.h) with `last_kseq` and `snapshot_id`, a chunk
@@ -101,6 +105,7 @@ struct OpenedKeyIndex {
   std::string rebuilt_because;      // why the file was not used (empty when it was)
   std::uint64_t rows_scanned = 0;   // rows added after the snapshot, or all rows on a rebuild
   std::uint64_t slots_dropped = 0;  // slots above the snapshot's last_kseq, removed before catch-up
+  std::uint64_t snapshot_last_kseq = 0;  // the loaded file's last_kseq (0 when rebuilt)
 };
 
 // The key index of a store whose database names snapshot `db_snapshot_id` (0: none) and whose

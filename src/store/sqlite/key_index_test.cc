@@ -156,6 +156,35 @@ TEST_F(KeyIndexTest, ARemovalCannotShiftASlotIntoTheChunksAlreadyCopied) {
   EXPECT_EQ(index.stats().keys, 14u) << "removed once the copy ended";
 }
 
+TEST_F(KeyIndexTest, ASavepointRolledBackDuringACopyLeavesItsSlotsUntilTheCopyEnds) {
+  for (std::uint64_t k = 1; k <= 20; ++k) add_committed(k);
+  int chunk = 0;
+  const auto change = [&] {
+    if (++chunk != 1) return;
+    index_.begin_batch();
+    index_.insert(index_.hash(KeyKind::once, "ns", "k21"), 21);
+    rows_.add(21, "k21");
+    const std::size_t mark = index_.undo_mark();
+    index_.insert(index_.hash(KeyKind::once, "ns", "gone"), 22);
+    index_.rollback_to(mark);
+    EXPECT_EQ(index_.stats().keys, 22u) << "the rolled-back slot waits for the copy";
+    index_.commit_batch();
+  };
+  ASSERT_TRUE(index_.write_snapshot(path(), 20, 3, 16, change).ok());
+  const auto s = index_.stats();
+  EXPECT_EQ(s.deferred_removals, 1u);
+  EXPECT_EQ(s.keys, 21u) << "the copy ended: the savepoint's slot is gone, the batch's kept";
+  EXPECT_EQ(find(index_, rows_, "k21"), 21u);
+  EXPECT_EQ(find(index_, rows_, "gone"), 0u);
+  // Outside a copy the savepoint's slots go at once.
+  index_.begin_batch();
+  const std::size_t mark = index_.undo_mark();
+  index_.insert(index_.hash(KeyKind::once, "ns", "gone2"), 23);
+  index_.rollback_to(mark);
+  EXPECT_EQ(index_.stats().keys, 21u);
+  index_.commit_batch();
+}
+
 TEST_F(KeyIndexTest, GrowthHeldBackByACopyHappensWhenItEnds) {
   for (std::uint64_t k = 1; k <= 48; ++k) add_committed(k);  // load 3/4 of 64
   ASSERT_EQ(index_.stats().capacity, 64u);

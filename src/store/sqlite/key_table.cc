@@ -273,9 +273,23 @@ std::vector<std::uint64_t> KeyTable::end_batch_keeping_slots() {
 }
 
 void KeyTable::rollback_batch() {
+  rollback_to(0);
   in_batch_ = false;
-  for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) erase_slot(*it);
-  undo_.clear();
+}
+
+void KeyTable::rollback_to(std::size_t mark) {
+  if (mark > undo_.size()) throw std::logic_error("KeyTable::rollback_to: a mark from the future");
+  while (undo_.size() > mark) {
+    erase_slot(undo_.back());
+    undo_.pop_back();
+  }
+}
+
+std::vector<std::uint64_t> KeyTable::take_since(std::size_t mark) {
+  if (mark > undo_.size()) throw std::logic_error("KeyTable::take_since: a mark from the future");
+  std::vector<std::uint64_t> slots(undo_.begin() + static_cast<std::ptrdiff_t>(mark), undo_.end());
+  undo_.resize(mark);
+  return slots;
 }
 
 std::optional<KeyTable> KeyTable::from_slots(SlotArray slots, std::string* why) {

@@ -161,6 +161,14 @@ class KeyTable {
   void commit_batch();
   void rollback_batch();
   bool in_batch() const { return in_batch_; }
+  // Savepoints inside a batch (the writer's isolated mode, one per command): a mark is where
+  // the undo list stands; rollback_to(mark) removes the slots inserted since (newest first) and
+  // keeps the batch open, and take_since(mark) leaves them in the table and returns them
+  // (oldest first) for a caller that must remove them later. A mark is valid until the batch
+  // ends or is rolled back to an earlier mark.
+  std::size_t undo_mark() const { return undo_.size(); }
+  void rollback_to(std::size_t mark);
+  std::vector<std::uint64_t> take_since(std::size_t mark);
   // Ends the batch like rollback_batch() but leaves its slots in the table and returns them
   // (oldest first), for a caller that must remove them later (KeyIndex, during a copy).
   std::vector<std::uint64_t> end_batch_keeping_slots();

@@ -335,6 +335,33 @@ TEST(KeyTable, RollbackRemovesTheBatchEvenAfterItMadeTheTableGrow) {
   ASSERT_NO_FATAL_FAILURE(m.check({"dropped"}));
 }
 
+TEST(KeyTable, RollingBackToAMarkRemovesOnlyTheSlotsInsertedSinceAndKeepsTheBatchOpen) {
+  Model m(0);
+  m.table.begin_batch();
+  m.table.insert(m.hash("first"), 1);
+  m.rows[1] = "first";
+  const std::size_t mark = m.table.undo_mark();
+  for (std::uint64_t k = 2; k <= 100; ++k) m.table.insert(m.hash("gone" + std::to_string(k)), k);
+  EXPECT_GT(m.table.capacity(), 16u) << "the savepoint's inserts made the table grow";
+  m.table.rollback_to(mark);
+  EXPECT_TRUE(m.table.in_batch());
+  EXPECT_EQ(m.table.size(), 1u);
+  EXPECT_THROW(m.table.rollback_to(mark + 1), std::logic_error);
+  // The next savepoint's slot is kept, and the batch's rollback still removes everything.
+  m.table.insert(m.hash("second"), 2);
+  m.rows[2] = "second";
+  ASSERT_NO_FATAL_FAILURE(m.check({"gone2", "gone50"}));
+  const std::size_t mark2 = m.table.undo_mark();
+  m.table.insert(m.hash("third"), 3);
+  const std::vector<std::uint64_t> taken = m.table.take_since(mark2);
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0], KeyTable::slot_of(m.hash("third"), 3));
+  EXPECT_EQ(m.table.size(), 3u) << "take_since leaves the slots in the table";
+  EXPECT_TRUE(m.table.erase_slot(taken[0]));
+  m.table.rollback_batch();
+  EXPECT_EQ(m.table.size(), 0u);
+}
+
 TEST(KeyTable, RefusesAZeroOrTooLargeKseqAndGrowsNoFurtherThanItsMaximum) {
   KeyTable t;
   EXPECT_THROW(t.insert(1, 0), std::out_of_range);

@@ -97,6 +97,56 @@ Result<std::int64_t> copy_database(Db& src, const std::string& to,
   return pages;
 }
 
+// Since schema 12 (decision 143) no unique index keeps an issued number's key to one number of
+// its counter: the writer does, through its key index, and this checks what it relies on —
+// every keyed number has a key stamp (kseq), no stamp is used twice or lies beyond the key
+// sequence, and no counter has a key twice. Full checks only: the last one sorts every key.
+Result<std::vector<std::string>> key_problems(Db& db, int max) {
+  std::vector<std::string> out;
+  const auto limit = std::int64_t{max};
+  auto rows = [&](const char* sql, const char* what,
+                  const std::function<std::string(const Query&)>& say) -> Result<void> {
+    auto q = db.query(sql);
+    if (!q.ok()) return std::move(q).error();
+    q->bind(1, limit);
+    for (;;) {
+      const int rc = q->step();
+      if (rc == SQLITE_DONE) return {};
+      if (rc != SQLITE_ROW) return db.error(what);
+      if (static_cast<int>(out.size()) < max) out.push_back(say(*q));
+    }
+  };
+  ICHIDO_TRY(
+      rows("SELECT counter_id, key FROM issued WHERE key IS NOT NULL AND kseq IS NULL "
+           "LIMIT ?",
+           "check the key stamps", [](const Query& q) {
+             return "the number with key '" + q.text(1) + "' of counter " +
+                    std::to_string(q.int64(0)) + " has no key stamp (kseq)";
+           }));
+  ICHIDO_TRY(
+      rows("SELECT kseq, COUNT(*) FROM issued WHERE kseq IS NOT NULL GROUP BY kseq "
+           "HAVING COUNT(*) > 1 LIMIT ?",
+           "check the key stamps", [](const Query& q) {
+             return "the key stamp " + std::to_string(q.int64(0)) + " is on " +
+                    std::to_string(q.int64(1)) + " numbers";
+           }));
+  ICHIDO_TRY(rows(
+      "SELECT COUNT(*), MAX(kseq) FROM issued WHERE kseq > (SELECT COALESCE(MAX("
+      "value), 0) FROM sequences WHERE name = 'key') HAVING COUNT(*) > 0 LIMIT ?",
+      "check the key stamps", [](const Query& q) {
+        return "numbers with key stamps beyond the key sequence: " + std::to_string(q.int64(0)) +
+               " (up to " + std::to_string(q.int64(1)) + ")";
+      }));
+  ICHIDO_TRY(
+      rows("SELECT counter_id, key, COUNT(*) FROM issued WHERE key IS NOT NULL "
+           "GROUP BY counter_id, key HAVING COUNT(*) > 1 LIMIT ?",
+           "check the keys", [](const Query& q) {
+             return "the key '" + q.text(1) + "' of counter " + std::to_string(q.int64(0)) +
+                    " is held by " + std::to_string(q.int64(2)) + " numbers";
+           }));
+  return out;
+}
+
 // Problems of a database that should hold an ichido store: damage, or not ichido's at all.
 Result<std::vector<std::string>> store_problems(Db& db, bool quick, int max, int* version) {
   auto v = schema_version(db);
@@ -109,6 +159,11 @@ Result<std::vector<std::string>> store_problems(Db& db, bool quick, int max, int
   if (!problems.ok()) return std::move(problems).error();
   if (problems->empty() && *v == 0) {
     problems->push_back("not an ichido database (it has no schema_version table)");
+  }
+  if (problems->empty() && !quick && *v >= 12) {
+    auto keys = key_problems(db, max);
+    if (!keys.ok()) return std::move(keys).error();
+    *problems = std::move(*keys);
   }
   return problems;
 }

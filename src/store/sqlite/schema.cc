@@ -1,5 +1,6 @@
 #include "store/sqlite/schema.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -170,6 +171,30 @@ const std::vector<const char*>& migrations() {
       CREATE INDEX IF NOT EXISTS once_open ON once_records (ns, state, key)
         WHERE state <> 'completed';
       )sql",
+      // 12: issued numbers' keys leave the unique index issued_by_key for the writer's key
+      // index (decision 143; store/sqlite/key_index.h): every keyed row gets `kseq`, a stamp from
+      // the sequence 'key' that only grows, and issued_by_kseq, appended to by every new key, is
+      // what a lookup confirms a candidate through and what start-up catches up from. Uniqueness
+      // of (counter_id, key) is from now on the writer's rule, and `ichido check` verifies it.
+      // key_index_snapshot names the snapshot file (keys.idx) that matches this database. An
+      // upgrade numbers the existing keyed rows in one pass in key order.
+      R"sql(
+      ALTER TABLE issued ADD COLUMN kseq INTEGER;
+      UPDATE issued SET kseq = n.kseq
+        FROM (SELECT counter_id AS c, period AS p, value AS v,
+                     row_number() OVER (ORDER BY counter_id, key) AS kseq
+                FROM issued WHERE key IS NOT NULL) AS n
+        WHERE issued.counter_id = n.c AND issued.period = n.p AND issued.value = n.v;
+      INSERT INTO sequences (name, value)
+        SELECT 'key', COALESCE(MAX(kseq), 0) FROM issued WHERE true
+        ON CONFLICT (name) DO UPDATE SET value = max(value, excluded.value);
+      CREATE INDEX issued_by_kseq ON issued (kseq, counter_id, key) WHERE kseq IS NOT NULL;
+      DROP INDEX issued_by_key;
+      CREATE TABLE key_index_snapshot (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        snapshot_id INTEGER NOT NULL
+      );
+      )sql",
   };
   return m;
 }
@@ -194,7 +219,9 @@ Result<int> schema_version(Db& db) {
   return static_cast<int>(q->int64(0));
 }
 
-Result<void> migrate(Db& db, const OnUpgrade& on_upgrade) {
+Result<void> migrate(Db& db, const OnUpgrade& on_upgrade, int up_to) {
+  const int target =
+      up_to > 0 ? std::min(up_to, current_schema_version()) : current_schema_version();
   ICHIDO_TRY(
       db.exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL PRIMARY KEY, "
               "applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)",
@@ -218,8 +245,8 @@ Result<void> migrate(Db& db, const OnUpgrade& on_upgrade) {
                      "The data directory was written by a newer ichido (schema " +
                          std::to_string(version) + "); run that version or newer.");
       }
-      if (version == current_schema_version()) return false;
-      if (version > 0 && !announced && on_upgrade) on_upgrade(version, current_schema_version());
+      if (version >= target) return false;
+      if (version > 0 && !announced && on_upgrade) on_upgrade(version, target);
       announced = true;
       ICHIDO_TRY(db.exec(migrations()[version], "apply a schema migration"));
       if (version + 1 == kRewritesSchema) {

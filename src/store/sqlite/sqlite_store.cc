@@ -11,7 +11,9 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <optional>
+#include <random>
 
 #include "store/sqlite/data_dir.h"
 #include "store/sqlite/schema.h"
@@ -30,6 +32,21 @@ bool is_fatal(int rc) {
   const int primary = rc & 0xff;
   return primary == SQLITE_IOERR || primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB ||
          primary == SQLITE_CANTOPEN;
+}
+
+// A snapshot's id: random, so that a file is never taken for another store's or another
+// time's by chance (decision 143 §6). Positive as an SQLite INTEGER; never 0 ("none").
+std::uint64_t new_snapshot_id() {
+  std::random_device rd;
+  const std::uint64_t id = (std::uint64_t{rd()} << 32 | rd()) & ((std::uint64_t{1} << 62) - 1);
+  return id == 0 ? 1 : id;
+}
+
+std::string millis_since(std::chrono::steady_clock::time_point t) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now() - t)
+                            .count()) +
+         " ms";
 }
 
 }  // namespace
@@ -87,6 +104,7 @@ Result<void> SqliteStore::start() {
   }
   write_db_->set_on_damage([this] { corrupt_.store(true); });
   read_only_.store(sqlite3_db_readonly(write_db_->raw(), "main") == 1);
+  ICHIDO_TRY(open_keys());
   for (int i = 0; i < opt_.readers; ++i) {
     auto db = std::make_unique<Db>();
     if (auto r = db->open(db_path_, /*create=*/false, opt_.vfs); !r.ok()) {
@@ -103,6 +121,7 @@ Result<void> SqliteStore::start() {
   // Replaces SQLite's autocheckpoint on the writer connection (sqlite3_wal_hook documents that).
   sqlite3_wal_hook(write_db_->raw(), &SqliteStore::on_wal_commit, this);
   checkpointer_ = std::thread([this] { checkpointer_loop(); });
+  snapshotter_ = std::thread([this] { snapshotter_loop(); });
   writer_ = std::thread([this] { writer_loop(); });
   for (int i = 0; i < opt_.readers; ++i) readers_.emplace_back([this, i] { reader_loop(i); });
   return {};
@@ -121,9 +140,20 @@ void SqliteStore::close() {
     if (writer_.joinable()) writer_.join();
     checkpoint_cv_.notify_all();  // after the writer: it may still have woken the checkpointer
     if (checkpointer_.joinable()) checkpointer_.join();
+    snapshot_cv_.notify_all();
+    if (snapshotter_.joinable()) snapshotter_.join();
     for (auto& t : readers_) t.join();
     readers_.clear();
-    if (write_db_ && !failed_.load() && !corrupt_.load() && !read_only_.load()) {
+    const bool healthy = write_db_ && !failed_.load() && !corrupt_.load() && !read_only_.load();
+    if (healthy && keys_ && snapshot_named_kseq_.load() != committed_kseq_.load()) {
+      // A clean close leaves a snapshot of the whole table, so the next start reads it and
+      // catches up nothing. A failure only costs the next start a catch-up or a rebuild.
+      if (auto r = snapshot_keys(/*on_write_connection=*/true); !r.ok()) {
+        notice("key index: no snapshot at close (" + r.error().message +
+               "); the next start adds the newer keys from the database");
+      }
+    }
+    if (healthy) {
       // A clean close checkpoints the WAL into the main file, so the next start reads less.
       // Not after a failed write or damage: then the next open's recovery decides from what is
       // on disk, and nothing more is written now.
@@ -281,6 +311,7 @@ std::optional<Error> SqliteStore::commit_batch(std::vector<Job>& batch) {
   }
   const TimeMs now = opt_.clock->now_ms();
   cache_.drawn_token = 0;
+  cache_.drew_kseq = false;
   std::optional<Error> failure;
   Attempt a = apply_batch(batch, now, /*isolate=*/false, failure);
   if (a == Attempt::dirty_failure) {
@@ -289,11 +320,21 @@ std::optional<Error> SqliteStore::commit_batch(std::vector<Job>& batch) {
   }
   if (a != Attempt::applied) return failure;
   Db& db = *write_db_;
-  if (auto r = reserve_tokens(); !r.ok()) {
+  auto abandon = [&](const Error& e) {
     cache_.clear();
     if (db.in_transaction()) (void)db.exec("ROLLBACK", "roll back");
+    keys_->rollback_batch();
     failed_commits_.fetch_add(1);
-    return r.error();
+    return e;
+  };
+  if (auto r = reserve_tokens(); !r.ok()) return abandon(r.error());
+  std::uint64_t kseq = committed_kseq_.load();
+  if (cache_.drew_kseq) {
+    // The key sequence as this COMMIT makes it: what a snapshot may count as committed.
+    SqliteTables tables(db);
+    auto seq = tables.key_sequence();
+    if (!seq.ok()) return abandon(seq.error());
+    kseq = *seq;
   }
   const auto commit_started = std::chrono::steady_clock::now();
   // COMMIT is a cached prepared statement (like BEGIN IMMEDIATE and the savepoints), not parsed
@@ -320,6 +361,9 @@ std::optional<Error> SqliteStore::commit_batch(std::vector<Job>& batch) {
     if (db.read_only()) read_only_.store(true);
     cache_.clear();
     if (db.in_transaction()) (void)db.exec("ROLLBACK", "roll back");
+    // Whether or not the WAL holds the batch after a restart, its slots go: a fatal failure
+    // stops all writing, and a start-up adds every committed row's slot from the database.
+    keys_->rollback_batch();
     failed_commits_.fetch_add(1);
     if (is_fatal(rc) && e.code != errc::store_corrupt) {
       // The WAL may hold this batch after a restart, or not: say so, and stop writing.
@@ -333,6 +377,23 @@ std::optional<Error> SqliteStore::commit_batch(std::vector<Job>& batch) {
       failed_.store(true);
     }
     return e;
+  }
+  keys_->commit_batch();
+  if (kseq != committed_kseq_.load()) {
+    committed_kseq_.store(kseq);
+    const std::uint64_t keys = keys_->stats().keys;
+    const std::uint64_t every = opt_.key_snapshot_every > 0
+                                    ? opt_.key_snapshot_every
+                                    : std::max<std::uint64_t>(1000000, keys / 10);
+    if (kseq - std::min(kseq, snapshot_started_kseq_.load()) >= every) {
+      bool wake = false;
+      {
+        MutexLock lk(mu_);
+        wake = !snapshot_wanted_;
+        snapshot_wanted_ = true;
+      }
+      if (wake) snapshot_cv_.notify_one();
+    }
   }
   read_only_.store(false);
   token_floor_ = 0;
@@ -367,6 +428,7 @@ SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs no
   auto give_up = [&](const Error& e) {
     cache_.clear();
     if (db.in_transaction()) (void)db.exec("ROLLBACK", "roll back");
+    keys_->rollback_batch();
     if (db.read_only()) read_only_.store(true);
     failed_commits_.fetch_add(1);
     failure = e;
@@ -378,17 +440,19 @@ SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs no
     return q->run(what);
   };
   if (auto r = step("BEGIN IMMEDIATE", "begin a transaction"); !r.ok()) return give_up(r.error());
+  keys_->begin_batch();  // ended by commit_batch (COMMIT) or by any rollback
   if (token_floor_ > 0) {
     // Opened read-only: D4's move of the sequence comes with the first write (data_dir.h).
     if (auto r = raise_token_sequence(db, token_floor_); !r.ok()) return give_up(r.error());
   }
-  SqliteTables tables(db, &cache_);
+  SqliteTables tables(db, &cache_, keys_.get());
   // Optimistic batches defer period and token sequence writes to the flush below (decision
   // 130); isolated ones write through, so that a savepoint rolled back takes its job's writes
   // with it. The sequence is read again in every batch (after a D4 raise above, too).
   cache_.start_batch();
   cache_.defer_writes = !isolate;
   for (auto& job : batch) {
+    const std::size_t key_mark = keys_->undo_mark();
     if (isolate) {
       // Cannot isolate this job: give up on the batch rather than risk a partial effect.
       if (auto r = step("SAVEPOINT job", "open a savepoint"); !r.ok()) return give_up(r.error());
@@ -417,6 +481,7 @@ SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs no
         if (auto r = step("ROLLBACK TO job", "roll back a failed command"); !r.ok()) {
           return give_up(r.error());  // its writes could stay: no answer of this batch holds
         }
+        keys_->rollback_to(key_mark);
       }
       if (auto r = step("RELEASE job", "release a savepoint"); !r.ok()) return give_up(r.error());
     } else if (!keep && writes() != changes_before) {
@@ -424,6 +489,7 @@ SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs no
       if (auto r = db.exec("ROLLBACK", "roll back"); !r.ok() || db.in_transaction()) {
         return give_up(r.ok() ? db.error("roll back") : r.error());
       }
+      keys_->rollback_batch();
       return Attempt::dirty_failure;
     }
   }
@@ -461,6 +527,101 @@ int SqliteStore::on_wal_commit(void* self_ptr, sqlite3* db, const char* name, in
   return SQLITE_OK;
 }
 
+Result<void> SqliteStore::open_keys() {
+  keys_path_ = opt_.dir + "/keys.idx";
+  const auto started = std::chrono::steady_clock::now();
+  SqliteTables tables(*write_db_);
+  auto named = tables.key_snapshot_id();
+  if (!named.ok()) return std::move(named).error();
+  auto last = tables.key_sequence();
+  if (!last.ok()) return std::move(last).error();
+  auto opened = open_key_index(
+      keys_path_, *named, *last, static_cast<std::size_t>(*last),
+      [&](std::uint64_t after, const KeyRowSink& add) { return tables.scan_keys(after, add); });
+  if (!opened.ok()) return std::move(opened).error();
+  keys_ = std::move(opened->index);
+  committed_kseq_.store(*last);
+  const auto keys = keys_->stats().keys;
+  if (opened->from_snapshot) {
+    snapshot_started_kseq_.store(opened->snapshot_last_kseq);
+    snapshot_named_kseq_.store(opened->rows_scanned == 0 ? *last : UINT64_MAX);
+    notice("key index: " + std::to_string(keys) + " keys from " + keys_path_ + " and " +
+           std::to_string(opened->rows_scanned) + " newer rows in " + millis_since(started));
+  } else {
+    notice("key index: built from " + std::to_string(opened->rows_scanned) + " rows in " +
+           millis_since(started) + " (" + opened->rebuilt_because + ")");
+    if (keys > 0) {
+      MutexLock lk(mu_);
+      snapshot_wanted_ = true;  // so that the next start, even after a crash, need not rebuild
+    }
+  }
+  return {};
+}
+
+Result<void> SqliteStore::snapshot_keys(bool on_write_connection) {
+  // Every row with kseq ≤ last committed before the copy starts, and its slot was inserted
+  // before that commit (key_index.h): the file holds it.
+  const std::uint64_t last = committed_kseq_.load();
+  const std::uint64_t id = new_snapshot_id();
+  snapshot_started_kseq_.store(last);
+  auto fail = [&](const Error& e) -> Result<void> {
+    failed_key_snapshots_.fetch_add(1);
+    return e;
+  };
+  if (auto w = keys_->write_snapshot(keys_path_, last, id); !w.ok()) return fail(w.error());
+  // Only now may the database name it: a crash before this leaves a file it does not name,
+  // which the next start does not use.
+  if (on_write_connection) {
+    Db& db = *write_db_;
+    SqliteTables tables(db);
+    Result<void> saved = db.exec("BEGIN IMMEDIATE", "begin a transaction");
+    if (saved.ok()) saved = tables.save_key_snapshot_id(id);
+    if (saved.ok()) saved = db.exec("COMMIT", "name the key index's snapshot");
+    if (!saved.ok()) {
+      if (db.in_transaction()) (void)db.exec("ROLLBACK", "roll back");
+      return fail(saved.error());
+    }
+  } else {
+    // The writer's tables are SqliteTables. apply may run twice (an isolated re-run of its
+    // batch); finish runs once, with the store's failure or none.
+    struct State {
+      std::optional<Error> failed;  // apply's last outcome
+      std::promise<std::optional<Error>> done;
+    };
+    auto state = std::make_shared<State>();
+    Job job;
+    job.apply = [id, state](Tables& t, TimeMs) {
+      auto saved = static_cast<SqliteTables&>(t).save_key_snapshot_id(id);
+      state->failed = saved.ok() ? std::nullopt : std::optional<Error>(saved.error());
+      return saved.ok();
+    };
+    job.finish = [state](const Error* e) {
+      state->done.set_value(e ? std::optional<Error>(*e) : state->failed);
+    };
+    auto result = state->done.get_future();
+    submit_write(std::move(job));
+    if (auto e = result.get(); e) return fail(*e);
+  }
+  snapshot_named_kseq_.store(last);
+  key_snapshots_.fetch_add(1);
+  return {};
+}
+
+void SqliteStore::snapshotter_loop() {
+  for (;;) {
+    {
+      MutexLock lk(mu_);
+      while (!closing_ && !snapshot_wanted_) snapshot_cv_.wait(mu_);
+      if (closing_) return;  // close() writes the last one
+      snapshot_wanted_ = false;
+    }
+    if (auto r = snapshot_keys(/*on_write_connection=*/false); !r.ok()) {
+      notice("key index: a snapshot failed (" + r.error().message +
+             "); the next one is tried after as many new keys again");
+    }
+  }
+}
+
 void SqliteStore::checkpointer_loop() {
   Db& db = *checkpoint_db_;
   for (;;) {
@@ -483,7 +644,7 @@ void SqliteStore::checkpointer_loop() {
 
 void SqliteStore::reader_loop(int index) {
   Db& db = *read_dbs_[index];
-  SqliteTables tables(db);
+  SqliteTables tables(db, nullptr, keys_.get());
   for (;;) {
     Job job;
     {
@@ -558,6 +719,15 @@ StoreStats SqliteStore::stats() const {
     c.wal_bytes = static_cast<std::uint64_t>(st.st_size);
   s.checkpoints = c;
   s.caller_commits = caller_commits_.load();
+  if (keys_) {
+    const auto k = keys_->stats();
+    StoreStats::KeyIndex ki;
+    ki.keys = k.keys;
+    ki.memory_bytes = k.capacity * sizeof(std::uint64_t);
+    ki.snapshots = key_snapshots_.load();
+    ki.failed_snapshots = failed_key_snapshots_.load();
+    s.key_index = ki;
+  }
   return s;
 }
 

@@ -45,6 +45,15 @@
 // Reads: `readers` threads, each with its own connection, run read jobs in a deferred
 // transaction (a consistent WAL snapshot that sees every acknowledged commit).
 //
+// Keys (decision 143): the writer finds an issued number's key through KeyIndex (key_index.h),
+// the table in memory, and confirms it by the row; every keyed row gets a kseq and its slot
+// before its batch commits, and a rollback (of the batch, or of one job's savepoint) removes the
+// slots it inserted. Readers probe the same index. The index is made durable by snapshots to
+// DIR/keys.idx, each named by the database (key_index_snapshot) once its file is on disk: a
+// snapshot thread writes one after `key_snapshot_every` new keys (default max(1 M, 10 % of the
+// keys)), and a clean close writes one. open() loads the file the database names and adds the
+// rows after it, or rebuilds from every keyed row and says why (Options::on_notice).
+//
 // Lifecycle: open() → use → close() (drains queued jobs). A DIR/LOCK file held with flock keeps
 // a second process from opening the same data directory.
 // Thread-safety: all public methods are safe from any thread.
@@ -53,6 +62,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -64,6 +74,7 @@
 #include "ichido/clock.h"
 #include "store/sqlite/data_dir.h"
 #include "store/sqlite/db.h"
+#include "store/sqlite/key_index.h"
 #include "store/sqlite/schema.h"
 #include "store/sqlite/sqlite_tables.h"
 #include "store/table_store.h"
@@ -92,6 +103,11 @@ struct Options {
   // for migration 11: ≈ 1.3 s per million on the first start of a newer ichido, decision 137),
   // so that a long start is not a silent one.
   OnUpgrade on_upgrade;
+  // The key index (above): a snapshot after this many new keys (0: max(1 M, 10 % of the keys)).
+  std::uint64_t key_snapshot_every = 0;
+  // Told, as one line each, how the key index was opened and when a snapshot of it failed (the
+  // server logs them). May be called from the snapshot thread.
+  std::function<void(const std::string&)> on_notice;
 };
 
 class SqliteStore final : public TableStore {
@@ -119,6 +135,14 @@ class SqliteStore final : public TableStore {
   void writer_loop();
   void reader_loop(int index);
   void checkpointer_loop();
+  void snapshotter_loop();
+  Result<void> open_keys();
+  // Writes the key index to keys.idx and names it in the database: through a write job, or on
+  // the write connection itself when `on_write_connection` (close(), the writer gone).
+  Result<void> snapshot_keys(bool on_write_connection);
+  void notice(const std::string& line) const {
+    if (opt_.on_notice) opt_.on_notice(line);
+  }
   // The writer connection's WAL hook (sqlite3_wal_hook), after every commit: `frames` in the WAL.
   static int on_wal_commit(void* self, sqlite3* db, const char* name, int frames);
   // Runs `batch` in one transaction and commits it; returns what every job is to be answered
@@ -167,6 +191,21 @@ class SqliteStore final : public TableStore {
   std::atomic<std::uint64_t> checkpoints_{0};         // by the checkpointer, done
   std::atomic<std::uint64_t> writer_checkpoints_{0};  // by the writer, whole WAL copied
   std::atomic<std::uint64_t> failed_checkpoints_{0};  // either, failed (not busy)
+
+  // The key index (decision 143). keys_ is set in start() and lives until the store does.
+  std::unique_ptr<KeyIndex> keys_;
+  std::string keys_path_;                         // DIR/keys.idx
+  std::atomic<std::uint64_t> committed_kseq_{0};  // the key sequence as last committed
+  std::uint64_t kseq_before_commit_ = 0;          // the writer's: the sequence in this batch
+  // The last_kseq of the newest snapshot started (or loaded), and of the newest the database
+  // names (UINT64_MAX: none names the table as it is, e.g. after a rebuild).
+  std::atomic<std::uint64_t> snapshot_started_kseq_{0};
+  std::atomic<std::uint64_t> snapshot_named_kseq_{UINT64_MAX};
+  std::atomic<std::uint64_t> key_snapshots_{0};
+  std::atomic<std::uint64_t> failed_key_snapshots_{0};
+  CondVar snapshot_cv_;                           // the snapshot thread waits here (with mu_)
+  bool snapshot_wanted_ GUARDED_BY(mu_) = false;  // the writer's (or start()'s) call
+  std::thread snapshotter_;
 
   std::unique_ptr<Db> write_db_;               // batch_running_'s owner's once started
   WriterCache cache_;                          // the same; cleared on every rollback

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -198,6 +199,25 @@ class SqliteStoreTest : public ::testing::Test {
 
   // Every row of `sql`: its columns joined by '|', each row followed by ';' (an error: what it
   // says).
+  // Takes a store's database back to schema 11, as the releases before decision 143 left it:
+  // migration 12 undone statement by statement, so its keyed numbers have no kseq any more.
+  static void DowngradeTo11(const std::string& db_path) {
+    ASSERT_EQ(current_schema_version(), 12) << "this helper undoes migration 12 only";
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK);
+    char* err = nullptr;
+    const int rc = sqlite3_exec(
+        db,
+        "DROP INDEX issued_by_kseq; ALTER TABLE issued DROP COLUMN kseq; "
+        "CREATE UNIQUE INDEX issued_by_key ON issued (counter_id, key) WHERE key IS NOT NULL; "
+        "DROP TABLE key_index_snapshot; DELETE FROM sequences WHERE name = 'key'; "
+        "DELETE FROM schema_version WHERE version = 12;",
+        nullptr, nullptr, &err);
+    EXPECT_EQ(rc, SQLITE_OK) << (err ? err : "");
+    sqlite3_free(err);
+    sqlite3_close_v2(db);
+  }
+
   static std::string Rows(sqlite3* db, const char* sql) {
     std::string out;
     sqlite3_stmt* st = nullptr;
@@ -1010,20 +1030,75 @@ TEST_F(SqliteStoreTest, AnUpgradeOfTheSchemaIsAnnouncedFirst) {
     ASSERT_TRUE(store);
   }
   EXPECT_TRUE(told.empty());  // already current
-  // Back to the previous version, as a store the last release left (its migration is
-  // idempotent, so it can run again).
+  // Back to the previous version, as a store the last release left.
   const int v = current_schema_version();
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK);
-  const std::string sql = "DELETE FROM schema_version WHERE version = " + std::to_string(v);
-  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
-  sqlite3_close_v2(db);
+  ASSERT_NO_FATAL_FAILURE(DowngradeTo11(db_path));
   {
     auto store = MustOpen(o);
     ASSERT_TRUE(store);
   }
   EXPECT_EQ(told, (std::vector<std::pair<int, int>>{{v - 1, v}}));
   EXPECT_EQ(SchemaVersionRows(db_path), std::make_pair(v, v));
+}
+
+// Migration 12 (decision 143) on a store the previous release left with keyed and unkeyed
+// numbers: every keyed number gets its own kseq, the key sequence stands at the last, the
+// unique key index is gone, and every key is still answered its number — from a key index built
+// from the rows, since such a store has no snapshot.
+TEST_F(SqliteStoreTest, AnUpgradeStampsEveryKeyedNumberAndEveryKeyKeepsItsNumber) {
+  std::map<std::string, std::int64_t> issued;
+  std::string db_path;
+  {
+    auto store = MustOpen();
+    ASSERT_TRUE(store);
+    db_path = store->db_path();
+    SyncStore s(*store);
+    ASSERT_TRUE(s.create_counter({Ref("c"), Config()}).ok());
+    for (int i = 0; i < 40; ++i) {
+      const std::string key = "k" + std::to_string(i);
+      auto r = s.next({Ref("c"), {key, ""}});
+      ASSERT_TRUE(r.ok());
+      issued[key] = r->record.value;
+      if (i % 8 == 0) {
+        ASSERT_TRUE(s.next({Ref("c"), {std::nullopt, ""}}).ok());  // unkeyed
+      }
+    }
+  }
+  ASSERT_NO_FATAL_FAILURE(DowngradeTo11(db_path));
+  std::filesystem::remove(Opts().dir + "/keys.idx");
+  std::vector<std::pair<int, int>> told;
+  Options o = Opts();
+  o.on_upgrade = [&](int from, int to) { told.emplace_back(from, to); };
+  {
+    auto store = MustOpen(o);
+    ASSERT_TRUE(store);
+    EXPECT_EQ(told, (std::vector<std::pair<int, int>>{{11, 12}}));
+    SyncStore s(*store);
+    for (const auto& [key, value] : issued) {
+      auto again = s.next({Ref("c"), {key, ""}});
+      ASSERT_TRUE(again.ok()) << key;
+      EXPECT_TRUE(again->replayed) << key;
+      EXPECT_EQ(again->record.value, value) << key;
+    }
+    auto fresh = s.next({Ref("c"), {"new", ""}});
+    ASSERT_TRUE(fresh.ok());
+    EXPECT_FALSE(fresh->replayed);
+    EXPECT_EQ(fresh->record.value, 46);
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  EXPECT_EQ(Rows(db,
+                 "SELECT COUNT(*), COUNT(kseq), COUNT(DISTINCT kseq), MIN(kseq), MAX(kseq) "
+                 "FROM issued WHERE key IS NOT NULL"),
+            "41|41|41|1|41;");
+  EXPECT_EQ(Rows(db, "SELECT COUNT(kseq) FROM issued WHERE key IS NULL"), "0;");
+  EXPECT_EQ(Rows(db, "SELECT value FROM sequences WHERE name = 'key'"), "41;");
+  EXPECT_EQ(Rows(db,
+                 "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = "
+                 "'issued' ORDER BY name"),
+            "issued_by_kseq;");
+  EXPECT_EQ(Rows(db, "PRAGMA integrity_check"), "ok;");
+  sqlite3_close_v2(db);
 }
 
 TEST_F(SqliteStoreTest, RefusesADatabaseFromANewerVersion) {

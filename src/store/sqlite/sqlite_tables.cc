@@ -1,5 +1,9 @@
 #include "store/sqlite/sqlite_tables.h"
 
+#include <algorithm>
+#include <exception>
+#include <utility>
+
 #include "store/sqlite/rows.h"
 
 namespace ichido::store::sqlite {
@@ -43,29 +47,39 @@ core::IssuedNumber issued_from(const Query& q) {
 
 }  // namespace
 
-Result<std::int64_t> SqliteTables::next_token() {
+Result<std::int64_t> SqliteTables::draw(const char* name, WriterCache::Sequence* seq) {
   if (cache_ && cache_->defer_writes) {
-    if (!cache_->token_) {
-      auto q = db_.query("SELECT value FROM sequences WHERE name = 'token'");
+    if (!seq->value) {
+      auto q = db_.query("SELECT value FROM sequences WHERE name = ?");
       if (!q.ok()) return std::move(q).error();
+      q->bind(1, std::string_view(name));
       const int rc = q->step();
-      if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db_.error("read the token sequence");
-      cache_->token_ = rc == SQLITE_ROW ? q->int64(0) : 0;
+      if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db_.error("read a sequence");
+      seq->value = rc == SQLITE_ROW ? q->int64(0) : 0;
     }
-    const std::int64_t token = ++*cache_->token_;
-    cache_->token_dirty_ = true;
+    seq->dirty = true;
     ++cache_->deferred_writes;
-    cache_->drawn_token = std::max(cache_->drawn_token, token);
-    return token;
+    return ++*seq->value;
   }
   auto q = db_.query(
-      "INSERT INTO sequences (name, value) VALUES ('token', 1) "
+      "INSERT INTO sequences (name, value) VALUES (?, 1) "
       "ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value");
   if (!q.ok()) return std::move(q).error();
-  if (q->step() != SQLITE_ROW) return db_.error("advance the token sequence");
-  const std::int64_t token = q->int64(0);
-  if (cache_) cache_->drawn_token = std::max(cache_->drawn_token, token);
+  q->bind(1, std::string_view(name));
+  if (q->step() != SQLITE_ROW) return db_.error("advance a sequence");
+  return q->int64(0);
+}
+
+Result<std::int64_t> SqliteTables::next_token() {
+  auto token = draw("token", cache_ ? &cache_->token_ : nullptr);
+  if (token.ok() && cache_) cache_->drawn_token = std::max(cache_->drawn_token, *token);
   return token;
+}
+
+Result<std::int64_t> SqliteTables::next_kseq() {
+  auto kseq = draw("key", cache_ ? &cache_->kseq_ : nullptr);
+  if (kseq.ok() && cache_) cache_->drew_kseq = true;
+  return kseq;
 }
 
 Result<std::optional<CounterRow>> SqliteTables::find_counter(const std::string& ns,
@@ -153,14 +167,15 @@ Result<void> SqliteTables::flush_writes() {
   for (const auto& [key, p] : pending) {
     ICHIDO_TRY(write_period(p.counter_id, p.period, p.row));
   }
-  if (cache_->token_dirty_) {
+  for (auto [name, seq] : {std::pair{"token", &cache_->token_}, std::pair{"key", &cache_->kseq_}}) {
+    if (!seq->dirty) continue;
     auto q = db_.query(
-        "INSERT INTO sequences (name, value) VALUES ('token', ?1) "
+        "INSERT INTO sequences (name, value) VALUES (?1, ?2) "
         "ON CONFLICT (name) DO UPDATE SET value = excluded.value");
     if (!q.ok()) return std::move(q).error();
-    q->bind(1, *cache_->token_);
-    ICHIDO_TRY(q->run("advance the token sequence"));
-    cache_->token_dirty_ = false;
+    q->bind(1, std::string_view(name)).bind(2, *seq->value);
+    ICHIDO_TRY(q->run("advance a sequence"));
+    seq->dirty = false;
   }
   return {};
 }
@@ -182,9 +197,36 @@ Result<void> SqliteTables::write_period(std::int64_t id, const std::string& peri
 
 Result<std::optional<core::IssuedNumber>> SqliteTables::find_issued_by_key(std::int64_t id,
                                                                            const std::string& key) {
-  auto q = db_.query("SELECT " ISSUED_COLUMNS " FROM issued WHERE counter_id = ? AND key = ?");
-  if (q.ok()) q->bind(1, id).bind(2, key);
-  return one<core::IssuedNumber>(db_, std::move(q), issued_from, "look up an idempotency key");
+  if (!keys_) {
+    auto q = db_.query("SELECT " ISSUED_COLUMNS " FROM issued WHERE counter_id = ? AND key = ?");
+    if (q.ok()) q->bind(1, id).bind(2, key);
+    return one<core::IssuedNumber>(db_, std::move(q), issued_from, "look up an idempotency key");
+  }
+  char scope[8];
+  std::optional<core::IssuedNumber> found;
+  std::optional<Error> failed;
+  // A candidate is confirmed by its row: the one with that kseq, of this counter, with this key.
+  // A slot whose row this connection's snapshot does not show is no match (not committed yet for
+  // this reader, or a rolled-back batch's that is waiting to be removed).
+  keys_->find(keys_->hash(KeyKind::number, counter_scope(id, scope), key), [&](std::uint64_t kseq) {
+    auto q = db_.query("SELECT " ISSUED_COLUMNS ", counter_id FROM issued WHERE kseq = ?");
+    if (!q.ok()) {
+      failed = std::move(q).error();
+      return true;  // stop probing: the answer is the error
+    }
+    q->bind(1, static_cast<std::int64_t>(kseq));
+    const int rc = q->step();
+    if (rc == SQLITE_DONE) return false;
+    if (rc != SQLITE_ROW) {
+      failed = db_.error("look up an idempotency key");
+      return true;
+    }
+    if (q->int64(8) != id || q->opt_text(3) != key) return false;
+    found = issued_from(*q);
+    return true;
+  });
+  if (failed) return std::move(*failed);
+  return found;
 }
 
 Result<std::optional<core::IssuedNumber>> SqliteTables::find_issued(std::int64_t id,
@@ -206,33 +248,129 @@ Result<std::optional<std::int64_t>> SqliteTables::highest_issued(std::int64_t id
 }
 
 Result<void> SqliteTables::save_issued(std::int64_t id, const core::IssuedNumber& r) {
+  if (r.key) {
+    // A keyed number is inserted only by insert_issued_unless_key, which gives it its kseq and
+    // slot; here it can only be changed (a void), and its key stays.
+    auto q = db_.query(
+        "UPDATE issued SET formatted = ?4, note = ?6, issued_at = ?7, voided_at = ?8, "
+        "void_reason = ?9 WHERE counter_id = ?1 AND period = ?2 AND value = ?3 AND key = ?5");
+    if (!q.ok()) return std::move(q).error();
+    q->bind(1, id).bind(2, r.period).bind(3, r.value).bind(4, r.formatted).bind(5, r.key);
+    q->bind(6, r.note).bind(7, r.issued_at).bind(8, r.voided_at).bind(9, r.void_reason);
+    ICHIDO_TRY(q->run("record an issued number"));
+    if (sqlite3_changes(db_.raw()) == 0) {
+      return Error(errc::internal,
+                   "A number with a key was to be saved where no number has that key; nothing "
+                   "was changed.");
+    }
+    return {};
+  }
   // An upsert on the primary key, as the PostgreSQL store does, not INSERT OR REPLACE: a REPLACE
   // on a table with foreign keys may delete rows, so SQLite gives it a statement journal (a copy
-  // of every page it touches); this one needs none. It also never deletes another row whose key
-  // collides (the rules look a key up first, so that would be a bug): it fails instead.
+  // of every page it touches); this one needs none.
   auto q = db_.query("INSERT INTO issued (counter_id, " ISSUED_COLUMNS
                      ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
                      "ON CONFLICT (counter_id, period, value) DO UPDATE SET "
-                     "formatted = excluded.formatted, key = excluded.key, note = excluded.note, "
+                     "formatted = excluded.formatted, note = excluded.note, "
                      "issued_at = excluded.issued_at, voided_at = excluded.voided_at, "
-                     "void_reason = excluded.void_reason");
-  if (!q.ok()) return std::move(q).error();
-  q->bind(1, id).bind(2, r.period).bind(3, r.value).bind(4, r.formatted).bind(5, r.key);
-  q->bind(6, r.note).bind(7, r.issued_at).bind(8, r.voided_at).bind(9, r.void_reason);
-  return q->run("record an issued number");
-}
-
-Result<bool> SqliteTables::insert_issued_unless_key(std::int64_t id, const core::IssuedNumber& r) {
-  // The conflict target is issued_by_key (a partial index: its WHERE is part of the target). A
-  // row with the same (period, value) is not handled here: that insert fails, as it must.
-  auto q = db_.query("INSERT INTO issued (counter_id, " ISSUED_COLUMNS
-                     ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                     "ON CONFLICT (counter_id, key) WHERE key IS NOT NULL DO NOTHING");
+                     "void_reason = excluded.void_reason WHERE key IS NULL");
   if (!q.ok()) return std::move(q).error();
   q->bind(1, id).bind(2, r.period).bind(3, r.value).bind(4, r.formatted).bind(5, r.key);
   q->bind(6, r.note).bind(7, r.issued_at).bind(8, r.voided_at).bind(9, r.void_reason);
   ICHIDO_TRY(q->run("record an issued number"));
-  return sqlite3_changes(db_.raw()) > 0;
+  if (sqlite3_changes(db_.raw()) == 0) {
+    return Error(errc::internal,
+                 "A number without a key was to replace one with a key; nothing was changed.");
+  }
+  return {};
+}
+
+Result<bool> SqliteTables::insert_issued_unless_key(std::int64_t id, const core::IssuedNumber& r) {
+  if (!r.key) {
+    ICHIDO_TRY(save_issued(id, r));
+    return true;
+  }
+  if (!keys_) {
+    return Error(errc::internal, "A number with a key cannot be issued without the key index.");
+  }
+  auto found = find_issued_by_key(id, *r.key);
+  if (!found.ok()) return std::move(found).error();
+  if (*found) return false;
+  auto kseq = next_kseq();
+  if (!kseq.ok()) return std::move(kseq).error();
+  if (*kseq < 1 || static_cast<std::uint64_t>(*kseq) > KeyTable::kMaxKseq) {
+    return Error(errc::store_unavailable,
+                 "This data directory has issued its last key stamp (" +
+                     std::to_string(KeyTable::kMaxKseq) +
+                     " keys over its life, decision 143): numbers with a key cannot be issued "
+                     "until the keys are renumbered offline. Nothing was changed.");
+  }
+  // The slot first (inside the writer's batch, so a rollback removes it), then the row; a slot
+  // whose row is never written costs a read but never an answer.
+  char scope[8];
+  try {
+    keys_->insert(keys_->hash(KeyKind::number, counter_scope(id, scope), *r.key),
+                  static_cast<std::uint64_t>(*kseq));
+  } catch (const std::exception& e) {
+    return Error(errc::store_unavailable, std::string("The key index cannot take another key (") +
+                                              e.what() + "); nothing was changed.");
+  }
+  auto q = db_.query("INSERT INTO issued (counter_id, " ISSUED_COLUMNS
+                     ", kseq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  if (!q.ok()) return std::move(q).error();
+  q->bind(1, id).bind(2, r.period).bind(3, r.value).bind(4, r.formatted).bind(5, r.key);
+  q->bind(6, r.note).bind(7, r.issued_at).bind(8, r.voided_at).bind(9, r.void_reason);
+  q->bind(10, *kseq);
+  ICHIDO_TRY(q->run("record an issued number"));
+  return true;
+}
+
+Result<std::uint64_t> SqliteTables::key_snapshot_id() {
+  auto q = db_.query("SELECT snapshot_id FROM key_index_snapshot WHERE id = 1");
+  if (!q.ok()) return std::move(q).error();
+  const int rc = q->step();
+  if (rc == SQLITE_DONE) return std::uint64_t{0};
+  if (rc != SQLITE_ROW) return db_.error("read the key index's snapshot id");
+  return static_cast<std::uint64_t>(q->int64(0));
+}
+
+Result<void> SqliteTables::save_key_snapshot_id(std::uint64_t snapshot_id) {
+  auto q = db_.query(
+      "INSERT INTO key_index_snapshot (id, snapshot_id) VALUES (1, ?) "
+      "ON CONFLICT (id) DO UPDATE SET snapshot_id = excluded.snapshot_id");
+  if (!q.ok()) return std::move(q).error();
+  q->bind(1, static_cast<std::int64_t>(snapshot_id));
+  return q->run("record the key index's snapshot id");
+}
+
+Result<std::uint64_t> SqliteTables::key_sequence() {
+  auto q = db_.query("SELECT value FROM sequences WHERE name = 'key'");
+  if (!q.ok()) return std::move(q).error();
+  const int rc = q->step();
+  if (rc == SQLITE_DONE) return std::uint64_t{0};
+  if (rc != SQLITE_ROW) return db_.error("read the key sequence");
+  return static_cast<std::uint64_t>(q->int64(0));
+}
+
+Result<void> SqliteTables::scan_keys(std::uint64_t after, const KeyRowSink& add) {
+  auto q = db_.query(
+      "SELECT kseq, counter_id, key FROM issued WHERE kseq > ? AND kseq IS NOT NULL "
+      "ORDER BY kseq");
+  if (!q.ok()) return std::move(q).error();
+  q->bind(1, static_cast<std::int64_t>(after));
+  for (;;) {
+    const int rc = q->step();
+    if (rc == SQLITE_DONE) return {};
+    if (rc != SQLITE_ROW) return db_.error("read the issued numbers' keys");
+    char scope[8];
+    const std::int64_t kseq = q->int64(0);
+    if (kseq < 1) {
+      return Error(errc::store_corrupt, "An issued number has the key stamp " +
+                                            std::to_string(kseq) + ", which no row can have.");
+    }
+    add(KeyKind::number, counter_scope(q->int64(1), scope), q->text(2),
+        static_cast<std::uint64_t>(kseq));
+  }
 }
 
 Result<std::vector<core::IssuedNumber>> SqliteTables::list_issued(std::int64_t id,

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "store/sqlite/db.h"
+#include "store/sqlite/key_index.h"
 #include "store/tables.h"
 
 namespace ichido::store::sqlite {
@@ -36,12 +37,15 @@ class WriterCache {
     start_batch();
   }
   void start_batch() {
-    token_ = std::nullopt;
-    token_dirty_ = false;
+    token_ = Sequence{};
+    kseq_ = Sequence{};
   }
   // The largest token drawn since the writer last reset it (data_dir.h D4). Not a cache: a
   // rollback makes it an over-estimate, which only reserves tokens early.
   std::int64_t drawn_token = 0;
+  // Set when a key stamp (kseq, decision 143) was drawn since the writer last reset it: the
+  // writer then reads the committed sequence before COMMIT (a rollback makes it a false alarm).
+  bool drew_kseq = false;
   bool defer_writes = false;          // set by the writer around an optimistic batch
   std::uint64_t deferred_writes = 0;  // period saves and token draws deferred (never reset)
 
@@ -68,8 +72,14 @@ class WriterCache {
   // and saves its record one after the other on the one writer thread, so the hint cannot be
   // stale when its save reads it; a rollback clears it.
   std::string absent_once_;
-  std::optional<std::int64_t> token_;  // the token sequence's value in this batch, once read
-  bool token_dirty_ = false;           // token_ is ahead of the table
+  // A sequence drawn from in an optimistic batch: its value once read, and whether the table is
+  // behind it (written by flush_writes).
+  struct Sequence {
+    std::optional<std::int64_t> value;
+    bool dirty = false;
+  };
+  Sequence token_;  // 'token': fencing tokens
+  Sequence kseq_;   // 'key': key stamps (decision 143)
 };
 
 // The condition of the partial index once_open (schema migration 11, decision 137). SQLite uses
@@ -78,12 +88,21 @@ class WriterCache {
 // adds this term. Completed records are found through the (ns, key) unique index.
 #define ICHIDO_ONCE_OPEN "state <> 'completed'"
 
+// Issued numbers' keys (decision 143): with a KeyIndex, find_issued_by_key probes it and
+// confirms each candidate by reading the row with that kseq through issued_by_kseq, and
+// insert_issued_unless_key stamps the row with the next kseq and inserts its slot (inside the
+// writer's batch: removed again if the batch or the job's savepoint rolls back). Without one
+// (tools, tests of other tables) a lookup reads the counter's rows, and a keyed number cannot be
+// inserted (internal): a row without its slot would break the key's uniqueness.
 class SqliteTables final : public Tables {
  public:
-  explicit SqliteTables(Db& db, WriterCache* cache = nullptr) : db_(db), cache_(cache) {}
+  explicit SqliteTables(Db& db, WriterCache* cache = nullptr, KeyIndex* keys = nullptr)
+      : db_(db), cache_(cache), keys_(keys) {}
   Db& db() { return db_; }  // the connection these rows are read and written on
 
   Result<std::int64_t> next_token() override;
+  // The next key stamp (sequence 'key'), deferred like next_token.
+  Result<std::int64_t> next_kseq();
 
   Result<std::optional<CounterRow>> find_counter(const std::string& ns,
                                                  const std::string& name) override;
@@ -140,11 +159,21 @@ class SqliteTables final : public Tables {
   // anything pending: nothing to do.
   Result<void> flush_writes();
 
+  // The key index's place in the database (decision 143 §6–§7): the snapshot id that
+  // key_index_snapshot names (0: none), the key sequence as committed, and every keyed row
+  // with kseq above `after`, in kseq order (for open_key_index's scan).
+  Result<std::uint64_t> key_snapshot_id();
+  Result<void> save_key_snapshot_id(std::uint64_t id);
+  Result<std::uint64_t> key_sequence();
+  Result<void> scan_keys(std::uint64_t after, const KeyRowSink& add);
+
  private:
   Result<void> write_period(std::int64_t counter_id, const std::string& period,
                             const PeriodRow& row);
+  Result<std::int64_t> draw(const char* name, WriterCache::Sequence* seq);
   Db& db_;
   WriterCache* cache_;  // the writer's; nullptr on readers
+  KeyIndex* keys_;      // the store's (writer and readers); nullptr in tools
 };
 
 }  // namespace ichido::store::sqlite

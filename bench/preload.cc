@@ -194,11 +194,23 @@ int main(int argc, char** argv) {
   }
   sqlite3_finalize(q);
 
+  // Keyed numbers carry a key stamp from the sequence 'key' (schema 12, decision 143); the
+  // server's key index finds them after its start-up rebuild (this tool leaves no keys.idx, and
+  // removes one a server left, which no longer matches the rows).
+  std::int64_t kseq = 0;
+  if (!check(
+          db,
+          sqlite3_prepare_v2(db, "SELECT value FROM sequences WHERE name = 'key'", -1, &q, nullptr),
+          "prepare"))
+    return 1;
+  if (sqlite3_step(q) == SQLITE_ROW) kseq = sqlite3_column_int64(q, 0);
+  sqlite3_finalize(q);
+  std::remove((dir + "/keys.idx").c_str());
   if (!check(db,
              sqlite3_prepare_v2(
                  db,
                  "INSERT INTO issued (counter_id, period, value, formatted, key, note, issued_at, "
-                 "voided_at, void_reason) VALUES (?, '', ?, ?, ?, '', ?, NULL, '')",
+                 "voided_at, void_reason, kseq) VALUES (?, '', ?, ?, ?, '', ?, NULL, '', ?)",
                  -1, &q, nullptr),
              "prepare insert"))
     return 1;
@@ -212,8 +224,13 @@ int main(int argc, char** argv) {
     sqlite3_bind_text(q, 3, formatted, -1, SQLITE_STATIC);
     sqlite3_bind_text(q, 4, key, -1, SQLITE_STATIC);
     sqlite3_bind_int64(q, 5, now_ms);
+    sqlite3_bind_int64(q, 6, kseq + static_cast<std::int64_t>(i));
   });
   if (!loaded) return 1;
+  const std::string seq = "INSERT INTO sequences (name, value) VALUES ('key', " +
+                          std::to_string(kseq + static_cast<std::int64_t>(count)) +
+                          ") ON CONFLICT (name) DO UPDATE SET value = excluded.value";
+  if (!exec(seq.c_str())) return 1;
   std::string up =
       "INSERT INTO counter_periods (counter_id, period, last_value, issued_count, voided_count) "
       "VALUES (" +

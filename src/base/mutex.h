@@ -12,10 +12,11 @@
 // Thread-safety: as std::mutex / std::condition_variable.
 #pragma once
 
+#include <pthread.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
-#include <shared_mutex>
 
 #if defined(__clang__)
 #define ICHIDO_TSA(x) __attribute__((x))
@@ -33,6 +34,7 @@
 #define RELEASE(...) ICHIDO_TSA(release_capability(__VA_ARGS__))
 #define ACQUIRE_SHARED(...) ICHIDO_TSA(acquire_shared_capability(__VA_ARGS__))
 #define RELEASE_SHARED(...) ICHIDO_TSA(release_shared_capability(__VA_ARGS__))
+#define TRY_ACQUIRE_SHARED(...) ICHIDO_TSA(try_acquire_shared_capability(__VA_ARGS__))
 #define RELEASE_GENERIC(...) ICHIDO_TSA(unlock_function(__VA_ARGS__))
 #define REQUIRES_SHARED(...) ICHIDO_TSA(requires_shared_capability(__VA_ARGS__))
 #define ASSERT_CAPABILITY(x) ICHIDO_TSA(assert_capability(x))
@@ -76,20 +78,33 @@ class SCOPED_CAPABILITY MutexLock {
   bool held_ = true;
 };
 
-// A reader–writer lock: many holders of the shared side or one of the exclusive side
-// (std::shared_mutex). WriterLock / ReaderLock hold it for their scope.
+// A reader–writer lock: many holders of the shared side or one of the exclusive side.
+// WriterLock / ReaderLock hold it for their scope. A waiting writer goes before readers that come
+// after it (glibc's std::shared_mutex prefers readers: overlapping readers, such as the key
+// index's lookups from several reader threads, could keep the one writer out for as long as
+// they come). So a thread must never take the shared side twice: with a writer waiting between
+// the two, it would wait for itself.
 class CAPABILITY("shared mutex") SharedMutex {
  public:
-  SharedMutex() = default;
+  SharedMutex() {
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&mu_, &attr);
+    pthread_rwlockattr_destroy(&attr);
+  }
+  ~SharedMutex() { pthread_rwlock_destroy(&mu_); }
   SharedMutex(const SharedMutex&) = delete;
   SharedMutex& operator=(const SharedMutex&) = delete;
-  void lock() ACQUIRE() { mu_.lock(); }
-  void unlock() RELEASE() { mu_.unlock(); }
-  void lock_shared() ACQUIRE_SHARED() { mu_.lock_shared(); }
-  void unlock_shared() RELEASE_SHARED() { mu_.unlock_shared(); }
+  void lock() ACQUIRE() { pthread_rwlock_wrlock(&mu_); }
+  void unlock() RELEASE() { pthread_rwlock_unlock(&mu_); }
+  void lock_shared() ACQUIRE_SHARED() { pthread_rwlock_rdlock(&mu_); }
+  void unlock_shared() RELEASE_SHARED() { pthread_rwlock_unlock(&mu_); }
+  // The shared side if it can be had now: not while a writer holds it or waits for it.
+  bool try_lock_shared() TRY_ACQUIRE_SHARED(true) { return pthread_rwlock_tryrdlock(&mu_) == 0; }
 
  private:
-  std::shared_mutex mu_;
+  pthread_rwlock_t mu_;
 };
 
 class SCOPED_CAPABILITY WriterLock {

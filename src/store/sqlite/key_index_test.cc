@@ -71,6 +71,34 @@ void expect_file_holds(const std::string& path, const KeyIndex& index,
   }
 }
 
+// The key index's lock lets a waiting writer in before readers that come after it: with the
+// reader preference of glibc's std::shared_mutex, lookups from two reader threads that overlap
+// could keep the writer out for as long as they come.
+TEST(KeyIndexLock, AWaitingWriterGoesBeforeReadersThatComeAfterIt) {
+  SharedMutex mu;
+  mu.lock_shared();  // a reader holds it
+  std::atomic<bool> written{false};
+  std::thread writer([&] {
+    WriterLock lock(mu);  // waits for the reader
+    written.store(true);
+  });
+  // Once the writer waits, a new reader is refused (bounded: a reader preference never refuses).
+  bool refused = false;
+  for (int i = 0; i < 10000 && !refused; ++i) {
+    if (mu.try_lock_shared()) {
+      mu.unlock_shared();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    } else {
+      refused = true;
+    }
+  }
+  EXPECT_TRUE(refused) << "a new reader got in past the waiting writer";
+  EXPECT_FALSE(written.load());
+  mu.unlock_shared();
+  writer.join();
+  EXPECT_TRUE(written.load());
+}
+
 class KeyIndexTest : public ::testing::Test {
  protected:
   std::string path() const { return tmp_.path() + "/keys.idx"; }

@@ -203,12 +203,18 @@ Result<std::optional<core::IssuedNumber>> SqliteTables::find_issued_by_key(std::
     return one<core::IssuedNumber>(db_, std::move(q), issued_from, "look up an idempotency key");
   }
   char scope[8];
+  return find_issued_by_hash(id, key, keys_->hash(KeyKind::number, counter_scope(id, scope), key));
+}
+
+Result<std::optional<core::IssuedNumber>> SqliteTables::find_issued_by_hash(std::int64_t id,
+                                                                            const std::string& key,
+                                                                            std::uint64_t hash) {
   std::optional<core::IssuedNumber> found;
   std::optional<Error> failed;
   // A candidate is confirmed by its row: the one with that kseq, of this counter, with this key.
   // A slot whose row this connection's snapshot does not show is no match (not committed yet for
   // this reader, or a rolled-back batch's that is waiting to be removed).
-  keys_->find(keys_->hash(KeyKind::number, counter_scope(id, scope), key), [&](std::uint64_t kseq) {
+  keys_->find(hash, [&](std::uint64_t kseq) {
     auto q = db_.query("SELECT " ISSUED_COLUMNS ", counter_id FROM issued WHERE kseq = ?");
     if (!q.ok()) {
       failed = std::move(q).error();
@@ -293,7 +299,9 @@ Result<bool> SqliteTables::insert_issued_unless_key(std::int64_t id, const core:
   if (!keys_) {
     return Error(errc::internal, "A number with a key cannot be issued without the key index.");
   }
-  auto found = find_issued_by_key(id, *r.key);
+  char scope[8];
+  const std::uint64_t hash = keys_->hash(KeyKind::number, counter_scope(id, scope), *r.key);
+  auto found = find_issued_by_hash(id, *r.key, hash);
   if (!found.ok()) return std::move(found).error();
   if (*found) return false;
   auto kseq = next_kseq();
@@ -307,10 +315,8 @@ Result<bool> SqliteTables::insert_issued_unless_key(std::int64_t id, const core:
   }
   // The slot first (inside the writer's batch, so a rollback removes it), then the row; a slot
   // whose row is never written costs a read but never an answer.
-  char scope[8];
   try {
-    keys_->insert(keys_->hash(KeyKind::number, counter_scope(id, scope), *r.key),
-                  static_cast<std::uint64_t>(*kseq));
+    keys_->insert(hash, static_cast<std::uint64_t>(*kseq));
   } catch (const std::exception& e) {
     return Error(errc::store_unavailable, std::string("The key index cannot take another key (") +
                                               e.what() + "); nothing was changed.");

@@ -171,6 +171,10 @@ class SqliteTables final : public Tables {
   Result<void> write_period(std::int64_t counter_id, const std::string& period,
                             const PeriodRow& row);
   Result<std::int64_t> draw(const char* name, WriterCache::Sequence* seq);
+  // find_issued_by_key through the key index, the key's hash computed already.
+  Result<std::optional<core::IssuedNumber>> find_issued_by_hash(std::int64_t counter_id,
+                                                                const std::string& key,
+                                                                std::uint64_t hash);
   Db& db_;
   WriterCache* cache_;  // the writer's; nullptr on readers
   KeyIndex* keys_;      // the store's (writer and readers); nullptr in tools

@@ -196,7 +196,6 @@ class SqliteStore final : public TableStore {
   std::unique_ptr<KeyIndex> keys_;
   std::string keys_path_;                         // DIR/keys.idx
   std::atomic<std::uint64_t> committed_kseq_{0};  // the key sequence as last committed
-  std::uint64_t kseq_before_commit_ = 0;          // the writer's: the sequence in this batch
   // The last_kseq of the newest snapshot started (or loaded), and of the newest the database
   // names (UINT64_MAX: none names the table as it is, e.g. after a rebuild).
   std::atomic<std::uint64_t> snapshot_started_kseq_{0};

@@ -282,6 +282,7 @@ TEST_F(SqliteKeyIndexTest, TheSnapshotThreadWritesSnapshotsAsKeysCome) {
   EXPECT_EQ(k.failed_snapshots, 0u);
   EXPECT_EQ(k.keys, 120u);
   EXPECT_GE(k.memory_bytes, 120u * 8);
+  EXPECT_NE(Notices().find("key index: snapshot of "), std::string::npos) << Notices();
   ExpectKeysHeld(*s, issued);
 }
 

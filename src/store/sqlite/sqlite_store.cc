@@ -615,9 +615,13 @@ void SqliteStore::snapshotter_loop() {
       if (closing_) return;  // close() writes the last one
       snapshot_wanted_ = false;
     }
+    const auto started = std::chrono::steady_clock::now();
     if (auto r = snapshot_keys(/*on_write_connection=*/false); !r.ok()) {
       notice("key index: a snapshot failed (" + r.error().message +
              "); the next one is tried after as many new keys again");
+    } else {
+      notice("key index: snapshot of " + std::to_string(keys_->stats().keys) + " keys written to " +
+             keys_path_ + " in " + millis_since(started));
     }
   }
 }

@@ -45,6 +45,12 @@ core::IssuedNumber issued_from(const Query& q) {
   return r;
 }
 
+// Binds ?1 … ?9 of a statement on issued: the counter's id, then ISSUED_COLUMNS in their order.
+void bind_issued(Query& q, std::int64_t counter_id, const core::IssuedNumber& r) {
+  q.bind(1, counter_id).bind(2, r.period).bind(3, r.value).bind(4, r.formatted).bind(5, r.key);
+  q.bind(6, r.note).bind(7, r.issued_at).bind(8, r.voided_at).bind(9, r.void_reason);
+}
+
 }  // namespace
 
 Result<std::int64_t> SqliteTables::draw(const char* name, WriterCache::Sequence* seq) {
@@ -261,8 +267,7 @@ Result<void> SqliteTables::save_issued(std::int64_t id, const core::IssuedNumber
         "UPDATE issued SET formatted = ?4, note = ?6, issued_at = ?7, voided_at = ?8, "
         "void_reason = ?9 WHERE counter_id = ?1 AND period = ?2 AND value = ?3 AND key = ?5");
     if (!q.ok()) return std::move(q).error();
-    q->bind(1, id).bind(2, r.period).bind(3, r.value).bind(4, r.formatted).bind(5, r.key);
-    q->bind(6, r.note).bind(7, r.issued_at).bind(8, r.voided_at).bind(9, r.void_reason);
+    bind_issued(*q, id, r);
     ICHIDO_TRY(q->run("record an issued number"));
     if (sqlite3_changes(db_.raw()) == 0) {
       return Error(errc::internal,
@@ -281,8 +286,7 @@ Result<void> SqliteTables::save_issued(std::int64_t id, const core::IssuedNumber
                      "issued_at = excluded.issued_at, voided_at = excluded.voided_at, "
                      "void_reason = excluded.void_reason WHERE key IS NULL");
   if (!q.ok()) return std::move(q).error();
-  q->bind(1, id).bind(2, r.period).bind(3, r.value).bind(4, r.formatted).bind(5, r.key);
-  q->bind(6, r.note).bind(7, r.issued_at).bind(8, r.voided_at).bind(9, r.void_reason);
+  bind_issued(*q, id, r);
   ICHIDO_TRY(q->run("record an issued number"));
   if (sqlite3_changes(db_.raw()) == 0) {
     return Error(errc::internal,
@@ -324,8 +328,7 @@ Result<bool> SqliteTables::insert_issued_unless_key(std::int64_t id, const core:
   auto q = db_.query("INSERT INTO issued (counter_id, " ISSUED_COLUMNS
                      ", kseq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!q.ok()) return std::move(q).error();
-  q->bind(1, id).bind(2, r.period).bind(3, r.value).bind(4, r.formatted).bind(5, r.key);
-  q->bind(6, r.note).bind(7, r.issued_at).bind(8, r.voided_at).bind(9, r.void_reason);
+  bind_issued(*q, id, r);
   q->bind(10, *kseq);
   ICHIDO_TRY(q->run("record an issued number"));
   return true;

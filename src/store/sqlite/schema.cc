@@ -1,6 +1,5 @@
 #include "store/sqlite/schema.h"
 
-#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -219,9 +218,8 @@ Result<int> schema_version(Db& db) {
   return static_cast<int>(q->int64(0));
 }
 
-Result<void> migrate(Db& db, const OnUpgrade& on_upgrade, int up_to) {
-  const int target =
-      up_to > 0 ? std::min(up_to, current_schema_version()) : current_schema_version();
+Result<void> migrate(Db& db, const OnUpgrade& on_upgrade) {
+  const int target = current_schema_version();
   ICHIDO_TRY(
       db.exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL PRIMARY KEY, "
               "applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)",

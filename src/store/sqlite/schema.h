@@ -12,9 +12,8 @@ namespace ichido::store::sqlite {
 using OnUpgrade = std::function<void(int from, int to)>;
 
 // Brings the database to the newest schema version, one migration per transaction. Refuses a
-// database written by a newer ichido (its version is above ours). Idempotent. `up_to` (tests
-// only) stops at an older version: a database as an earlier release left it, to upgrade.
-Result<void> migrate(Db& db, const OnUpgrade& on_upgrade = {}, int up_to = 0);
+// database written by a newer ichido (its version is above ours). Idempotent.
+Result<void> migrate(Db& db, const OnUpgrade& on_upgrade = {});
 
 // The schema version this build writes.
 int current_schema_version();

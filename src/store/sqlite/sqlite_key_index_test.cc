@@ -286,6 +286,60 @@ TEST_F(SqliteKeyIndexTest, TheSnapshotThreadWritesSnapshotsAsKeysCome) {
   ExpectKeysHeld(*s, issued);
 }
 
+// The refusals around the key index, each changing nothing: a key stamp past the 36 bits a slot
+// holds (503, the cause named), a keyed number inserted where there is no index or through
+// save_issued (internal: it would have no slot).
+TEST_F(SqliteKeyIndexTest, AKeyStampPastItsLastAndAKeyedInsertWithoutASlotAreRefused) {
+  std::string db_path;
+  {
+    auto s = MustOpen();
+    ASSERT_TRUE(s);
+    MakeCounter(*s);
+    db_path = s->db_path();
+  }
+  Db db;
+  ASSERT_TRUE(db.open(db_path, /*create=*/false).ok());
+  KeyIndex index(KeyTable(), KeySecret{1, 2});
+  core::IssuedNumber n;
+  n.value = 1;
+  n.formatted = "N000001";
+  n.key = "k";
+  auto begin = [&] { ASSERT_TRUE(db.exec("BEGIN IMMEDIATE", "begin").ok()); };
+  auto rollback = [&] { ASSERT_TRUE(db.exec("ROLLBACK", "roll back").ok()); };
+  begin();
+  const std::string last = std::to_string(KeyTable::kMaxKseq);
+  ASSERT_TRUE(db.exec(("INSERT INTO sequences (name, value) VALUES ('key', " + last +
+                       ") ON CONFLICT (name) DO UPDATE SET value = excluded.value")
+                          .c_str(),
+                      "set the key sequence")
+                  .ok());
+  SqliteTables with_index(db, nullptr, &index);
+  auto past = with_index.insert_issued_unless_key(1, n);
+  ASSERT_FALSE(past.ok());
+  EXPECT_EQ(past.error().code, errc::store_unavailable);
+  EXPECT_NE(past.error().message.find("last key stamp"), std::string::npos) << past.error().message;
+  EXPECT_EQ(index.stats().keys, 0u);
+  rollback();
+
+  begin();
+  SqliteTables without_index(db);
+  auto no_index = without_index.insert_issued_unless_key(1, n);
+  ASSERT_FALSE(no_index.ok());
+  EXPECT_EQ(no_index.error().code, errc::internal);
+  auto saved = without_index.save_issued(1, n);
+  ASSERT_FALSE(saved.ok());
+  EXPECT_EQ(saved.error().code, errc::internal);
+  rollback();
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db_path.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(raw, "SELECT COUNT(*) FROM issued", -1, &st, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(st, 0), 0);
+  sqlite3_finalize(st);
+  sqlite3_close_v2(raw);
+}
+
 // With no unique index on the keys, `ichido check` (a full check) verifies what the writer keeps:
 // a stamp on every keyed number, no stamp twice or beyond the sequence, no key twice.
 TEST_F(SqliteKeyIndexTest, TheFullCheckFindsAKeyHeldTwiceAndNumbersWithoutOrWithTheSameStamp) {

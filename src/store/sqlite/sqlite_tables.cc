@@ -56,12 +56,9 @@ void bind_issued(Query& q, std::int64_t counter_id, const core::IssuedNumber& r)
 Result<std::int64_t> SqliteTables::draw(const char* name, WriterCache::Sequence* seq) {
   if (cache_ && cache_->defer_writes) {
     if (!seq->value) {
-      auto q = db_.query("SELECT value FROM sequences WHERE name = ?");
-      if (!q.ok()) return std::move(q).error();
-      q->bind(1, std::string_view(name));
-      const int rc = q->step();
-      if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db_.error("read a sequence");
-      seq->value = rc == SQLITE_ROW ? q->int64(0) : 0;
+      auto value = sequence_value(name);
+      if (!value.ok()) return std::move(value).error();
+      seq->value = *value;
     }
     seq->dirty = true;
     ++cache_->deferred_writes;
@@ -74,6 +71,15 @@ Result<std::int64_t> SqliteTables::draw(const char* name, WriterCache::Sequence*
   q->bind(1, std::string_view(name));
   if (q->step() != SQLITE_ROW) return db_.error("advance a sequence");
   return q->int64(0);
+}
+
+Result<std::int64_t> SqliteTables::sequence_value(const char* name) {
+  auto q = db_.query("SELECT value FROM sequences WHERE name = ?");
+  if (!q.ok()) return std::move(q).error();
+  q->bind(1, std::string_view(name));
+  const int rc = q->step();
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db_.error("read a sequence");
+  return rc == SQLITE_ROW ? q->int64(0) : 0;
 }
 
 Result<std::int64_t> SqliteTables::next_token() {
@@ -310,7 +316,7 @@ Result<bool> SqliteTables::insert_issued_unless_key(std::int64_t id, const core:
   if (*found) return false;
   auto kseq = next_kseq();
   if (!kseq.ok()) return std::move(kseq).error();
-  if (*kseq < 1 || static_cast<std::uint64_t>(*kseq) > KeyTable::kMaxKseq) {
+  if (static_cast<std::uint64_t>(*kseq) > KeyTable::kMaxKseq) {
     return Error(errc::store_unavailable,
                  "This data directory has issued its last key stamp (" +
                      std::to_string(KeyTable::kMaxKseq) +
@@ -353,12 +359,9 @@ Result<void> SqliteTables::save_key_snapshot_id(std::uint64_t snapshot_id) {
 }
 
 Result<std::uint64_t> SqliteTables::key_sequence() {
-  auto q = db_.query("SELECT value FROM sequences WHERE name = 'key'");
-  if (!q.ok()) return std::move(q).error();
-  const int rc = q->step();
-  if (rc == SQLITE_DONE) return std::uint64_t{0};
-  if (rc != SQLITE_ROW) return db_.error("read the key sequence");
-  return static_cast<std::uint64_t>(q->int64(0));
+  auto value = sequence_value("key");
+  if (!value.ok()) return std::move(value).error();
+  return static_cast<std::uint64_t>(*value);
 }
 
 Result<void> SqliteTables::scan_keys(std::uint64_t after, const KeyRowSink& add) {

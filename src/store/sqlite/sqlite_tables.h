@@ -171,6 +171,7 @@ class SqliteTables final : public Tables {
   Result<void> write_period(std::int64_t counter_id, const std::string& period,
                             const PeriodRow& row);
   Result<std::int64_t> draw(const char* name, WriterCache::Sequence* seq);
+  Result<std::int64_t> sequence_value(const char* name);  // 0 before its first draw
   // find_issued_by_key through the key index, the key's hash computed already.
   Result<std::optional<core::IssuedNumber>> find_issued_by_hash(std::int64_t counter_id,
                                                                 const std::string& key,

@@ -1,7 +1,6 @@
 // Composition root: wires store, services, HTTP server, signals and drain.
 #include "http/server.h"
 
-#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -110,36 +109,38 @@ boost::asio::awaitable<void> refresh_overview(const ServerLog& log,
 
 // First start with authentication on and no token yet: mint an admin token scoped to every
 // namespace and write it to DIR/admin.token (0600). Returns the file's path, or "" when another
-// node sharing the store made the first token meanwhile (then this one writes no file).
+// node sharing the store made the first token meanwhile (then this one leaves no file).
+// The file is written durably *before* the token is stored: a start that cannot write it (or
+// crashes before it is on disk) stores nothing, so the next start mints one again — the other
+// order left a stored token that nobody had.
 Result<std::string> create_first_admin_token(store::TableStore& store, const std::string& dir) {
   const std::string secret = new_token_secret();
   auto info =
       core::make_token(new_token_id(), secret, core::Role::admin, std::string(core::kAllNamespaces),
                        "first admin token", SystemClock::instance().now_ms(), std::nullopt);
   if (!info.ok()) return std::move(info).error();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);  // with --store, --data may not exist yet
+  const std::string path = dir + "/admin.token";
+  const std::string line = secret + "\n";
+  const std::string_view pieces[] = {line};
+  if (auto w = store::sqlite::replace_file_durably(path, pieces, 0600); !w.ok()) {
+    return Error(errc::internal, "cannot write " + path + ": " + w.error().message);
+  }
   core::AuditEntry audit;
   audit.actor = "ichido";
   audit.action = "first admin token";
   audit.status = 201;
   audit.remote = "local";
-  audit.detail = "id " + info->id + ", written to " + dir + "/admin.token";
+  audit.detail = "id " + info->id + ", written to " + path;
   std::promise<Result<bool>> p;
   auto f = p.get_future();
   store.create_first_token(std::move(*info), std::move(audit),
                            [&p](Result<bool> r) { p.set_value(std::move(r)); });
   auto stored = f.get();
+  if (!stored.ok() || !*stored) ::unlink(path.c_str());  // a secret the store does not know
   if (!stored.ok()) return std::move(stored).error();
   if (!*stored) return std::string();
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);  // with --store, --data may not exist yet
-  const std::string path = dir + "/admin.token";
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return Error(errc::internal, "cannot write " + path);
-  const std::string line = secret + "\n";
-  const bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
-                  ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok) return Error(errc::internal, "cannot write " + path);
   return path;
 }
 

@@ -252,5 +252,31 @@ TEST(AuthStartup, NoAuthIsRefusedOffLoopback) {
   EXPECT_NE(out.find("loopback"), std::string::npos) << out;
 }
 
+// A first start that cannot write admin.token (here a directory is in its place) must not keep
+// the token it minted: nobody would have it, and every later start would see a token and write
+// no file. The next start, once the file can be written, mints one that works.
+TEST(AuthStartup, AFirstAdminTokenThatCannotBeWrittenIsNotKept) {
+  TempDir dir;
+  const std::string data = dir.path() + "/data";
+  std::filesystem::create_directories(data + "/admin.token");
+  ServerProcess server(data, {}, /*auth=*/true);
+  std::string store = server.store_args();  // on PostgreSQL the node's files still go to --data
+  if (store.find("--data") == std::string::npos) store += " --data " + data;
+  auto [rc, out] =
+      run(std::string(ichido_binary()) + " serve --listen 127.0.0.1:0 " + store + " 2>&1");
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find("cannot create the first admin token"), std::string::npos) << out;
+  std::filesystem::remove(data + "/admin.token");
+
+  std::string err;
+  ASSERT_TRUE(server.start(&err)) << err;
+  std::string token = slurp(data + "/admin.token");
+  while (!token.empty() && token.back() == '\n') token.pop_back();
+  ASSERT_FALSE(token.empty()) << server.log();
+  ApiClient admin(server.url(), "a", token);
+  auto r = admin.send("GET", "/v1/admin/tokens");
+  EXPECT_EQ(r.status, 200) << r.body;
+}
+
 }  // namespace
 }  // namespace ichido::testing

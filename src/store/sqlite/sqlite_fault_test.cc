@@ -235,6 +235,35 @@ TEST_F(SqliteFaultTest, ADiskFullBatchChangesNothingAndTheStoreGoesOn) {
   EXPECT_EQ(KeysAfterRestart(), (std::vector<std::string>{"gate", "d"}));
 }
 
+// The writer keeps the open once records it read or wrote (WriterCache::open_once_): a failed
+// batch must take its changes out of that memory too. A `fail` (retry) that a full disk refused
+// left the record processing under its holder; another owner's begin is told it is in progress
+// (a remembered "pending" would have handed the item out twice), and the holder completes it.
+TEST_F(SqliteFaultTest, AOnceRecordChangedByAFailedBatchIsReadAgainNotRemembered) {
+  auto s = Open();
+  ASSERT_TRUE(s);
+  SyncStore sync(*s);
+  const OnceRef item{"acme", "mail-1"};
+  auto begun = sync.begin_once({item, core::BeginCommand{"a", 600'000}});
+  ASSERT_TRUE(begun.ok()) << begun.error().message;
+  ASSERT_EQ(begun->outcome, core::BeginOutcome::acquired);
+  const std::int64_t token = begun->record.token;
+
+  fault_plan().disk_full.store(true);
+  auto failed = sync.fail_once({item, token, "boom", /*retry=*/true});
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.error().code, errc::store_unavailable) << failed.error().message;
+  fault_plan().disk_full.store(false);
+
+  auto other = sync.begin_once({item, core::BeginCommand{"b", 600'000}});
+  ASSERT_TRUE(other.ok()) << other.error().message;
+  EXPECT_EQ(other->outcome, core::BeginOutcome::in_progress);
+  auto done = sync.complete_once({item, token, "{}"});
+  ASSERT_TRUE(done.ok()) << done.error().message;
+  EXPECT_EQ(done->state, core::OnceState::completed);
+  EXPECT_EQ(done->attempt, 1);
+}
+
 // SQLite rolling the whole transaction back by itself mid-batch (here: a job ends it, as an
 // I/O error or a full disk during a statement would): none of the batch's answers is a success.
 TEST_F(SqliteFaultTest, SqlitesOwnRollbackFailsTheWholeBatch) {

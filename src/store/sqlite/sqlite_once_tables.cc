@@ -16,26 +16,27 @@ Result<core::OnceState> parse_state(const std::string& s) {
   return Error(errc::store_unavailable, "The store holds a once record in an unknown state.");
 }
 
-Result<core::OnceRecord> once_from(const Query& q) {
+// The record from ONCE_COLUMNS, starting at column `at`.
+Result<core::OnceRecord> once_from(const Query& q, int at = 0) {
   core::OnceRecord r;
-  r.key = q.text(0);
-  auto state = parse_state(q.text(1));
+  r.key = q.text(at + 0);
+  auto state = parse_state(q.text(at + 1));
   if (!state.ok()) return std::move(state).error();
   r.state = *state;
-  r.owner = q.text(2);
-  r.fingerprint = q.opt_text(3);
-  r.token = q.int64(4);
-  r.attempt = q.int64(5);
-  r.max_attempts = q.int64(6);
-  r.lease_expires_at = q.int64(7);
-  r.result = q.opt_text(8);
-  r.last_error = q.text(9);
-  r.holder_done = q.int64(10) != 0;
-  r.created_at = q.int64(11);
-  r.updated_at = q.int64(12);
-  r.finished_at = q.opt_int64(13);
-  r.request_id = q.opt_text(14);
-  r.replayed = q.int64(15) != 0;
+  r.owner = q.text(at + 2);
+  r.fingerprint = q.opt_text(at + 3);
+  r.token = q.int64(at + 4);
+  r.attempt = q.int64(at + 5);
+  r.max_attempts = q.int64(at + 6);
+  r.lease_expires_at = q.int64(at + 7);
+  r.result = q.opt_text(at + 8);
+  r.last_error = q.text(at + 9);
+  r.holder_done = q.int64(at + 10) != 0;
+  r.created_at = q.int64(at + 11);
+  r.updated_at = q.int64(at + 12);
+  r.finished_at = q.opt_int64(at + 13);
+  r.request_id = q.opt_text(at + 14);
+  r.replayed = q.int64(at + 15) != 0;
   return r;
 }
 
@@ -54,34 +55,64 @@ Result<std::vector<core::OnceRecord>> rows(Db& db, Result<Query> q) {
 
 }  // namespace
 
+void SqliteTables::remember_once(std::string rk, const core::OnceRecord& rec, std::int64_t id) {
+  auto& open = cache_->open_once_;
+  const bool is_open =
+      rec.state == core::OnceState::processing || rec.state == core::OnceState::pending;
+  const std::size_t bytes = rec.key.size() + rec.owner.size() + rec.last_error.size() +
+                            (rec.fingerprint ? rec.fingerprint->size() : 0) +
+                            (rec.result ? rec.result->size() : 0) +
+                            (rec.request_id ? rec.request_id->size() : 0);
+  if (!is_open || bytes > WriterCache::kMaxOpenOnceBytes) {
+    open.erase(rk);
+    return;
+  }
+  if (open.size() >= WriterCache::kMaxOpenOnce && !open.contains(rk)) open.clear();
+  open.insert_or_assign(std::move(rk), WriterCache::OpenOnce{rec, id});
+}
+
 Result<std::optional<core::OnceRecord>> SqliteTables::find_once(const std::string& ns,
                                                                 const std::string& key) {
-  auto q = db_.query("SELECT " ONCE_COLUMNS " FROM once_records WHERE ns = ? AND key = ?");
+  std::string rk;
+  if (cache_) {
+    cache_->absent_once_.clear();
+    rk = row_key(ns, key);
+    if (auto it = cache_->open_once_.find(rk); it != cache_->open_once_.end()) {
+      return std::optional<core::OnceRecord>(it->second.rec);
+    }
+  }
+  auto q = db_.query("SELECT id, " ONCE_COLUMNS " FROM once_records WHERE ns = ? AND key = ?");
   if (!q.ok()) return std::move(q).error();
   q->bind(1, ns).bind(2, key);
   const int rc = q->step();
-  if (cache_) cache_->absent_once_.clear();
   if (rc == SQLITE_DONE) {
-    if (cache_) cache_->absent_once_ = row_key(ns, key);
+    if (cache_) cache_->absent_once_ = std::move(rk);
     return std::optional<core::OnceRecord>();
   }
   if (rc != SQLITE_ROW) return db_.error("read a once record");
-  auto r = once_from(*q);
+  auto r = once_from(*q, 1);
   if (!r.ok()) return std::move(r).error();
+  if (cache_) remember_once(std::move(rk), *r, q->int64(0));
   return std::optional<core::OnceRecord>(std::move(*r));
 }
 
 // An UPDATE first, an INSERT when there was no row. Both statements take the same numbered
 // parameters. Cheaper than `INSERT … ON CONFLICT DO UPDATE`, whose update path costs about a
 // third more than a plain UPDATE (measured with this table and its indexes); most saves are
-// updates (complete, fail, renew), and a new record pays one missed index lookup.
+// updates (complete, fail, renew), and a new record pays one missed index lookup. An open record
+// the writer holds in WriterCache::open_once_ is updated by its rowid (the key still checked),
+// which spares the (ns, key) index.
 Result<void> SqliteTables::save_once(const std::string& ns, const core::OnceRecord& r) {
-  // The writer's job just looked this key up and found nothing (WriterCache::absent_once_):
-  // the UPDATE would miss, so go straight to the INSERT.
-  bool absent = false;
-  if (cache_ && !cache_->absent_once_.empty()) {
-    absent = cache_->absent_once_ == row_key(ns, r.key);
+  std::string rk;
+  bool absent = false;     // the writer's job just found no row (WriterCache::absent_once_)
+  std::int64_t known = 0;  // the row's id, when the writer holds the record
+  if (cache_) {
+    rk = row_key(ns, r.key);
+    absent = !cache_->absent_once_.empty() && cache_->absent_once_ == rk;
     cache_->absent_once_.clear();
+    if (auto it = cache_->open_once_.find(rk); it != cache_->open_once_.end()) {
+      known = it->second.id;
+    }
   }
   auto bind = [&](Query& q) {
     q.bind(1, ns).bind(2, r.key).bind(3, core::to_string(r.state)).bind(4, r.owner);
@@ -90,30 +121,49 @@ Result<void> SqliteTables::save_once(const std::string& ns, const core::OnceReco
     q.bind(12, std::int64_t{r.holder_done}).bind(13, r.created_at).bind(14, r.updated_at);
     q.bind(15, r.finished_at).bind(16, r.request_id).bind(17, std::int64_t{r.replayed});
   };
+#define ONCE_SET                                                                             \
+  "UPDATE once_records SET state = ?3, owner = ?4, fingerprint = ?5, token = ?6, "           \
+  "attempt = ?7, max_attempts = ?8, lease_expires_at = ?9, result = ?10, last_error = ?11, " \
+  "holder_done = ?12, created_at = ?13, updated_at = ?14, finished_at = ?15, request_id = "  \
+  "?16, replayed = ?17 "
+  if (known > 0) {
+    auto q = db_.query(ONCE_SET "WHERE id = ?18 AND ns = ?1 AND key = ?2");
+    if (!q.ok()) return std::move(q).error();
+    bind(*q);
+    q->bind(18, known);
+    ICHIDO_TRY(q->run("save a once record"));
+    if (sqlite3_changes(db_.raw()) > 0) {
+      remember_once(std::move(rk), r, known);
+      return {};
+    }
+    cache_->open_once_.erase(rk);  // not that row after all: go by the key
+  }
   if (!absent) {
-    auto q = db_.query(
-        "UPDATE once_records SET state = ?3, owner = ?4, fingerprint = ?5, token = ?6, "
-        "attempt = ?7, max_attempts = ?8, lease_expires_at = ?9, result = ?10, last_error = ?11, "
-        "holder_done = ?12, created_at = ?13, updated_at = ?14, finished_at = ?15, request_id = "
-        "?16, replayed = ?17 "
-        "WHERE ns = ?1 AND key = ?2");
+    auto q = db_.query(ONCE_SET "WHERE ns = ?1 AND key = ?2");
     if (!q.ok()) return std::move(q).error();
     bind(*q);
     ICHIDO_TRY(q->run("save a once record"));
-    if (sqlite3_changes(db_.raw()) > 0) return {};
+    if (sqlite3_changes(db_.raw()) > 0) {
+      if (cache_) cache_->open_once_.erase(rk);  // its rowid unknown here
+      return {};
+    }
   }
+#undef ONCE_SET
   auto q = db_.query(
       "INSERT INTO once_records (ns, " ONCE_COLUMNS
       ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)");
   if (!q.ok()) return std::move(q).error();
   bind(*q);
-  return q->run("save a once record");
+  ICHIDO_TRY(q->run("save a once record"));
+  if (cache_) remember_once(std::move(rk), r, sqlite3_last_insert_rowid(db_.raw()));
+  return {};
 }
 
 Result<bool> SqliteTables::delete_once(const std::string& ns, const std::string& key) {
   auto q = db_.query("DELETE FROM once_records WHERE ns = ? AND key = ?");
   if (!q.ok()) return std::move(q).error();
   q->bind(1, ns).bind(2, key);
+  if (cache_) cache_->open_once_.erase(row_key(ns, key));
   ICHIDO_TRY(q->run("delete a once record"));
   return sqlite3_changes(db_.raw()) > 0;
 }
@@ -180,6 +230,7 @@ Result<std::int64_t> SqliteTables::purge_once_in(const std::string& ns, TimeMs o
       "LIMIT ?)");
   if (!q.ok()) return std::move(q).error();
   q->bind(1, ns).bind(2, older_than).bind(3, std::int64_t{limit});
+  if (cache_) cache_->open_once_.clear();  // holds no finished record; a clear is always safe
   ICHIDO_TRY(q->run("purge finished once records"));
   return static_cast<std::int64_t>(sqlite3_changes(db_.raw()));
 }

@@ -545,6 +545,52 @@ TEST_F(SqliteStoreTest, AFailingCommandThatWroteIsUndoneAloneInItsBatch) {
   EXPECT_EQ(info->issued_count, 4);
 }
 
+// The same re-run with once records, which the writer remembers while they are open
+// (WriterCache::open_once_): a begin, then a command that makes the record pending and fails,
+// in one batch. The failed command's change is undone in the table and must be forgotten by the
+// writer too: the next owner is told the item is in progress (a remembered "pending" would hand
+// it out a second time).
+TEST_F(SqliteStoreTest, AFailedCommandsChangeToAOnceRecordIsForgottenByTheWriter) {
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
+  SyncStore sync(*store);
+  ASSERT_TRUE(sync.create_counter({Ref("c"), Config()}).ok());
+  const StoreStats before = store->stats();
+  const OnceRef item{"acme", "mail-1"};
+
+  auto release = HoldWriter(*store, "c");
+  ASSERT_TRUE(release);
+  std::promise<Result<BeginOnceReply>> begun;
+  store->begin_once({item, core::BeginCommand{"a", 600'000}},
+                    [&](Result<BeginOnceReply> r) { begun.set_value(std::move(r)); });
+  std::promise<bool> failed;
+  Job job;
+  job.apply = [&](Tables& t, TimeMs) {
+    auto rec = t.find_once(item.ns, item.key);
+    if (rec.ok() && *rec) {
+      core::OnceRecord changed = **rec;
+      changed.state = core::OnceState::pending;
+      (void)t.save_once(item.ns, changed);
+    }
+    return false;  // fails after writing: the batch runs again with savepoints
+  };
+  job.finish = [&](const Error*) { failed.set_value(true); };
+  SqliteStoreTestPeer::submit_write(*store, std::move(job));
+  release->set_value();
+  auto b = begun.get_future().get();
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  EXPECT_EQ(b->outcome, core::BeginOutcome::acquired);
+  EXPECT_TRUE(failed.get_future().get());
+  EXPECT_EQ(store->stats().isolated_batches - before.isolated_batches, 1u);
+
+  auto other = sync.begin_once({item, core::BeginCommand{"b", 600'000}});
+  ASSERT_TRUE(other.ok()) << other.error().message;
+  EXPECT_EQ(other->outcome, core::BeginOutcome::in_progress);
+  auto done = sync.complete_once({item, b->record.token, "{}"});
+  ASSERT_TRUE(done.ok()) << done.error().message;
+  EXPECT_EQ(done->state, core::OnceState::completed);
+}
+
 // Tokens drawn in one batch come from the sequence's value read once and written back once
 // before COMMIT (decision 130): every grant still gets its own token, in the order the commands
 // ran, a failed command's token vanishes with its other writes, and a restart continues above.

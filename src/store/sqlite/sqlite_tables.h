@@ -34,6 +34,7 @@ class WriterCache {
     periods_.clear();
     pending_periods_.clear();
     absent_once_.clear();
+    open_once_.clear();
     start_batch();
   }
   void start_batch() {
@@ -72,6 +73,20 @@ class WriterCache {
   // and saves its record one after the other on the one writer thread, so the hint cannot be
   // stale when its save reads it; a rollback clears it.
   std::string absent_once_;
+  // The open once records (processing or pending) the writer last read or wrote, by ns '\0'
+  // key, each with its rowid: a complete, fail or renew finds its record here instead of
+  // reading the row, and saves it by rowid instead of through the (ns, key) index. Exact
+  // because the writer makes every change to once_records (save_once, delete_once and
+  // purge_once_in keep it), and cleared with the rest of the cache on every rollback. Finished
+  // records (completed, dead) leave it: nothing changes them but a reset or a purge, and they
+  // carry results of up to 32 KiB. Bounded by kMaxOpenOnce entries of at most kMaxOpenOnceBytes.
+  struct OpenOnce {
+    core::OnceRecord rec;
+    std::int64_t id = 0;
+  };
+  static constexpr std::size_t kMaxOpenOnce = 4096;
+  static constexpr std::size_t kMaxOpenOnceBytes = 4096;
+  std::unordered_map<std::string, OpenOnce> open_once_;
   // A sequence drawn from in an optimistic batch: its value once read, and whether the table is
   // behind it (written by flush_writes).
   struct Sequence {
@@ -172,6 +187,9 @@ class SqliteTables final : public Tables {
                             const PeriodRow& row);
   Result<std::int64_t> draw(const char* name, WriterCache::Sequence* seq);
   Result<std::int64_t> sequence_value(const char* name);  // 0 before its first draw
+  // Keeps `rec` (row `id`) in WriterCache::open_once_ under `rk` when it is open and small
+  // enough, else drops what the cache held for `rk`. Writer only (cache_ set).
+  void remember_once(std::string rk, const core::OnceRecord& rec, std::int64_t id);
   // find_issued_by_key through the key index, the key's hash computed already.
   Result<std::optional<core::IssuedNumber>> find_issued_by_hash(std::int64_t counter_id,
                                                                 const std::string& key,

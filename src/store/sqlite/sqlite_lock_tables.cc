@@ -15,13 +15,20 @@ core::LockRecord lock_from(const Query& q) {
 
 Result<std::optional<core::LockRecord>> SqliteTables::find_lock(const std::string& ns,
                                                                 const std::string& name) {
+  std::string rk;
+  if (cache_) {
+    rk = row_key(ns, name);
+    if (auto it = cache_->locks_.find(rk); it != cache_->locks_.end()) return it->second;
+  }
   auto q = db_.query("SELECT " LOCK_COLUMNS " FROM locks WHERE ns = ? AND name = ?");
   if (!q.ok()) return std::move(q).error();
   q->bind(1, ns).bind(2, name);
   const int rc = q->step();
-  if (rc == SQLITE_DONE) return std::optional<core::LockRecord>();
-  if (rc != SQLITE_ROW) return db_.error("read a lock");
-  return std::optional<core::LockRecord>(lock_from(*q));
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) return db_.error("read a lock");
+  std::optional<core::LockRecord> found;
+  if (rc == SQLITE_ROW) found = lock_from(*q);
+  if (cache_) WriterCache::put(cache_->locks_, std::move(rk), found);
+  return found;
 }
 
 Result<void> SqliteTables::save_lock(const std::string& ns, const core::LockRecord& r) {
@@ -34,14 +41,24 @@ Result<void> SqliteTables::save_lock(const std::string& ns, const core::LockReco
   if (!q.ok()) return std::move(q).error();
   q->bind(1, ns).bind(2, r.name).bind(3, r.owner).bind(4, r.token).bind(5, r.acquired_at);
   q->bind(6, r.lease_expires_at).bind(7, r.request_id).bind(8, std::int64_t{r.replayed});
-  return q->run("save a lock");
+  ICHIDO_TRY(q->run("save a lock"));
+  if (cache_) {
+    core::LockRecord stored = r;
+    stored.waiter.reset();  // not a column here: what find_lock would read back
+    WriterCache::put(cache_->locks_, row_key(ns, r.name), std::optional(std::move(stored)));
+  }
+  return {};
 }
 
 Result<void> SqliteTables::delete_lock(const std::string& ns, const std::string& name) {
   auto q = db_.query("DELETE FROM locks WHERE ns = ? AND name = ?");
   if (!q.ok()) return std::move(q).error();
   q->bind(1, ns).bind(2, name);
-  return q->run("delete a lock");
+  if (cache_) cache_->locks_.erase(row_key(ns, name));
+  ICHIDO_TRY(q->run("delete a lock"));
+  if (cache_)
+    WriterCache::put(cache_->locks_, row_key(ns, name), std::optional<core::LockRecord>());
+  return {};
 }
 
 Result<std::vector<core::LockRecord>> SqliteTables::list_live_locks(const std::string& ns,

@@ -591,6 +591,47 @@ TEST_F(SqliteStoreTest, AFailedCommandsChangeToAOnceRecordIsForgottenByTheWriter
   EXPECT_EQ(done->state, core::OnceState::completed);
 }
 
+// And with locks, whose rows the writer remembers too (WriterCache::locks_): a command that
+// hands a granted lock to someone else and fails is forgotten, and the real holder releases it.
+TEST_F(SqliteStoreTest, AFailedCommandsChangeToALockIsForgottenByTheWriter) {
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
+  SyncStore sync(*store);
+  ASSERT_TRUE(sync.create_counter({Ref("c"), Config()}).ok());
+  const LockRef lock{"acme", "sheet"};
+
+  auto release = HoldWriter(*store, "c");
+  ASSERT_TRUE(release);
+  std::promise<Result<AcquireLockReply>> got;
+  store->acquire_lock({lock, "a", 600'000},
+                      [&](Result<AcquireLockReply> r) { got.set_value(std::move(r)); });
+  std::promise<bool> failed;
+  Job job;
+  job.apply = [&](Tables& t, TimeMs) {
+    auto rec = t.find_lock(lock.ns, lock.name);
+    if (rec.ok() && *rec) {
+      core::LockRecord other = **rec;
+      other.owner = "b";
+      other.token += 1000;
+      (void)t.save_lock(lock.ns, other);
+    }
+    return false;
+  };
+  job.finish = [&](const Error*) { failed.set_value(true); };
+  SqliteStoreTestPeer::submit_write(*store, std::move(job));
+  release->set_value();
+  auto g = got.get_future().get();
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  ASSERT_TRUE(g->acquired);
+  EXPECT_TRUE(failed.get_future().get());
+
+  auto released = sync.release_lock({lock, g->record.token});
+  ASSERT_TRUE(released.ok()) << released.error().message;
+  auto again = sync.acquire_lock({lock, "b", 600'000});
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_TRUE(again->acquired);
+}
+
 // Tokens drawn in one batch come from the sequence's value read once and written back once
 // before COMMIT (decision 130): every grant still gets its own token, in the order the commands
 // ran, a failed command's token vanishes with its other writes, and a restart continues above.

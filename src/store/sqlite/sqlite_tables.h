@@ -35,6 +35,7 @@ class WriterCache {
     pending_periods_.clear();
     absent_once_.clear();
     open_once_.clear();
+    locks_.clear();
     start_batch();
   }
   void start_batch() {
@@ -87,6 +88,10 @@ class WriterCache {
   static constexpr std::size_t kMaxOpenOnce = 4096;
   static constexpr std::size_t kMaxOpenOnceBytes = 4096;
   std::unordered_map<std::string, OpenOnce> open_once_;
+  // The lock rows the writer last read or wrote, by ns '\0' name; nullopt: known to have no row.
+  // A release, renew or repeated acquire then reads no row. Exact for the same reason as
+  // open_once_ (save_lock and delete_lock are the only writes to `locks`); bounded by kMaxRows.
+  std::unordered_map<std::string, std::optional<core::LockRecord>> locks_;
   // A sequence drawn from in an optimistic batch: its value once read, and whether the table is
   // behind it (written by flush_writes).
   struct Sequence {

@@ -54,8 +54,7 @@ Result<void> SqliteTables::delete_lock(const std::string& ns, const std::string&
   auto q = db_.query("DELETE FROM locks WHERE ns = ? AND name = ?");
   if (!q.ok()) return std::move(q).error();
   q->bind(1, ns).bind(2, name);
-  if (cache_) cache_->locks_.erase(row_key(ns, name));
-  ICHIDO_TRY(q->run("delete a lock"));
+  ICHIDO_TRY(q->run("delete a lock"));  // on failure the row, and what the cache says, stay
   if (cache_)
     WriterCache::put(cache_->locks_, row_key(ns, name), std::optional<core::LockRecord>());
   return {};

@@ -816,30 +816,18 @@ TEST(Nodes, ANodeDoesNotStartANewStoreInAnEmptiedDatabaseWithoutInit) {
 // node. Which node wins, and whether two raced at all, is up to the scheduler; what is checked
 // holds either way.
 TEST(Nodes, NodesStartingTogetherLeaveExactlyOneWorkingFirstAdminToken) {
-  TempDir dir;
-  std::vector<std::unique_ptr<ServerProcess>> nodes;
-  for (int i = 0; i < 3; ++i) {
-    nodes.push_back(std::make_unique<ServerProcess>(dir.path() + "/n" + std::to_string(i),
-                                                    std::vector<std::string>{}, /*auth=*/true));
-    if (i > 0) nodes.back()->share_store(*nodes.front());
-  }
-  std::vector<std::string> errors(nodes.size());
-  std::vector<std::thread> ts;
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    ts.emplace_back([&, i] { nodes[i]->start(&errors[i]); });
-  }
-  for (auto& t : ts) t.join();
+  Deployment d(3, {}, "", "ichido", /*auth=*/true);
+  d.start_all();
   std::vector<std::string> tokens;
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    ASSERT_TRUE(nodes[i]->running()) << "node " << i << ": " << errors[i];
-    const std::string path = dir.path() + "/n" + std::to_string(i) + "/admin.token";
+  for (int i = 0; i < d.size(); ++i) {
+    const std::string path = d.node(i).data_dir() + "/admin.token";
     if (std::filesystem::exists(path)) tokens.push_back(slurp(path));
   }
   ASSERT_EQ(tokens.size(), 1u);
   std::string token = tokens.front();
   while (!token.empty() && token.back() == '\n') token.pop_back();
-  for (auto& n : nodes) {
-    ApiClient admin(n->url(), "a", token);
+  for (int i = 0; i < d.size(); ++i) {
+    ApiClient admin(d.node(i).url(), "a", token);
     auto r = admin.send("GET", "/v1/admin/tokens");
     EXPECT_EQ(r.status, 200) << r.body;
     const auto first = r.body.find("\"first admin token\"");

@@ -66,11 +66,12 @@ struct JoinAtExit {
 
 class Deployment {
  public:
+  // `auth`: the nodes run with authentication on (ServerProcess's `auth`).
   explicit Deployment(int n, std::vector<std::string> args = {}, const std::string& url = "",
-                      const std::string& schema = "ichido") {
+                      const std::string& schema = "ichido", bool auth = false) {
     for (int i = 0; i < n; ++i) {
       nodes_.push_back(
-          std::make_unique<ServerProcess>(dir_.path() + "/node" + std::to_string(i), args));
+          std::make_unique<ServerProcess>(dir_.path() + "/node" + std::to_string(i), args, auth));
       if (!url.empty()) {
         nodes_.back()->set_store(url, schema);
       } else if (i > 0) {

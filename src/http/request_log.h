@@ -56,6 +56,8 @@ class RequestLog {
   static std::string format(const Entry& e, LogFormat f);
 
  private:
+  // format() into `line` (cleared first; its capacity kept for the next line).
+  static void format_into(std::string& line, const Entry& e, LogFormat f);
   void run();
 
   const int fd_;

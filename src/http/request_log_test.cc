@@ -3,6 +3,10 @@
 #include "http/request_log.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
 
 namespace ichido::http {
 namespace {
@@ -63,6 +67,35 @@ TEST(RequestLogFormat, EveryCharacterClassAtEveryPlaceInAField) {
   EXPECT_NE(json.find("\"ns\":\"\","), std::string::npos) << json;
   const std::string text = RequestLog::format(e, LogFormat::text);
   EXPECT_NE(text.find(" \\a_b_c___\xE8\xAB\x8B_\" ns=- 200 "), std::string::npos) << text;
+}
+
+// write() formats into a string each thread reuses: every line is whole and alone, a short one
+// after a long one included, and reaches the file in order.
+TEST(RequestLogWrite, LinesFromOneThreadReachTheFileWholeAndInOrder) {
+  char path[] = "/tmp/ichido-request-log-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  RequestLog::Entry longer = entry(1234);
+  longer.route = "/v1/ns/{ns}/counters/{name}/issued/{value}/void";
+  RequestLog::Entry shorter = entry(7);
+  shorter.route = "/healthz";
+  shorter.ns = {};
+  {
+    RequestLog log(fd, LogFormat::text);
+    log.write(longer);
+    log.write(shorter);
+    log.write(longer);
+    log.stop();
+  }
+  std::string got(4096, '\0');
+  const ssize_t n = ::pread(fd, got.data(), got.size(), 0);
+  ::close(fd);
+  ::unlink(path);
+  ASSERT_GT(n, 0);
+  got.resize(static_cast<std::size_t>(n));
+  const std::string a = RequestLog::format(longer, LogFormat::text);
+  const std::string b = RequestLog::format(shorter, LogFormat::text);
+  EXPECT_EQ(got, a + b + a);
 }
 
 }  // namespace

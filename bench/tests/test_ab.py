@@ -1,26 +1,16 @@
 """bench/ab: its summary (the median ratio, the sign test, the verdict) on fixed rounds, and one
 short live run of two servers side by side. Environment: ICHIDO_BINARY, ICHIDO_LOADGEN."""
 
-import importlib.machinery
-import importlib.util
 import os
 import subprocess
 import sys
+import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPT = os.path.join(os.path.dirname(HERE), "ab")
+import scripts
 
-
-def load_script():
-    loader = importlib.machinery.SourceFileLoader("ab", SCRIPT)
-    spec = importlib.util.spec_from_loader("ab", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-ab = load_script()
+SCRIPT = scripts.path("ab")
+ab = scripts.load("ab")
 
 
 def rnd(ratio, a_cpu=40.0, b_cpu=40.0, a_p99=8.0, b_p99=8.0):
@@ -94,6 +84,21 @@ class LiveTest(unittest.TestCase):
         out = self.run_ab("--rounds", "1")
         self.assertEqual(out.returncode, 2)
         self.assertIn("--a is required", out.stderr)
+
+    def test_a_row_with_errors_is_an_error_and_no_verdict(self):
+        with tempfile.TemporaryDirectory() as bench_bin:
+            loadgen = os.path.join(bench_bin, "ichido-loadgen")
+            with open(loadgen, "w") as f:
+                f.write("#!/bin/sh\necho system=ichido ops_s=900.0 p99_ms=1.0 errors=3\n")
+            os.chmod(loadgen, 0o755)
+            binary = os.environ["ICHIDO_BINARY"]
+            out = subprocess.run(
+                [sys.executable, SCRIPT, "--bench-bin", bench_bin, "--a", binary, "--b", binary,
+                 "--rounds", "1", "--duration", "0.5", "--warmup", "0"],
+                capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 1, out.stdout)
+        self.assertIn("bench/ab: ichido-loadgen saw errors", out.stderr)
+        self.assertNotIn("verdict=", out.stdout)
 
     def test_a_server_that_does_not_start_is_an_error(self):
         out = self.run_ab("--a", "/bin/false", "--rounds", "1")

@@ -2,27 +2,16 @@
 ratio, the verdict), and one short live run against a real server and the fsync baseline.
 Environment: ICHIDO_BINARY, ICHIDO_LOADGEN (its directory holds ichido-fsync-baseline)."""
 
-import importlib.machinery
-import importlib.util
 import os
 import subprocess
 import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPT = os.path.join(os.path.dirname(HERE), "one-conn")
+import scripts
 
-
-def load_script():
-    loader = importlib.machinery.SourceFileLoader("one_conn", SCRIPT)
-    spec = importlib.util.spec_from_loader("one_conn", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-one_conn = load_script()
+SCRIPT = scripts.path("one-conn")
+one_conn = scripts.load("one-conn")
 
 
 def rnd(before, after, w1_p50, fsync_mean=0.2, w1_mean=0.5, commit_mean=0.3):

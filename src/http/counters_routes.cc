@@ -45,28 +45,22 @@ json::object issued_json(const core::IssuedNumber& r) {
   return o;
 }
 
-json::object next_json(const NextReply& n, json::storage_ptr sp) {
-  json::object o(8, std::move(sp));
-  o["value"] = n.record.value;
-  o["formatted"] = n.record.formatted;
-  o["period"] = n.record.period;
-  o["key"] = n.record.key ? json::value(*n.record.key) : json::value(nullptr);
-  o["replayed"] = n.replayed;
-  char at[kRfc3339Max];
-  o["issued_at"] = format_rfc3339(n.record.issued_at, at);
-  if (n.record.voided_at) {  // a replay of a number voided since: say so
-    o["voided_at"] = format_rfc3339(*n.record.voided_at);
-    o["void_reason"] = n.record.void_reason;
-  }
-  return o;
-}
-
-// The answer of `next`, W1's hot path: its JSON built in a buffer on the stack, not on the heap
-// (a plain function: a coroutine's locals would live in its heap frame).
+// The answer of `next`, W1's hot path, written straight as JSON text (http/json_writer.h).
 Response next_response(const NextReply& n) {
-  unsigned char buf[1024];
-  json::monotonic_resource mr(buf, sizeof buf);
-  return Response::json(200, next_json(n, &mr));
+  const auto& r = n.record;
+  char at[kRfc3339Max];
+  JsonWriter w;
+  w.open_object()
+      .member("value", r.value)
+      .member("formatted", r.formatted)
+      .member("period", r.period)
+      .member("key", r.key)
+      .member("replayed", n.replayed)
+      .member("issued_at", format_rfc3339(r.issued_at, at));
+  if (r.voided_at) {  // a replay of a number voided since: say so
+    w.member("voided_at", format_rfc3339(*r.voided_at, at)).member("void_reason", r.void_reason);
+  }
+  return Response::json(200, std::move(w.close_object()));
 }
 
 CounterRef ref_of(const Params& p) {
@@ -77,8 +71,9 @@ CounterRef ref_of(const Params& p) {
   return CounterRef{get("ns"), get("name")};
 }
 
-// The command of `next` from its body, the body parsed in a buffer on the stack (as
-// next_response; the command owns copies of its strings).
+// The command of `next` from its body, the body parsed in a buffer on the stack (a plain
+// function: a coroutine's locals would live in its heap frame; the command owns copies of its
+// strings).
 Result<NextCmd> next_cmd(const Request& req, const Params& p) {
   unsigned char buf[1024];
   json::monotonic_resource mr(buf, sizeof buf);

@@ -103,6 +103,13 @@ Response Response::json(unsigned status, const boost::json::object& o) {
   return json_response(status, o);
 }
 
+Response Response::json(unsigned status, JsonWriter&& w) {
+  Response r;
+  r.status = status;
+  r.body = std::move(w).take();
+  return r;
+}
+
 Response Response::error(const Error& e) { return json(http_status(e.code), error_body(e)); }
 
 Response Response::text(unsigned status, std::string body, std::string_view content_type) {

@@ -19,8 +19,13 @@ LockRef ref_of(const Params& p) {
   return LockRef{get("ns"), get("name")};
 }
 
-json::object holder_json(const core::LockRecord& r) {
-  return json::object{{"owner", r.owner}, {"lease_expires_at", format_rfc3339(r.lease_expires_at)}};
+// The holder of a lock, as the member `name` of the open object.
+JsonWriter& holder_member(JsonWriter& w, std::string_view name, const core::LockRecord& r) {
+  char at[kRfc3339Max];
+  return w.open_object(name)
+      .member("owner", r.owner)
+      .member("lease_expires_at", format_rfc3339(r.lease_expires_at, at))
+      .close_object();
 }
 
 json::object held_json(const core::LockRecord& r) {
@@ -52,16 +57,20 @@ boost::asio::awaitable<Response> post_acquire(service::LockService& svc, const R
                                   lease_ms.value_or(core::kLockDefaultLeaseMs), request_id};
   auto r = co_await svc.acquire(std::move(cmd));
   if (!r.ok()) co_return Response::error(r.error());
-  json::object o;
-  o["acquired"] = r->acquired;
+  // W3's hot path, written straight as JSON text (http/json_writer.h).
+  JsonWriter w;
+  w.open_object().member("acquired", r->acquired);
   if (r->acquired) {
-    o["token"] = r->record->token;
-    o["lease_expires_at"] = format_rfc3339(r->record->lease_expires_at);
-    if (r->replayed) o["replayed"] = true;
+    char at[kRfc3339Max];
+    w.member("token", r->record->token)
+        .member("lease_expires_at", format_rfc3339(r->record->lease_expires_at, at));
+    if (r->replayed) w.member("replayed", true);
+  } else if (r->record) {
+    holder_member(w, "holder", *r->record);
   } else {
-    o["holder"] = r->record ? json::value(holder_json(*r->record)) : json::value(nullptr);
+    w.member("holder", nullptr);
   }
-  co_return Response::json(200, o);
+  co_return Response::json(200, std::move(w.close_object()));
 }
 
 boost::asio::awaitable<Response> post_release(service::LockService& svc, const Request& req,
@@ -72,7 +81,8 @@ boost::asio::awaitable<Response> post_release(service::LockService& svc, const R
   ReleaseLockCmd cmd{ref_of(p), token};
   auto r = co_await svc.release(std::move(cmd));
   if (!r.ok()) co_return Response::error(r.error());
-  co_return Response::json(200, json::object{{"released", true}});
+  JsonWriter w;
+  co_return Response::json(200, std::move(w.open_object().member("released", true).close_object()));
 }
 
 boost::asio::awaitable<Response> post_renew(service::LockService& svc, const Request& req,
@@ -84,8 +94,7 @@ boost::asio::awaitable<Response> post_renew(service::LockService& svc, const Req
   RenewLockCmd cmd{ref_of(p), token, lease_ms.value_or(core::kLockDefaultLeaseMs)};
   auto r = co_await svc.renew(std::move(cmd));
   if (!r.ok()) co_return Response::error(r.error());
-  json::object o{{"token", r->token}, {"lease_expires_at", format_rfc3339(r->lease_expires_at)}};
-  co_return Response::json(200, o);
+  co_return lease_response(r->token, r->lease_expires_at);
 }
 
 boost::asio::awaitable<Response> post_force_release(service::LockService& svc, const Request& req,
@@ -95,9 +104,10 @@ boost::asio::awaitable<Response> post_force_release(service::LockService& svc, c
   ForceReleaseCmd cmd{ref_of(p), req.audit};
   auto r = co_await svc.force_release(std::move(cmd));
   if (!r.ok()) co_return Response::error(r.error());
-  json::object o{{"released", r->released}};
-  if (r->previous) o["previous"] = holder_json(*r->previous);
-  co_return audited(Response::json(200, o), req);
+  JsonWriter w;
+  w.open_object().member("released", r->released);
+  if (r->previous) holder_member(w, "previous", *r->previous);
+  co_return audited(Response::json(200, std::move(w.close_object())), req);
 }
 
 boost::asio::awaitable<Response> get_lock(service::LockService& svc, const Request& req,
@@ -137,6 +147,15 @@ boost::asio::awaitable<Response> list_locks(service::LockService& svc, const Req
 }
 
 }  // namespace
+
+Response lease_response(std::int64_t token, TimeMs lease_expires_at) {
+  char at[kRfc3339Max];
+  JsonWriter w;
+  w.open_object()
+      .member("token", token)
+      .member("lease_expires_at", format_rfc3339(lease_expires_at, at));
+  return Response::json(200, std::move(w.close_object()));
+}
 
 void add_lock_routes(Router& router, service::LockService& svc) {
   auto bind = [&svc](auto fn) {

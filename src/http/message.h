@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/auth.h"
+#include "http/json_writer.h"
 #include "ichido/result.h"
 
 namespace ichido::http {
@@ -62,6 +63,8 @@ struct Response {
   static Response json(unsigned status, const boost::json::value& v);
   // The same for an object, serialized where it is (as a `value` it would be copied first).
   static Response json(unsigned status, const boost::json::object& o);
+  // A document written by a JsonWriter (the answers of the hot routes).
+  static Response json(unsigned status, JsonWriter&& w);
   static Response error(const Error& e);
   static Response text(unsigned status, std::string body, std::string_view content_type);
 };

@@ -56,37 +56,44 @@ std::string ns_of(const Params& p) {
   return it == p.end() ? std::string() : it->second;
 }
 
+// A time, or null.
+JsonWriter& time_member(JsonWriter& w, std::string_view name, const std::optional<TimeMs>& t) {
+  char at[kRfc3339Max];
+  return t ? w.member(name, format_rfc3339(*t, at)) : w.member(name, nullptr);
+}
+
+// The answers below are W2's hot path: written straight as JSON text (http/json_writer.h).
 Response begin_response(const BeginOnceReply& b) {
-  json::object o;
-  o["outcome"] = core::to_string(b.outcome);
+  char at[kRfc3339Max];
+  JsonWriter w;
+  w.open_object().member("outcome", core::to_string(b.outcome));
   const auto& r = b.record;
   switch (b.outcome) {
     case core::BeginOutcome::acquired:
-      o["token"] = r.token;
-      o["attempt"] = r.attempt;
-      o["lease_expires_at"] = format_rfc3339(r.lease_expires_at);
-      if (b.replayed) o["replayed"] = true;
+      w.member("token", r.token)
+          .member("attempt", r.attempt)
+          .member("lease_expires_at", format_rfc3339(r.lease_expires_at, at));
+      if (b.replayed) w.member("replayed", true);
       break;
     case core::BeginOutcome::in_progress: {
-      o["owner"] = r.owner;
-      o["lease_expires_at"] = format_rfc3339(r.lease_expires_at);
-      o["retry_after_ms"] = b.retry_after_ms;
-      auto res = Response::json(200, o);
+      w.member("owner", r.owner)
+          .member("lease_expires_at", format_rfc3339(r.lease_expires_at, at))
+          .member("retry_after_ms", b.retry_after_ms);
+      auto res = Response::json(200, std::move(w.close_object()));
       // The same advice in whole seconds, rounded up (Retry-After has no fractions).
       const auto secs = std::max<std::int64_t>(1, (b.retry_after_ms + 999) / 1000);
       res.headers.emplace_back("Retry-After", std::to_string(secs));
       return res;
     }
     case core::BeginOutcome::completed:
-      o["result"] = result_json(r.result);
-      o["completed_at"] = opt_time(r.finished_at);
+      w.member_json("result", json::serialize(result_json(r.result)));
+      time_member(w, "completed_at", r.finished_at);
       break;
     case core::BeginOutcome::dead:
-      o["attempts"] = r.attempt;
-      o["last_error"] = r.last_error;
+      w.member("attempts", r.attempt).member("last_error", r.last_error);
       break;
   }
-  return Response::json(200, o);
+  return Response::json(200, std::move(w.close_object()));
 }
 
 boost::asio::awaitable<Response> post_begin(service::OnceService& svc, const Request& req,
@@ -122,8 +129,9 @@ boost::asio::awaitable<Response> post_complete(service::OnceService& svc, const 
   CompleteOnceCmd cmd{OnceRef{ns_of(p), key}, token, std::move(result)};
   auto r = co_await svc.complete(std::move(cmd));
   if (!r.ok()) co_return Response::error(r.error());
-  json::object o{{"outcome", "completed"}, {"completed_at", opt_time(r->finished_at)}};
-  co_return Response::json(200, o);
+  JsonWriter w;
+  time_member(w.open_object().member("outcome", "completed"), "completed_at", r->finished_at);
+  co_return Response::json(200, std::move(w.close_object()));
 }
 
 boost::asio::awaitable<Response> post_fail(service::OnceService& svc, const Request& req,
@@ -137,10 +145,12 @@ boost::asio::awaitable<Response> post_fail(service::OnceService& svc, const Requ
   FailOnceCmd cmd{OnceRef{ns_of(p), key}, token, error.value_or(""), retry.value_or(true)};
   auto r = co_await svc.fail(std::move(cmd));
   if (!r.ok()) co_return Response::error(r.error());
-  json::object o{{"outcome", core::to_string(r->state)},
-                 {"attempt", r->attempt},
-                 {"max_attempts", r->max_attempts}};
-  co_return Response::json(200, o);
+  JsonWriter w;
+  w.open_object()
+      .member("outcome", core::to_string(r->state))
+      .member("attempt", r->attempt)
+      .member("max_attempts", r->max_attempts);
+  co_return Response::json(200, std::move(w.close_object()));
 }
 
 boost::asio::awaitable<Response> post_renew(service::OnceService& svc, const Request& req,
@@ -153,8 +163,7 @@ boost::asio::awaitable<Response> post_renew(service::OnceService& svc, const Req
   RenewOnceCmd cmd{OnceRef{ns_of(p), key}, token, lease.value_or(core::kDefaultLeaseMs)};
   auto r = co_await svc.renew(std::move(cmd));
   if (!r.ok()) co_return Response::error(r.error());
-  json::object o{{"token", r->token}, {"lease_expires_at", format_rfc3339(r->lease_expires_at)}};
-  co_return Response::json(200, o);
+  co_return lease_response(r->token, r->lease_expires_at);
 }
 
 boost::asio::awaitable<Response> post_reset(service::OnceService& svc, const Request& req,

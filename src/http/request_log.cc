@@ -4,47 +4,11 @@
 
 #include <cerrno>
 #include <charconv>
-#include <cstdio>
+
+#include "http/json_writer.h"
 
 namespace ichido::http {
 namespace {
-
-// Appends `s` as a JSON string. Runs of characters that need no escape are appended at once
-// (character by character, the log line showed in the profile of `next`).
-void append_json_string(std::string& out, std::string_view s) {
-  out += '"';
-  std::size_t run = 0;  // start of the pending run of plain characters
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
-    out.append(s.data() + run, i - run);
-    run = i + 1;
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default: {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\u%04x", c);
-        out += buf;
-      }
-    }
-  }
-  out.append(s.data() + run, s.size() - run);
-  out += '"';
-}
 
 // Text fields are single tokens: anything that could split a line or a field is replaced.
 void append_text_field(std::string& out, std::string_view s) {

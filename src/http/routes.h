@@ -24,6 +24,9 @@ void add_settings_routes(Router& router, service::SettingsService& svc,
 void add_overview_routes(Router& router, service::OverviewService& overview);
 // The /metrics lines of the once gauges per namespace, from the overview snapshot.
 std::string render_once_gauges(const service::OverviewService::Snapshot& s);
+// The answer of a renewed lease, the same for a lock and a once record (lock_routes.cc):
+// {"token": …, "lease_expires_at": …}.
+Response lease_response(std::int64_t token, TimeMs lease_expires_at);
 // The dashboard's static files (web_routes.cc): GET / and the embedded web/ files, no token.
 void add_web_routes(Router& router);
 

@@ -42,7 +42,7 @@
 namespace ichido {
 
 template <class T>
-using Callback = std::function<void(Result<T>)>;
+using Callback = std::function<void(Result<T>&&)>;
 
 // A thread's word to the store that it has nothing else to do while one of its writes runs (an
 // I/O thread with one open connection; decision 141). The embedded store then runs a write that

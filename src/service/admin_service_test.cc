@@ -45,8 +45,9 @@ class WatchedStore final : public store_testing::ForwardingStore {
   }
   void list_tokens(Callback<std::vector<core::TokenInfo>> d) override {
     if (!hold_lists) return in_.list_tokens(std::move(d));
-    in_.list_tokens(
-        [this, d](Result<std::vector<core::TokenInfo>> r) { held.push_back([d, r] { d(r); }); });
+    in_.list_tokens([this, d](Result<std::vector<core::TokenInfo>> r) {
+      held.push_back([d, r] { d(Result<std::vector<core::TokenInfo>>(r)); });
+    });
   }
 };
 

@@ -30,7 +30,7 @@ boost::asio::awaitable<Result<T>> call_store(Start start) {
         // The result crosses threads boxed: asio moves a posted handler several times (into its
         // operation, out of it, through the strand), and a boxed result moves as one pointer
         // instead of a variant of strings each time.
-        Callback<T> cb = [h, ex](Result<T> r) {
+        Callback<T> cb = [h, ex](Result<T>&& r) {
           asio::post(ex, [h, r = std::make_unique<Result<T>>(std::move(r))]() mutable {
             (*h)(std::move(*r));
           });

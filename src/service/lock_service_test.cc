@@ -326,7 +326,7 @@ class GatedStore final : public store_testing::ForwardingStore {
   void acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> done) override {
     if (!hold_acquires) return in_.acquire_lock(std::move(cmd), std::move(done));
     in_.acquire_lock(std::move(cmd), [this, done](Result<AcquireLockReply> r) {
-      held.push_back([done, r]() { done(r); });
+      held.push_back([done, r]() { done(Result<AcquireLockReply>(r)); });
     });
   }
   // Releases held back before the store sees them: not decided (not committed) until deliver().

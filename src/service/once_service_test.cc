@@ -211,8 +211,9 @@ class HeldBegins final : public store_testing::ForwardingStore {
   std::vector<std::function<void()>> held;
   void begin_once(BeginOnceCmd c, Callback<BeginOnceReply> d) override {
     if (!hold) return in_.begin_once(std::move(c), std::move(d));
-    in_.begin_once(std::move(c),
-                   [this, d](Result<BeginOnceReply> r) { held.push_back([d, r] { d(r); }); });
+    in_.begin_once(std::move(c), [this, d](Result<BeginOnceReply> r) {
+      held.push_back([d, r] { d(Result<BeginOnceReply>(r)); });
+    });
   }
   // Undos held back before the store sees them: not decided until run from `held`.
   bool hold_abandons = false;

@@ -41,6 +41,8 @@
 
 namespace ichido {
 
+// A command's answer, called once. The result is passed by rvalue reference: moved from, never
+// copied, on its way to the handler (a by-value parameter cost two more moves per hop).
 template <class T>
 using Callback = std::function<void(Result<T>&&)>;
 

@@ -27,6 +27,15 @@ namespace ichido::http {
 // escape are appended at once. Shared with the access log.
 void append_json_string(std::string& out, std::string_view s);
 
+// Appends `v` in decimal (as JSON writes an integer), without a temporary string. Shared with
+// the access log.
+template <std::integral I>
+void append_integer(std::string& out, I v) {
+  char buf[24];
+  const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+  out.append(buf, end);
+}
+
 class JsonWriter {
  public:
   JsonWriter() { out_.reserve(256); }
@@ -70,9 +79,7 @@ class JsonWriter {
   requires(!std::same_as<I, bool> &&
            !std::same_as<I, char>) JsonWriter& member(std::string_view name, I v) {
     name_then(name);
-    char buf[24];
-    const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
-    out_.append(buf, end);
+    append_integer(out_, v);
     return *this;
   }
   // A member whose value is JSON text already (one value, written by a serializer).

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 
 #include "http/json_writer.h"
 
@@ -45,21 +44,15 @@ void RequestLog::format_into(std::string& line, const Entry& e, LogFormat f) {
   line.reserve(160 + e.route.size());
   // Milliseconds with three decimals, and the status, without printf or temporary strings
   // (both showed in the profile of `next`).
-  auto append_number = [&line](std::uint64_t v) {
-    char digits[24];
-    const auto end = std::to_chars(digits, digits + sizeof digits, v).ptr;
-    line.append(digits, end);
-  };
   const std::uint64_t us = e.duration_us > 0 ? static_cast<std::uint64_t>(e.duration_us) : 0;
   auto append_ms = [&] {
-    append_number(us / 1000);
+    append_integer(line, us / 1000);
     const auto frac = static_cast<unsigned>(us % 1000);
     const char three[4] = {'.', static_cast<char>('0' + frac / 100),
                            static_cast<char>('0' + frac / 10 % 10),
                            static_cast<char>('0' + frac % 10)};
     line.append(three, sizeof three);
   };
-  const auto status = static_cast<std::uint64_t>(e.status);
   if (f == LogFormat::json) {
     line += "{\"at\":";
     append_json_string(line, format_rfc3339(e.at, at));
@@ -72,7 +65,7 @@ void RequestLog::format_into(std::string& line, const Entry& e, LogFormat f) {
     line += ",\"ns\":";
     append_json_string(line, e.ns);
     line += ",\"status\":";
-    append_number(status);
+    append_integer(line, e.status);
     line += ",\"duration_ms\":";
     append_ms();
     line += ",\"token\":";
@@ -89,7 +82,7 @@ void RequestLog::format_into(std::string& line, const Entry& e, LogFormat f) {
     line += " ns=";
     append_text_field(line, e.ns);
     line += ' ';
-    append_number(status);
+    append_integer(line, e.status);
     line += ' ';
     append_ms();
     line += "ms token=";

@@ -558,6 +558,13 @@ TEST(LocksAuth, RolesApplyToLockRoutesAndForceReleaseIsAudited) {
   auto f = admin.send("POST", lock_path("guarded") + "/force-release", "{}");
   ASSERT_EQ(f.status, 200) << f.body;
   EXPECT_TRUE(f.at("released").as_bool());
+  // `previous` names the holder that was ended; nothing held, nothing named.
+  EXPECT_EQ(std::string(f.at("previous").at("owner").as_string()), "writer") << f.body;
+  EXPECT_EQ(f.at("previous").at("lease_expires_at"), g.at("lease_expires_at")) << f.body;
+  auto again = admin.send("POST", lock_path("guarded") + "/force-release", "{}");
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_FALSE(again.at("released").as_bool());
+  EXPECT_EQ(again.body.find("previous"), std::string::npos) << again.body;
   EXPECT_EQ(release(writer, "guarded", g.num("token")).error_code(), "not_holder");
   auto audit = admin.send("GET", "/v1/admin/audit");
   ASSERT_EQ(audit.status, 200);

@@ -253,8 +253,10 @@ export class LossyProxy {
 
 // A proxy policy for requests whose path ends with `suffix`: each one fails (answer lost after the
 // commit, request lost before it, or a fake 503 "store unavailable") with the given chances, but
-// the same key never fails more than `maxPerKey` times in a row, so a client that retries 4 times
-// always gets through: the test is about what the client does, not about luck.
+// the same key never fails more than `maxPerKey` times in all, so a client that retries 4 times
+// always gets through, even while other clients send the same key: the test is about what the
+// client does, not about luck. (Counted in a row, one client's success reset the count between
+// another's failures; ichido_testing.py's flaky_for_keys is the same.)
 export function flakyForKeys(rand, suffix, { dropAnswer = 0.15, dropRequest = 0.05, fake503 = 0.05, maxPerKey = 2 } = {}) {
   const failures = new Map();
   return ({ path, body }) => {
@@ -267,7 +269,7 @@ export function flakyForKeys(rand, suffix, { dropAnswer = 0.15, dropRequest = 0.
     if (r < dropAnswer) action = 'drop_answer';
     else if (r < dropAnswer + dropRequest) action = 'drop_request';
     else if (r < dropAnswer + dropRequest + fake503) action = { status: 503, body: { error: { code: 'store_unavailable', message: 'the store is unavailable (test proxy)', details: {} } } };
-    failures.set(key, action === 'pass' ? 0 : n + 1);
+    if (action !== 'pass') failures.set(key, n + 1);
     return action;
   };
 }

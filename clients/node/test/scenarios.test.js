@@ -71,6 +71,16 @@ function safeJson(s) {
   }
 }
 
+test('the test proxy fails a key at most maxPerKey times, even when several clients send it', () => {
+  // Client A fails, B (same key) gets through, A fails, C gets through, then A twice more: counted
+  // in a row per key, A saw four failures and gave up after its four attempts.
+  const scripted = [0.0, 0.99, 0.0, 0.99, 0.0, 0.0];
+  const policy = flakyForKeys(() => scripted.shift(), '/next');
+  const req = { method: 'POST', path: '/v1/ns/n/counters/c/next', body: { key: 'k' } };
+  const actions = Array.from({ length: 6 }, () => policy(req));
+  assert.equal(actions.filter((a) => a !== 'pass').length, 2, JSON.stringify(actions));
+});
+
 test('seed 000: 20 concurrent executions number 200 form responses, answers lost, re-runs', async () => {
   const ns = 'forms';
   const created = await server.admin('PUT', `/v1/ns/${ns}/counters/receipts`, {

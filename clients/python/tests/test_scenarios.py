@@ -175,5 +175,24 @@ class Scenarios(unittest.TestCase):
             self.assertEqual(record["attempt"], 2 if message_id == killed["id"] else 1, message_id)
 
 
+class FlakyProxyPolicy(unittest.TestCase):
+    """The test proxy's own promise, which every seed test's retry count relies on."""
+
+    def test_a_key_fails_at_most_max_per_key_times_even_when_several_clients_send_it(self):
+        class Scripted:
+            def __init__(self, values):
+                self.values = list(values)
+
+            def random(self):
+                return self.values.pop(0)
+
+        # Client A fails, B (same key) gets through, A fails, C gets through, then A twice more:
+        # counted in a row per key, A saw four failures and gave up after its four attempts.
+        policy = flaky_for_keys(Scripted([0.0, 0.99, 0.0, 0.99, 0.0, 0.0]), "/next")
+        req = {"method": "POST", "path": "/v1/ns/n/counters/c/next", "body": {"key": "k"}, "n": 0}
+        actions = [policy(req) for _ in range(6)]
+        self.assertEqual(sum(a != "pass" for a in actions), 2, actions)
+
+
 if __name__ == "__main__":
     unittest.main()

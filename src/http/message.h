@@ -19,6 +19,8 @@
 namespace ichido::http {
 
 namespace beast_http = boost::beast::http;
+// A request as the server read it. Its header holds only the fields kept_request_field()
+// names (http/request_parser.h): to read another one, add it there.
 using BeastRequest = beast_http::request<beast_http::string_body>;
 
 // A parsed request: method, percent-decoded path segments, decoded query parameters, raw body.

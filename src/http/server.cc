@@ -16,11 +16,12 @@
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/error.hpp>
-#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <cstring>
 #include <iostream>
 #include <type_traits>
+
+#include "http/request_parser.h"
 
 namespace ichido::http {
 
@@ -337,7 +338,7 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
       buffer.commit(n);
     }
     conn->busy = true;
-    beast_http::request_parser<beast_http::string_body> parser;
+    RequestParser parser;  // keeps only the header fields the API reads
     parser.body_limit(limits_.max_body_bytes);
     parser.header_limit(static_cast<std::uint32_t>(limits_.max_header_bytes));
     // The header first (what the idle read brought, then more if needed), so that a client

@@ -3,8 +3,9 @@
 //
 // Beast's `request_parser<string_body>` stores every header field in the message: one
 // allocation, a list link and a red-black tree insert per field, and a free per field when the
-// message goes — ≈ 2,000 instructions of every request for the four fields a minimal client
-// sends (Host, User-Agent, Content-Type, Content-Length), none of which the API ever reads. This
+// message goes — 1,100–1,800 instructions of every request (callgrind) for the four fields a
+// minimal client sends (Host, User-Agent, Content-Type, Content-Length), none of which the API
+// reads (the parser itself consumes Content-Length and Transfer-Encoding). This
 // parser is that one with a different on_field_impl: a field is stored only when
 // kept_request_field() says it is read. Everything else is Beast's: the request line, the limits
 // (header_limit counts every byte of the header, kept or not), Content-Length and chunked
@@ -26,7 +27,8 @@ namespace ichido::http {
 //   (Api::cors_origin, Api::serve, Api::cors_preflight);
 // - Expect: the server's 100-continue (server.cc, expects_continue).
 // Reading another field of a parsed request means adding it here (request_parser_test.cc checks
-// that the list and these readers agree).
+// that the list and these readers agree). The message's own readers of dropped fields —
+// chunked(), has_content_length(), payload_size(), need_eof() — must not be asked of it.
 bool kept_request_field(beast_http::field name, std::string_view name_string);
 
 class RequestParser final : public beast_http::basic_parser<true> {

@@ -31,7 +31,20 @@ void TableStore::begin_once(BeginOnceCmd cmd, Callback<BeginOnceReply> done) {
   };
   write<BeginOnceReply>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<BeginOnceReply> {
-        auto existing = load(t, cmd.ref);
+        // Most begins are of a key nobody has begun: what the rulebook gives such a key (a new
+        // record, acquired) is inserted unless a record is found, and only a found one is
+        // decided on. (Were that decision ever not to acquire, the record is read first.)
+        auto fresh = core::decide_begin(std::nullopt, cmd.ref.key, cmd.begin, now);
+        Result<std::optional<OnceRecord>> existing = std::optional<OnceRecord>();
+        if (fresh.ok() && fresh->outcome == core::BeginOutcome::acquired && fresh->write) {
+          existing = t.insert_once_unless_found(cmd.ref.ns, fresh->record);
+          if (existing.ok() && !*existing) {
+            return BeginOnceReply{fresh->outcome, std::move(fresh->record), fresh->retry_after_ms,
+                                  fresh->replayed};
+          }
+        } else {
+          existing = load(t, cmd.ref);
+        }
         if (!existing.ok()) return std::move(existing).error();
         auto d = core::decide_begin(*existing, cmd.ref.key, cmd.begin, now);
         if (!d.ok()) return std::move(d).error();

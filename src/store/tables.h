@@ -128,6 +128,23 @@ class Tables {
                                                             const std::string& key) = 0;
   // Inserts the record or replaces the one with the same (ns, key).
   virtual Result<void> save_once(const std::string& ns, const core::OnceRecord& rec) = 0;
+  // The record a begin makes of a key it may be the first to see (TableStore::begin_once): when
+  // no record of `ns` has rec.key, gives `rec` the next token (next_token), checks it
+  // (core::check_invariants), inserts it and returns nullopt; when one has, returns that record
+  // and writes and draws nothing. The default is find_once, then next_token and save_once; a
+  // store whose insert searches the key's index anyway (SQLite) inserts first and reads the
+  // record only when the insert finds its key taken: one search of that index instead of two.
+  virtual Result<std::optional<core::OnceRecord>> insert_once_unless_found(const std::string& ns,
+                                                                           core::OnceRecord& rec) {
+    auto found = find_once(ns, rec.key);
+    if (!found.ok() || *found) return found;
+    auto token = next_token();
+    if (!token.ok()) return std::move(token).error();
+    rec.token = *token;
+    ICHIDO_TRY(core::check_invariants(rec));
+    ICHIDO_TRY(save_once(ns, rec));
+    return std::optional<core::OnceRecord>();
+  }
   // Returns whether a record was deleted.
   virtual Result<bool> delete_once(const std::string& ns, const std::string& key) = 0;
   // Up to `limit` records of `ns` with key > after that match `filter` at `now`, in key order.

@@ -40,6 +40,19 @@ Result<core::OnceRecord> once_from(const Query& q, int at = 0) {
   return r;
 }
 
+// ?1 ns, ?2 key, ?3… the record's other columns in ONCE_COLUMNS order (?17 replayed).
+void bind_once(Query& q, const std::string& ns, const core::OnceRecord& r) {
+  q.bind(1, ns).bind(2, r.key).bind(3, core::to_string(r.state)).bind(4, r.owner);
+  q.bind(5, r.fingerprint).bind(6, r.token).bind(7, r.attempt).bind(8, r.max_attempts);
+  q.bind(9, r.lease_expires_at).bind(10, r.result).bind(11, r.last_error);
+  q.bind(12, std::int64_t{r.holder_done}).bind(13, r.created_at).bind(14, r.updated_at);
+  q.bind(15, r.finished_at).bind(16, r.request_id).bind(17, std::int64_t{r.replayed});
+}
+
+#define ONCE_INSERT                             \
+  "INSERT INTO once_records (ns, " ONCE_COLUMNS \
+  ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"
+
 Result<std::vector<core::OnceRecord>> rows(Db& db, Result<Query> q) {
   if (!q.ok()) return std::move(q).error();
   std::vector<core::OnceRecord> out;
@@ -114,13 +127,7 @@ Result<void> SqliteTables::save_once(const std::string& ns, const core::OnceReco
       known = it->second.id;
     }
   }
-  auto bind = [&](Query& q) {
-    q.bind(1, ns).bind(2, r.key).bind(3, core::to_string(r.state)).bind(4, r.owner);
-    q.bind(5, r.fingerprint).bind(6, r.token).bind(7, r.attempt).bind(8, r.max_attempts);
-    q.bind(9, r.lease_expires_at).bind(10, r.result).bind(11, r.last_error);
-    q.bind(12, std::int64_t{r.holder_done}).bind(13, r.created_at).bind(14, r.updated_at);
-    q.bind(15, r.finished_at).bind(16, r.request_id).bind(17, std::int64_t{r.replayed});
-  };
+  auto bind = [&](Query& q) { bind_once(q, ns, r); };
 #define ONCE_SET                                                                             \
   "UPDATE once_records SET state = ?3, owner = ?4, fingerprint = ?5, token = ?6, "           \
   "attempt = ?7, max_attempts = ?8, lease_expires_at = ?9, result = ?10, last_error = ?11, " \
@@ -149,14 +156,55 @@ Result<void> SqliteTables::save_once(const std::string& ns, const core::OnceReco
     }
   }
 #undef ONCE_SET
-  auto q = db_.query(
-      "INSERT INTO once_records (ns, " ONCE_COLUMNS
-      ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)");
+  auto q = db_.query(ONCE_INSERT);
   if (!q.ok()) return std::move(q).error();
   bind(*q);
   ICHIDO_TRY(q->run("save a once record"));
   if (cache_) remember_once(std::move(rk), r, sqlite3_last_insert_rowid(db_.raw()));
   return {};
+}
+
+// The insert's own search of the (ns, key) unique index tells whether the key is taken, so a new
+// key costs one search of it instead of find_once's and then the insert's. The token the row
+// carries is the one next_token will draw (peek_token), drawn only once the row is in: a key
+// found taken leaves the sequence as it was, as the default implementation does.
+Result<std::optional<core::OnceRecord>> SqliteTables::insert_once_unless_found(
+    const std::string& ns, core::OnceRecord& rec) {
+  std::string rk;
+  if (cache_) {
+    cache_->absent_once_.clear();
+    rk = row_key(ns, rec.key);
+    // An open record the writer holds is taken for sure (WriterCache::open_once_ is exact).
+    if (auto it = cache_->open_once_.find(rk); it != cache_->open_once_.end()) {
+      return std::optional<core::OnceRecord>(it->second.rec);
+    }
+  }
+  auto token = peek_token();
+  if (!token.ok()) return std::move(token).error();
+  rec.token = *token;
+  ICHIDO_TRY(core::check_invariants(rec));
+  auto q = db_.query(ONCE_INSERT " ON CONFLICT (ns, key) DO NOTHING");
+  if (!q.ok()) return std::move(q).error();
+  bind_once(*q, ns, rec);
+  ICHIDO_TRY(q->run("save a once record"));
+  if (sqlite3_changes(db_.raw()) == 0) {
+    rec.token = 0;  // not drawn
+    auto found = find_once(ns, rec.key);
+    if (found.ok() && !*found) {
+      return Error(errc::internal,
+                   "A once record's key was taken, and then no record with it was found; nothing "
+                   "was changed.");
+    }
+    return found;
+  }
+  const std::int64_t id = sqlite3_last_insert_rowid(db_.raw());
+  auto drawn = next_token();
+  if (!drawn.ok()) return std::move(drawn).error();
+  if (*drawn != rec.token) {
+    return Error(errc::internal, "The token sequence moved while a once record was inserted.");
+  }
+  if (cache_) remember_once(std::move(rk), rec, id);
+  return std::optional<core::OnceRecord>();
 }
 
 Result<bool> SqliteTables::delete_once(const std::string& ns, const std::string& key) {

@@ -1067,6 +1067,92 @@ TEST_F(SqliteStoreTest, OpenOnceRecordsAreIndexedAndCompletedOnesAreNot) {
   EXPECT_TRUE(completed_list);
 }
 
+// A begin's record (Tables::insert_once_unless_found, used by TableStore::begin_once): a new
+// key is inserted with the token next_token then draws, and nothing reads once_records before
+// the insert (its own search of the (ns, key) index says whether the key is taken); a taken
+// key — open and held by the writer, or not held — is answered with the stored record, nothing
+// written and no token drawn. Both in the writer's deferred mode and writing through.
+TEST_F(SqliteStoreTest, ABeginInsertsANewKeyWithoutSearchingFirstAndDrawsNoTokenForATakenOne) {
+  std::string path;
+  {
+    auto store = MustOpen();
+    ASSERT_TRUE(store);
+    path = store->db_path();
+  }
+  Db db;
+  ASSERT_TRUE(db.open(path, false).ok());
+  std::vector<std::string> ran;  // the statements run on once_records
+  sqlite3_trace_v2(
+      db.raw(), SQLITE_TRACE_STMT,
+      [](unsigned, void* ctx, void*, void* x) {
+        const std::string sql = static_cast<const char*>(x);
+        if (sql.find("once_records") != std::string::npos) {
+          static_cast<std::vector<std::string>*>(ctx)->push_back(sql);
+        }
+        return 0;
+      },
+      &ran);
+  for (const bool deferred : {false, true}) {
+    SCOPED_TRACE(deferred ? "deferred writes" : "writing through");
+    WriterCache cache;
+    cache.defer_writes = deferred;
+    SqliteTables t(db, &cache);
+    ASSERT_TRUE(db.exec("BEGIN", "begin").ok());
+    const auto before = t.peek_token();
+    ASSERT_TRUE(before.ok());
+    core::OnceRecord rec;
+    rec.key = deferred ? "mail-2" : "mail-1";
+    rec.state = core::OnceState::processing;
+    rec.owner = "pc-1";
+    rec.attempt = 1;
+    rec.max_attempts = 3;
+    rec.lease_expires_at = kNow + 60000;
+    rec.created_at = rec.updated_at = kNow;
+    ran.clear();
+    auto inserted = t.insert_once_unless_found("shop", rec);
+    ASSERT_TRUE(inserted.ok()) << inserted.error().message;
+    EXPECT_FALSE(*inserted);
+    EXPECT_EQ(rec.token, *before);
+    ASSERT_EQ(ran.size(), 1u) << "only the insert, no search before it";
+    EXPECT_EQ(ran[0].rfind("INSERT INTO once_records", 0), 0u) << ran[0];
+
+    // Taken, and held by the writer: no statement at all.
+    core::OnceRecord again = rec;
+    again.owner = "pc-2";
+    again.token = 0;
+    ran.clear();
+    auto held = t.insert_once_unless_found("shop", again);
+    ASSERT_TRUE(held.ok()) << held.error().message;
+    ASSERT_TRUE(*held);
+    EXPECT_EQ((*held)->owner, "pc-1");
+    EXPECT_EQ((*held)->token, rec.token);
+    EXPECT_TRUE(ran.empty()) << ran[0];
+
+    // Taken, not held (the writer's cache cleared, as after a rollback; the deferred sequence
+    // written first, as a batch's flush does): the insert finds the key, then reads the record.
+    ASSERT_TRUE(t.flush_writes().ok());
+    cache.clear();
+    ran.clear();
+    auto found = t.insert_once_unless_found("shop", again);
+    ASSERT_TRUE(found.ok()) << found.error().message;
+    ASSERT_TRUE(*found);
+    EXPECT_EQ((*found)->owner, "pc-1");
+    EXPECT_EQ((*found)->token, rec.token);
+    EXPECT_EQ(again.token, 0);
+    ASSERT_EQ(ran.size(), 2u);
+    EXPECT_EQ(ran[1].rfind("SELECT", 0), 0u) << ran[1];
+    EXPECT_EQ(Rows(db.raw(),
+                   ("SELECT owner, token FROM once_records WHERE key = '" + rec.key + "'").c_str()),
+              "pc-1|" + std::to_string(rec.token) + ";");
+    // Neither taken key drew a token.
+    auto next = t.next_token();
+    ASSERT_TRUE(next.ok());
+    EXPECT_EQ(*next, rec.token + 1);
+    ASSERT_TRUE(db.exec("ROLLBACK", "roll back").ok());
+  }
+  sqlite3_trace_v2(db.raw(), 0, nullptr, nullptr);
+}
+
 // Migration 9: the CHECK on once_records.state is written with equalities, so that checking it
 // builds no ephemeral b-tree (as `IN (...)` with four values did on every save), and it still
 // refuses a state that is not one of the four.

@@ -82,6 +82,20 @@ Result<std::int64_t> SqliteTables::sequence_value(const char* name) {
   return rc == SQLITE_ROW ? q->int64(0) : 0;
 }
 
+Result<std::int64_t> SqliteTables::peek_token() {
+  if (cache_ && cache_->defer_writes) {
+    if (!cache_->token_.value) {
+      auto value = sequence_value("token");
+      if (!value.ok()) return std::move(value).error();
+      cache_->token_.value = *value;
+    }
+    return *cache_->token_.value + 1;
+  }
+  auto value = sequence_value("token");
+  if (!value.ok()) return std::move(value).error();
+  return *value + 1;
+}
+
 Result<std::int64_t> SqliteTables::next_token() {
   auto token = draw("token", cache_ ? &cache_->token_ : nullptr);
   if (token.ok() && cache_) cache_->drawn_token = std::max(cache_->drawn_token, *token);

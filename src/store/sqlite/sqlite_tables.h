@@ -77,10 +77,11 @@ class WriterCache {
   // The open once records (processing or pending) the writer last read or wrote, by ns '\0'
   // key, each with its rowid: a complete, fail or renew finds its record here instead of
   // reading the row, and saves it by rowid instead of through the (ns, key) index. Exact
-  // because the writer makes every change to once_records (save_once, delete_once and
-  // purge_once_in keep it), and cleared with the rest of the cache on every rollback. Finished
-  // records (completed, dead) leave it: nothing changes them but a reset or a purge, and they
-  // carry results of up to 32 KiB. Bounded by kMaxOpenOnce entries of at most kMaxOpenOnceBytes.
+  // because the writer makes every change to once_records (save_once, insert_once_unless_found,
+  // delete_once and purge_once_in keep it), and cleared with the rest of the cache on every
+  // rollback. Finished records (completed, dead) leave it: nothing changes them but a reset or a
+  // purge, and they carry results of up to 32 KiB. Bounded by kMaxOpenOnce entries of at most
+  // kMaxOpenOnceBytes.
   struct OpenOnce {
     core::OnceRecord rec;
     std::int64_t id = 0;
@@ -121,6 +122,8 @@ class SqliteTables final : public Tables {
   Db& db() { return db_; }  // the connection these rows are read and written on
 
   Result<std::int64_t> next_token() override;
+  // The value next_token will return, drawing nothing.
+  Result<std::int64_t> peek_token();
   // The next key stamp (sequence 'key'), deferred like next_token.
   Result<std::int64_t> next_kseq();
 
@@ -150,6 +153,8 @@ class SqliteTables final : public Tables {
   Result<std::optional<core::OnceRecord>> find_once(const std::string& ns,
                                                     const std::string& key) override;
   Result<void> save_once(const std::string& ns, const core::OnceRecord& rec) override;
+  Result<std::optional<core::OnceRecord>> insert_once_unless_found(const std::string& ns,
+                                                                   core::OnceRecord& rec) override;
   Result<bool> delete_once(const std::string& ns, const std::string& key) override;
   Result<std::vector<core::OnceRecord>> list_once(const std::string& ns, core::OnceFilter filter,
                                                   TimeMs now, const std::string& after,

@@ -1,9 +1,9 @@
 // Fuzz target (a): the whole request path, raw bytes to response, on an in-memory store.
-// The bytes are parsed as HTTP/1.1 by Beast (with the server's limits); a complete request is
+// The bytes are parsed as HTTP/1.1 by the server's parser (http::RequestParser: Beast's, keeping
+// the header fields the API reads; with the server's limits); a complete request is
 // handed to Api::handle and the coroutine run to completion. Any crash, sanitizer report or
 // unanswered request is a bug; every answer must be a valid HTTP response with a JSON body
 // (or the metrics text).
-#include <boost/beast/http/parser.hpp>
 #include <boost/json/parse.hpp>
 #include <cstdint>
 #include <cstdlib>
@@ -11,6 +11,7 @@
 #include <string>
 
 #include "fuzz_world.h"
+#include "http/request_parser.h"
 
 namespace {
 
@@ -30,8 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         http::beast_http::verb::put, "/v1/ns/f/counters/c",
         R"({"max":50,"format":"F-{seq:3}-{yyyy}","period":"month","timezone":"Asia/Tokyo"})");
   }
-  namespace bh = boost::beast::http;
-  bh::request_parser<bh::string_body> parser;
+  http::RequestParser parser;
   parser.eager(true);
   parser.body_limit(64 * 1024);
   parser.header_limit(16 * 1024);

@@ -95,6 +95,12 @@ class SqliteStoreTest : public ::testing::Test {
     return s.ok() ? std::move(*s) : nullptr;
   }
   std::unique_ptr<SqliteStore> MustOpen() { return MustOpen(Opts()); }
+  // The database file of a new store, closed again (its schema migrated), for a test that reads
+  // or writes its tables on a connection of its own; "" when the store did not open.
+  std::string NewDatabasePath() {
+    auto store = MustOpen();
+    return store ? store->db_path() : std::string();
+  }
 
   static CounterRef Ref(const std::string& name) { return {"acme", name}; }
   static core::CounterConfig Config() {
@@ -183,12 +189,8 @@ class SqliteStoreTest : public ::testing::Test {
   // The database of a new data directory, opened directly once the store that created it is
   // closed again (nullptr on failure; the caller closes it).
   sqlite3* FreshDatabase() {
-    std::string path;
-    {
-      auto store = MustOpen();
-      if (!store) return nullptr;
-      path = store->db_path();
-    }
+    const std::string path = NewDatabasePath();
+    if (path.empty()) return nullptr;
     sqlite3* db = nullptr;
     if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
       sqlite3_close_v2(db);
@@ -988,12 +990,8 @@ TEST_F(SqliteStoreTest, FinishedOnceRecordsAreIndexedOnlyByNamespace) {
 // then scan the namespace) fails here. Completed records are listed and paged through the
 // (ns, key) unique index.
 TEST_F(SqliteStoreTest, OpenOnceRecordsAreIndexedAndCompletedOnesAreNot) {
-  std::string path;
-  {
-    auto store = MustOpen();
-    ASSERT_TRUE(store);
-    path = store->db_path();
-  }
+  const std::string path = NewDatabasePath();
+  ASSERT_FALSE(path.empty());
   Db db;
   ASSERT_TRUE(db.open(path, false).ok());
   SqliteTables t(db);
@@ -1073,12 +1071,8 @@ TEST_F(SqliteStoreTest, OpenOnceRecordsAreIndexedAndCompletedOnesAreNot) {
 // key — open and held by the writer, or not held — is answered with the stored record, nothing
 // written and no token drawn. Both in the writer's deferred mode and writing through.
 TEST_F(SqliteStoreTest, ABeginInsertsANewKeyWithoutSearchingFirstAndDrawsNoTokenForATakenOne) {
-  std::string path;
-  {
-    auto store = MustOpen();
-    ASSERT_TRUE(store);
-    path = store->db_path();
-  }
+  const std::string path = NewDatabasePath();
+  ASSERT_FALSE(path.empty());
   Db db;
   ASSERT_TRUE(db.open(path, false).ok());
   std::vector<std::string> ran;  // the statements run on once_records
@@ -1275,12 +1269,8 @@ TEST_F(SqliteStoreTest, AnUpgradeStampsEveryKeyedNumberAndEveryKeyKeepsItsNumber
 }
 
 TEST_F(SqliteStoreTest, RefusesADatabaseFromANewerVersion) {
-  std::string db_path;
-  {
-    auto store = MustOpen();
-    ASSERT_TRUE(store);
-    db_path = store->db_path();
-  }
+  const std::string db_path = NewDatabasePath();
+  ASSERT_FALSE(db_path.empty());
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(db_path.c_str(), &db), SQLITE_OK);
   const std::string sql = "INSERT INTO schema_version (version) VALUES (" +

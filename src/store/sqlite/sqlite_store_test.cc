@@ -1073,9 +1073,9 @@ TEST_F(SqliteStoreTest, OpenOnceRecordsAreIndexedAndCompletedOnesAreNot) {
 TEST_F(SqliteStoreTest, ABeginInsertsANewKeyWithoutSearchingFirstAndDrawsNoTokenForATakenOne) {
   const std::string path = NewDatabasePath();
   ASSERT_FALSE(path.empty());
+  std::vector<std::string> ran;  // the statements run on once_records (outlives the connection)
   Db db;
   ASSERT_TRUE(db.open(path, false).ok());
-  std::vector<std::string> ran;  // the statements run on once_records
   sqlite3_trace_v2(
       db.raw(), SQLITE_TRACE_STMT,
       [](unsigned, void* ctx, void*, void* x) {
@@ -1114,12 +1114,16 @@ TEST_F(SqliteStoreTest, ABeginInsertsANewKeyWithoutSearchingFirstAndDrawsNoToken
     core::OnceRecord again = rec;
     again.owner = "pc-2";
     again.token = 0;
+    // What a taken key answers: the stored record (pc-1's, with its token), `again` untouched.
+    auto expect_stored = [&](const Result<std::optional<core::OnceRecord>>& r) {
+      ASSERT_TRUE(r.ok()) << r.error().message;
+      ASSERT_TRUE(*r);
+      EXPECT_EQ((*r)->owner, "pc-1");
+      EXPECT_EQ((*r)->token, rec.token);
+      EXPECT_EQ(again.token, 0);
+    };
     ran.clear();
-    auto held = t.insert_once_unless_found("shop", again);
-    ASSERT_TRUE(held.ok()) << held.error().message;
-    ASSERT_TRUE(*held);
-    EXPECT_EQ((*held)->owner, "pc-1");
-    EXPECT_EQ((*held)->token, rec.token);
+    expect_stored(t.insert_once_unless_found("shop", again));
     EXPECT_TRUE(ran.empty()) << ran[0];
 
     // Taken, not held (the writer's cache cleared, as after a rollback; the deferred sequence
@@ -1127,12 +1131,7 @@ TEST_F(SqliteStoreTest, ABeginInsertsANewKeyWithoutSearchingFirstAndDrawsNoToken
     ASSERT_TRUE(t.flush_writes().ok());
     cache.clear();
     ran.clear();
-    auto found = t.insert_once_unless_found("shop", again);
-    ASSERT_TRUE(found.ok()) << found.error().message;
-    ASSERT_TRUE(*found);
-    EXPECT_EQ((*found)->owner, "pc-1");
-    EXPECT_EQ((*found)->token, rec.token);
-    EXPECT_EQ(again.token, 0);
+    expect_stored(t.insert_once_unless_found("shop", again));
     ASSERT_EQ(ran.size(), 2u);
     EXPECT_EQ(ran[1].rfind("SELECT", 0), 0u) << ran[1];
     EXPECT_EQ(Rows(db.raw(),

@@ -53,13 +53,18 @@ void bind_issued(Query& q, std::int64_t counter_id, const core::IssuedNumber& r)
 
 }  // namespace
 
+Result<std::int64_t> SqliteTables::deferred_value(const char* name, WriterCache::Sequence* seq) {
+  if (!seq->value) {
+    auto value = sequence_value(name);
+    if (!value.ok()) return std::move(value).error();
+    seq->value = *value;
+  }
+  return *seq->value;
+}
+
 Result<std::int64_t> SqliteTables::draw(const char* name, WriterCache::Sequence* seq) {
   if (cache_ && cache_->defer_writes) {
-    if (!seq->value) {
-      auto value = sequence_value(name);
-      if (!value.ok()) return std::move(value).error();
-      seq->value = *value;
-    }
+    ICHIDO_TRY(deferred_value(name, seq));
     seq->dirty = true;
     ++cache_->deferred_writes;
     return ++*seq->value;
@@ -83,15 +88,8 @@ Result<std::int64_t> SqliteTables::sequence_value(const char* name) {
 }
 
 Result<std::int64_t> SqliteTables::peek_token() {
-  if (cache_ && cache_->defer_writes) {
-    if (!cache_->token_.value) {
-      auto value = sequence_value("token");
-      if (!value.ok()) return std::move(value).error();
-      cache_->token_.value = *value;
-    }
-    return *cache_->token_.value + 1;
-  }
-  auto value = sequence_value("token");
+  auto value = cache_ && cache_->defer_writes ? deferred_value("token", &cache_->token_)
+                                              : sequence_value("token");
   if (!value.ok()) return std::move(value).error();
   return *value + 1;
 }

@@ -197,6 +197,8 @@ class SqliteTables final : public Tables {
                             const PeriodRow& row);
   Result<std::int64_t> draw(const char* name, WriterCache::Sequence* seq);
   Result<std::int64_t> sequence_value(const char* name);  // 0 before its first draw
+  // A deferred sequence's value in this batch (read from the table the first time).
+  Result<std::int64_t> deferred_value(const char* name, WriterCache::Sequence* seq);
   // Keeps `rec` (row `id`) in WriterCache::open_once_ under `rk` when it is open and small
   // enough, else drops what the cache held for `rk`. Writer only (cache_ set).
   void remember_once(std::string rk, const core::OnceRecord& rec, std::int64_t id);

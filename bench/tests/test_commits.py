@@ -3,6 +3,7 @@ the pages per commit, and one short live run. Environment: ICHIDO_BINARY, ICHIDO
 
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import scripts
 
 SCRIPT = scripts.path("commits")
 commits = scripts.load("commits")
+from benchlib import fields  # noqa: E402  (on the path once commits is loaded)
 
 FRAME_HEADER = 24
 
@@ -100,22 +102,27 @@ class LiveTest(unittest.TestCase):
     def test_a_short_run_names_the_locks_table(self):
         bench_bin = os.path.dirname(os.environ["ICHIDO_LOADGEN"])
         tmp = tempfile.mkdtemp(prefix="test_commits_live.")
+        # A session of its own: a tool that hangs is killed with the server it started.
+        proc = subprocess.Popen(
+            [sys.executable, SCRIPT, "--binary", os.environ["ICHIDO_BINARY"],
+             "--bench-bin", bench_bin, "--workload", "lock", "--connections", "4",
+             "--duration", "0.5", "--warmup", "0.3", "--dir", tmp],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         try:
-            out = subprocess.run(
-                [sys.executable, SCRIPT, "--binary", os.environ["ICHIDO_BINARY"],
-                 "--bench-bin", bench_bin, "--workload", "lock", "--connections", "4",
-                 "--duration", "0.5", "--warmup", "0.3", "--dir", tmp],
-                capture_output=True, text=True, timeout=120)
+            stdout, stderr = proc.communicate(timeout=120)
         finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
             shutil.rmtree(tmp, ignore_errors=True)
-        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
-        lines = out.stdout.splitlines()
-        f = dict(kv.split("=", 1) for kv in lines[0].split())
+        self.assertEqual(proc.returncode, 0, stdout + stderr)
+        lines = stdout.splitlines()
+        f = fields(lines[0])
         self.assertEqual(f["system"], "ichido")
         self.assertGreater(int(f["commits_seen"]), 0)
         self.assertGreater(float(f["frames_per_commit"]), 0)
         self.assertGreater(float(f["batch"]), 0)
-        trees = {dict(kv.split("=", 1) for kv in l.split())["btree"] for l in lines[1:]}
+        trees = {fields(l)["btree"] for l in lines[1:]}
         self.assertIn("locks", trees)  # every acquire and release writes the locks table
 
 

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 
+#include "base/thread_name.h"
 #include "http/json_writer.h"
 
 namespace ichido::http {
@@ -27,7 +28,10 @@ void append_text_field(std::string& out, std::string_view s) {
 
 RequestLog::RequestLog(int fd, LogFormat format, std::size_t max_buffer_bytes)
     : fd_(fd), format_(format), max_buffer_(max_buffer_bytes) {
-  writer_ = std::thread([this] { run(); });
+  writer_ = std::thread([this] {
+    name_this_thread("ichido-log");
+    run();
+  });
 }
 
 RequestLog::~RequestLog() { stop(); }

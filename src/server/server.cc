@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "base/secret.h"
+#include "base/thread_name.h"
 #include "core/origin.h"
 #include "http/api.h"
 #include "server/config.h"
@@ -465,9 +466,13 @@ int run_server(const ServeConfig& cfg) {
   // The other threads' io_contexts have nothing to do between connections: kept running until
   // `ioc` stops (drained, or a second signal), then stopped with it.
   std::vector<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> keep;
-  for (auto& c : more_ioc) {
-    keep.push_back(boost::asio::make_work_guard(*c));
-    pool.emplace_back([&run_io, c = c.get()] { run_io(*c); });
+  for (std::size_t i = 0; i < more_ioc.size(); ++i) {
+    keep.push_back(boost::asio::make_work_guard(*more_ioc[i]));
+    // The main thread, the first I/O thread, keeps the process's name ("ichido").
+    pool.emplace_back([&run_io, i, c = more_ioc[i].get()] {
+      name_this_thread("ichido-io-" + std::to_string(i + 1));
+      run_io(*c);
+    });
   }
   run_io(ioc);
   keep.clear();

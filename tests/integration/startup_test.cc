@@ -13,6 +13,9 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "api_client.h"
 #include "server_process.h"
@@ -157,6 +160,42 @@ TEST(Startup, MinFreeDiskMakesTheServerNotReadyWhileWritesStillWork) {
   ASSERT_TRUE(roomy.start(&err)) << err;
   ApiClient api2(roomy.url());
   EXPECT_EQ(api2.send("GET", "/readyz").status, 200);
+}
+
+// Every thread of a running server carries a name (`top -H`, `ps -L`, perf): the writer, the
+// checkpointer and the readers of the embedded store (or the PostgreSQL store's lanes, readers,
+// monitor and acknowledger), the I/O threads after the first (which keeps the process's name),
+// the request log's writer. Read from /proc, as those tools read it.
+TEST(ServerThreads, EveryThreadIsNamed) {
+  TempDir dir;
+  ServerProcess server(dir.path() + "/data", {"--threads", "3"});
+  std::string err;
+  ASSERT_TRUE(server.start(&err)) << err;
+  std::multiset<std::string> names;
+  const std::string task = "/proc/" + std::to_string(server.pid()) + "/task";
+  for (const auto& t : fs::directory_iterator(task)) {
+    std::ifstream comm(t.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    names.insert(name);
+  }
+  std::vector<std::string> expected = {"ichido", "ichido-io-1", "ichido-io-2", "ichido-log"};
+  if (on_postgres()) {
+    for (const char* n : {"ichido-pgw-0", "ichido-pgr-0", "ichido-pgmon", "ichido-pgack"}) {
+      expected.push_back(n);
+    }
+  } else {
+    for (const char* n :
+         {"ichido-writer", "ichido-ckpt", "ichido-keysnap", "ichido-read-0", "ichido-read-1"}) {
+      expected.push_back(n);
+    }
+  }
+  std::string all;
+  for (const auto& n : names) all += n + " ";
+  for (const auto& n : expected) EXPECT_EQ(names.count(n), 1u) << n << " among: " << all;
+  // No thread left with the process's name but the main one.
+  EXPECT_EQ(names.count("ichido"), 1u) << all;
+  EXPECT_EQ(server.stop(), 0);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <random>
 
+#include "base/thread_name.h"
 #include "store/postgres/change_feed.h"
 #include "store/postgres/schema.h"
 
@@ -180,11 +181,32 @@ Result<void> PgStore::start() {
   for (int i = 0; i < opt_.lanes; ++i) lanes_.push_back(std::make_unique<Lane>());
   lanes_[0]->conn = std::move(*first);
   for (int i = 0; i < opt_.readers; ++i) readers_.push_back(std::make_unique<Reader>());
-  for (auto& l : lanes_) l->thread = std::thread([this, lane = l.get()] { lane_loop(*lane); });
-  for (auto& r : readers_) r->thread = std::thread([this, rd = r.get()] { reader_loop(*rd); });
-  monitor_ = std::thread([this] { monitor_loop(); });
-  acker_ = std::thread([this] { acker_loop(); });
-  if (opt_.listen) listener_ = std::thread([this] { listen_loop(); });
+  for (std::size_t i = 0; i < lanes_.size(); ++i) {
+    lanes_[i]->thread = std::thread([this, i, lane = lanes_[i].get()] {
+      name_this_thread("ichido-pgw-" + std::to_string(i));
+      lane_loop(*lane);
+    });
+  }
+  for (std::size_t i = 0; i < readers_.size(); ++i) {
+    readers_[i]->thread = std::thread([this, i, rd = readers_[i].get()] {
+      name_this_thread("ichido-pgr-" + std::to_string(i));
+      reader_loop(*rd);
+    });
+  }
+  monitor_ = std::thread([this] {
+    name_this_thread("ichido-pgmon");
+    monitor_loop();
+  });
+  acker_ = std::thread([this] {
+    name_this_thread("ichido-pgack");
+    acker_loop();
+  });
+  if (opt_.listen) {
+    listener_ = std::thread([this] {
+      name_this_thread("ichido-pglisten");
+      listen_loop();
+    });
+  }
   return {};
 }
 

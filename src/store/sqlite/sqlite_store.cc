@@ -15,6 +15,7 @@
 #include <optional>
 #include <random>
 
+#include "base/thread_name.h"
 #include "store/sqlite/data_dir.h"
 #include "store/sqlite/schema.h"
 #include "store/sqlite/sqlite_tables.h"
@@ -120,10 +121,24 @@ Result<void> SqliteStore::start() {
   checkpoint_db_->set_on_damage([this] { corrupt_.store(true); });
   // Replaces SQLite's autocheckpoint on the writer connection (sqlite3_wal_hook documents that).
   sqlite3_wal_hook(write_db_->raw(), &SqliteStore::on_wal_commit, this);
-  checkpointer_ = std::thread([this] { checkpointer_loop(); });
-  snapshotter_ = std::thread([this] { snapshotter_loop(); });
-  writer_ = std::thread([this] { writer_loop(); });
-  for (int i = 0; i < opt_.readers; ++i) readers_.emplace_back([this, i] { reader_loop(i); });
+  checkpointer_ = std::thread([this] {
+    name_this_thread("ichido-ckpt");
+    checkpointer_loop();
+  });
+  snapshotter_ = std::thread([this] {
+    name_this_thread("ichido-keysnap");
+    snapshotter_loop();
+  });
+  writer_ = std::thread([this] {
+    name_this_thread("ichido-writer");
+    writer_loop();
+  });
+  for (int i = 0; i < opt_.readers; ++i) {
+    readers_.emplace_back([this, i] {
+      name_this_thread("ichido-read-" + std::to_string(i));
+      reader_loop(i);
+    });
+  }
   return {};
 }
 

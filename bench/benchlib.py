@@ -59,6 +59,24 @@ class Server:
             stat = f.read().rsplit(")", 1)[1].split()
         return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
 
+    def thread_cpu_seconds(self) -> Dict[str, float]:
+        """User + system CPU time so far of each of the server's threads, by thread name (the
+        server names them: ichido-writer, ichido-io-1, ...; README "Threads on a small machine").
+        Threads of one name add up; a thread that ends between the listing and the read is
+        left out."""
+        out: Dict[str, float] = {}
+        task = f"/proc/{self.proc.pid}/task"
+        for tid in os.listdir(task):
+            try:
+                with open(f"{task}/{tid}/stat", encoding="ascii", errors="replace") as f:
+                    text = f.read()
+            except FileNotFoundError:
+                continue
+            name = text[text.index("(") + 1:text.rindex(")")]
+            stat = text.rsplit(")", 1)[1].split()
+            out[name] = out.get(name, 0.0) + (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+        return out
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()

@@ -98,6 +98,17 @@ class PagesPerCommitTest(unittest.TestCase):
         self.assertEqual(commits.pages_per_commit([], pages), [])
 
 
+class ThreadSharesTest(unittest.TestCase):
+    def test_per_cent_of_one_core_busiest_first_idle_threads_left_out(self):
+        before = {"ichido-writer": 1.0, "ichido-io-1": 2.0, "ichido-ckpt": 0.5}
+        after = {"ichido-writer": 2.5, "ichido-io-1": 2.5, "ichido-ckpt": 0.5, "ichido-log": 0.25,
+                 "ichido-read-0": 0.5}
+        self.assertEqual(commits.thread_shares(before, after, 2.0),
+                         [("ichido-writer", 75.0), ("ichido-io-1", 25.0),
+                          ("ichido-read-0", 25.0), ("ichido-log", 12.5)])
+        self.assertEqual(commits.thread_shares({}, {}, 1.0), [])
+
+
 class LiveTest(unittest.TestCase):
     def test_a_short_run_names_the_locks_table(self):
         bench_bin = os.path.dirname(os.environ["ICHIDO_LOADGEN"])
@@ -122,8 +133,15 @@ class LiveTest(unittest.TestCase):
         self.assertGreater(int(f["commits_seen"]), 0)
         self.assertGreater(float(f["frames_per_commit"]), 0)
         self.assertGreater(float(f["batch"]), 0)
-        trees = {fields(l)["btree"] for l in lines[1:]}
+        trees = {fields(l)["btree"] for l in lines if l.startswith("btree=")}
         self.assertIn("locks", trees)  # every acquire and release writes the locks table
+        # Every write goes through the writer thread, so it used CPU during the load; the
+        # thread lines come between the machine line and the b-tree lines.
+        threads = {fields(l)["thread"]: float(fields(l)["cpu_pct"])
+                   for l in lines if l.startswith("thread=")}
+        self.assertGreater(threads.get("ichido-writer", 0.0), 0.0, stdout)
+        kinds = [l.split("=", 1)[0] for l in lines[1:]]
+        self.assertEqual(kinds, sorted(kinds, key=lambda k: k != "thread"), stdout)
 
 
 if __name__ == "__main__":

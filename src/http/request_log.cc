@@ -3,12 +3,36 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <cstring>
 
 #include "base/thread_name.h"
 #include "http/json_writer.h"
 
 namespace ichido::http {
 namespace {
+
+bool splits_a_field(unsigned char c) { return c <= 0x20 || c == 0x7f; }
+
+// True when some byte of `s` is a control character, a space or DEL. Eight bytes at a time
+// (every request's line goes through here): a byte below 0x21 sets its top bit in
+// (x - 0x21…) & ~x, a byte 0x7f is a zero byte of x ^ 0x7f…; either test is exact for "some
+// byte" (a borrow starts only at a byte that itself qualifies).
+bool has_splitting_byte(std::string_view s) {
+  constexpr std::uint64_t kOnes = 0x0101010101010101u;
+  constexpr std::uint64_t kHighs = 0x8080808080808080u;
+  std::size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    std::uint64_t x;
+    std::memcpy(&x, s.data() + i, 8);
+    const std::uint64_t del = x ^ (0x7f * kOnes);
+    if ((((x - 0x21 * kOnes) & ~x) | ((del - kOnes) & ~del)) & kHighs) return true;
+  }
+  for (; i < s.size(); ++i) {
+    if (splits_a_field(static_cast<unsigned char>(s[i]))) return true;
+  }
+  return false;
+}
 
 // Text fields are single tokens: anything that could split a line or a field is replaced.
 void append_text_field(std::string& out, std::string_view s) {
@@ -18,9 +42,9 @@ void append_text_field(std::string& out, std::string_view s) {
   }
   const std::size_t from = out.size();
   out.append(s);
+  if (!has_splitting_byte(s)) return;
   for (std::size_t i = from; i < out.size(); ++i) {
-    const auto c = static_cast<unsigned char>(out[i]);
-    if (c <= 0x20 || c == 0x7f) out[i] = '_';
+    if (splits_a_field(static_cast<unsigned char>(out[i]))) out[i] = '_';
   }
 }
 

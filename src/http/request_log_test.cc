@@ -69,6 +69,51 @@ TEST(RequestLogFormat, EveryCharacterClassAtEveryPlaceInAField) {
   EXPECT_NE(text.find(" \\a_b_c___\xE8\xAB\x8B_\" ns=- 200 "), std::string::npos) << text;
 }
 
+// The text line's field as the rule says: every byte <= 0x20 and 0x7f replaced by '_', every
+// other byte as it is (the fast check of eight bytes at a time must agree at every byte value,
+// every place and every length, and next to any other byte).
+std::string replaced(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u == 0x7f) c = '_';
+  }
+  return out;
+}
+
+std::string route_field(const std::string& route) {
+  auto e = entry(500);
+  e.route = route;
+  const std::string line = RequestLog::format(e, LogFormat::text);
+  const auto from = line.find(" POST ") + 6;
+  return line.substr(from, line.find(" ns=") - from);
+}
+
+TEST(RequestLogFormat, EveryByteValueAtEveryPlaceOfFieldsUpToThreeWords) {
+  for (int b = 0; b < 256; ++b) {
+    for (std::size_t len = 1; len <= 24; ++len) {
+      for (std::size_t at = 0; at < len; ++at) {
+        std::string route(len, 'a');
+        route[at] = static_cast<char>(b);
+        ASSERT_EQ(route_field(route), replaced(route))
+            << "byte " << b << " at " << at << " of " << len;
+      }
+    }
+  }
+}
+
+TEST(RequestLogFormat, RandomFieldsOfBorderBytes) {
+  // Bytes on both sides of each border (0x20/0x21, 0x7e/0x7f/0x80) and the extremes, mixed.
+  const unsigned char alphabet[] = {0x00, 0x01, 0x1f, 0x20, 0x21, 0x22, 0x7e,
+                                    0x7f, 0x80, 0x81, 0xa0, 0xfe, 0xff, 'a'};
+  std::srand(15);
+  for (int n = 0; n < 20000; ++n) {
+    std::string route(1 + static_cast<std::size_t>(std::rand() % 40), 'a');
+    for (auto& c : route) c = static_cast<char>(alphabet[std::rand() % sizeof alphabet]);
+    ASSERT_EQ(route_field(route), replaced(route)) << n;
+  }
+}
+
 // write() formats into a string each thread reuses: every line is whole and alone, a short one
 // after a long one included, and reaches the file in order.
 TEST(RequestLogWrite, LinesFromOneThreadReachTheFileWholeAndInOrder) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <stdexcept>
 
 namespace ichido::http {
 namespace {
@@ -20,9 +21,12 @@ std::vector<std::string> split(std::string_view pattern) {
 }
 
 // True when every literal segment of `r` equals the request's (placeholders match anything).
+// Compared from the last segment: routes of one length share their first ones ("v1", "ns") and
+// differ at the end ("next", "acquire"), so a route that does not match is usually told by one
+// comparison.
 bool path_matches(const Route& r, const std::vector<std::string>& segs) {
   if (r.parts.size() != segs.size()) return false;
-  for (std::size_t i = 0; i < segs.size(); ++i) {
+  for (std::size_t i = segs.size(); i-- > 0;) {
     if (r.param_names[i].empty() && r.parts[i] != segs[i]) return false;
   }
   return true;
@@ -74,6 +78,16 @@ void decode_into(std::string_view s, bool plus_is_space, std::string& out) {
 
 }  // namespace
 
+const std::string& Params::at(std::string_view name) const {
+  const auto it = find(name);
+  if (it == end()) throw std::out_of_range("no route parameter " + std::string(name));
+  return it->second;
+}
+
+Params::const_iterator Params::find(std::string_view name) const {
+  return std::find_if(begin(), end(), [name](const value_type& v) { return v.first == name; });
+}
+
 void Router::push(Route r) {
   r.param_names.clear();
   for (const auto& p : r.parts) {
@@ -106,7 +120,7 @@ Match Router::match(const Request& req) const {
   for (const auto& r : routes_) {
     if (r.method != req.method || !path_matches(r, req.segments)) continue;
     for (std::size_t i = 0; i < r.param_names.size(); ++i) {
-      if (!r.param_names[i].empty()) m.params[r.param_names[i]] = req.segments[i];
+      if (!r.param_names[i].empty()) m.params.add(r.param_names[i], req.segments[i]);
     }
     m.route = &r;
     return m;

@@ -5,10 +5,13 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/container/small_vector.hpp>
 #include <functional>
-#include <map>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/auth.h"
@@ -16,7 +19,33 @@
 
 namespace ichido::http {
 
-using Params = std::map<std::string, std::string, std::less<>>;
+// A matched route's parameters by placeholder name ("ns" → "shop"), in the pattern's order. A
+// route has a few (at most three today), so they are kept inline: matching a request allocates
+// nothing for them unless a value is longer than std::string's own buffer.
+class Params {
+ public:
+  using value_type = std::pair<std::string, std::string>;
+  using const_iterator = const value_type*;
+
+  Params() = default;
+  Params(std::initializer_list<value_type> items) : items_(items) {}
+
+  // The value of placeholder `name`; std::out_of_range when the route has none of that name.
+  const std::string& at(std::string_view name) const;
+  // The entry of placeholder `name`, or end().
+  const_iterator find(std::string_view name) const;
+  const_iterator begin() const { return items_.data(); }
+  const_iterator end() const { return items_.data() + items_.size(); }
+  bool empty() const { return items_.empty(); }
+  std::size_t size() const { return items_.size(); }
+  void add(std::string name, std::string value) {
+    items_.emplace_back(std::move(name), std::move(value));
+  }
+  friend bool operator==(const Params& a, const Params& b) { return a.items_ == b.items_; }
+
+ private:
+  boost::container::small_vector<value_type, 3> items_;
+};
 using Handler = std::function<boost::asio::awaitable<Response>(const Request&, const Params&)>;
 
 // Who may call a route: the least role needed (reader for GET, writer otherwise, unless the

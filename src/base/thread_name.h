@@ -3,7 +3,10 @@
 // Thread-safety: names the calling thread only; safe from any thread.
 #pragma once
 
+#include <string>
 #include <string_view>
+#include <thread>
+#include <utility>
 
 namespace ichido {
 
@@ -12,5 +15,14 @@ namespace ichido {
 // failure to set one, leaves the name as it was — a name is for people reading a process list,
 // and nothing depends on it.
 void name_this_thread(std::string_view name);
+
+// A thread that names itself `name`, then runs `fn`.
+template <class Fn>
+std::thread named_thread(std::string name, Fn fn) {
+  return std::thread([name = std::move(name), fn = std::move(fn)]() mutable {
+    name_this_thread(name);
+    fn();
+  });
+}
 
 }  // namespace ichido

@@ -52,10 +52,7 @@ void append_text_field(std::string& out, std::string_view s) {
 
 RequestLog::RequestLog(int fd, LogFormat format, std::size_t max_buffer_bytes)
     : fd_(fd), format_(format), max_buffer_(max_buffer_bytes) {
-  writer_ = std::thread([this] {
-    name_this_thread("ichido-log");
-    run();
-  });
+  writer_ = named_thread("ichido-log", [this] { run(); });
 }
 
 RequestLog::~RequestLog() { stop(); }

@@ -469,10 +469,8 @@ int run_server(const ServeConfig& cfg) {
   for (std::size_t i = 0; i < more_ioc.size(); ++i) {
     keep.push_back(boost::asio::make_work_guard(*more_ioc[i]));
     // The main thread, the first I/O thread, keeps the process's name ("ichido").
-    pool.emplace_back([&run_io, i, c = more_ioc[i].get()] {
-      name_this_thread("ichido-io-" + std::to_string(i + 1));
-      run_io(*c);
-    });
+    pool.push_back(named_thread("ichido-io-" + std::to_string(i + 1),
+                                [&run_io, c = more_ioc[i].get()] { run_io(*c); }));
   }
   run_io(ioc);
   keep.clear();

@@ -182,31 +182,16 @@ Result<void> PgStore::start() {
   lanes_[0]->conn = std::move(*first);
   for (int i = 0; i < opt_.readers; ++i) readers_.push_back(std::make_unique<Reader>());
   for (std::size_t i = 0; i < lanes_.size(); ++i) {
-    lanes_[i]->thread = std::thread([this, i, lane = lanes_[i].get()] {
-      name_this_thread("ichido-pgw-" + std::to_string(i));
-      lane_loop(*lane);
-    });
+    lanes_[i]->thread = named_thread("ichido-pgw-" + std::to_string(i),
+                                     [this, lane = lanes_[i].get()] { lane_loop(*lane); });
   }
   for (std::size_t i = 0; i < readers_.size(); ++i) {
-    readers_[i]->thread = std::thread([this, i, rd = readers_[i].get()] {
-      name_this_thread("ichido-pgr-" + std::to_string(i));
-      reader_loop(*rd);
-    });
+    readers_[i]->thread = named_thread("ichido-pgr-" + std::to_string(i),
+                                       [this, rd = readers_[i].get()] { reader_loop(*rd); });
   }
-  monitor_ = std::thread([this] {
-    name_this_thread("ichido-pgmon");
-    monitor_loop();
-  });
-  acker_ = std::thread([this] {
-    name_this_thread("ichido-pgack");
-    acker_loop();
-  });
-  if (opt_.listen) {
-    listener_ = std::thread([this] {
-      name_this_thread("ichido-pglisten");
-      listen_loop();
-    });
-  }
+  monitor_ = named_thread("ichido-pgmon", [this] { monitor_loop(); });
+  acker_ = named_thread("ichido-pgack", [this] { acker_loop(); });
+  if (opt_.listen) listener_ = named_thread("ichido-pglisten", [this] { listen_loop(); });
   return {};
 }
 

@@ -121,23 +121,12 @@ Result<void> SqliteStore::start() {
   checkpoint_db_->set_on_damage([this] { corrupt_.store(true); });
   // Replaces SQLite's autocheckpoint on the writer connection (sqlite3_wal_hook documents that).
   sqlite3_wal_hook(write_db_->raw(), &SqliteStore::on_wal_commit, this);
-  checkpointer_ = std::thread([this] {
-    name_this_thread("ichido-ckpt");
-    checkpointer_loop();
-  });
-  snapshotter_ = std::thread([this] {
-    name_this_thread("ichido-keysnap");
-    snapshotter_loop();
-  });
-  writer_ = std::thread([this] {
-    name_this_thread("ichido-writer");
-    writer_loop();
-  });
+  checkpointer_ = named_thread("ichido-ckpt", [this] { checkpointer_loop(); });
+  snapshotter_ = named_thread("ichido-keysnap", [this] { snapshotter_loop(); });
+  writer_ = named_thread("ichido-writer", [this] { writer_loop(); });
   for (int i = 0; i < opt_.readers; ++i) {
-    readers_.emplace_back([this, i] {
-      name_this_thread("ichido-read-" + std::to_string(i));
-      reader_loop(i);
-    });
+    readers_.push_back(
+        named_thread("ichido-read-" + std::to_string(i), [this, i] { reader_loop(i); }));
   }
   return {};
 }

@@ -9,12 +9,20 @@ import re
 import subprocess
 import time
 import urllib.request
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 
 def fields(line: str) -> Dict[str, str]:
     """key=value pairs of a machine line (ichido-loadgen, ichido-fsync-baseline, a round line)."""
     return dict(f.split("=", 1) for f in line.split() if "=" in f)
+
+
+def _stat_cpu_seconds(stat: str) -> Tuple[str, float]:
+    """(name, user + system CPU seconds) from the text of a /proc/PID[/task/TID]/stat file (the
+    name is the one in parentheses, which may itself hold parentheses)."""
+    fields_after = stat.rsplit(")", 1)[1].split()
+    name = stat[stat.index("(") + 1:stat.rindex(")")]
+    return name, (int(fields_after[11]) + int(fields_after[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Server:
@@ -55,9 +63,8 @@ class Server:
 
     def cpu_seconds(self) -> float:
         """The server process's user + system CPU time so far (from /proc)."""
-        with open(f"/proc/{self.proc.pid}/stat", encoding="ascii") as f:
-            stat = f.read().rsplit(")", 1)[1].split()
-        return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+        with open(f"/proc/{self.proc.pid}/stat", encoding="ascii", errors="replace") as f:
+            return _stat_cpu_seconds(f.read())[1]
 
     def thread_cpu_seconds(self) -> Dict[str, float]:
         """User + system CPU time so far of each of the server's threads, by thread name (the
@@ -69,12 +76,10 @@ class Server:
         for tid in os.listdir(task):
             try:
                 with open(f"{task}/{tid}/stat", encoding="ascii", errors="replace") as f:
-                    text = f.read()
+                    name, seconds = _stat_cpu_seconds(f.read())
             except FileNotFoundError:
                 continue
-            name = text[text.index("(") + 1:text.rindex(")")]
-            stat = text.rsplit(")", 1)[1].split()
-            out[name] = out.get(name, 0.0) + (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+            out[name] = out.get(name, 0.0) + seconds
         return out
 
     def stop(self) -> None:

@@ -448,6 +448,7 @@ SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs no
   if (token_floor_ > 0) {
     // Opened read-only: D4's move of the sequence comes with the first write (data_dir.h).
     if (auto r = raise_token_sequence(db, token_floor_); !r.ok()) return give_up(r.error());
+    cache_.clear();  // the next token is drawn above the raised row
   }
   SqliteTables tables(db, &cache_, keys_.get());
   // Optimistic batches defer period and token sequence writes to the flush below (decision
@@ -455,8 +456,10 @@ SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs no
   // with it. The sequence is read again in every batch (after a D4 raise above, too).
   cache_.start_batch();
   cache_.defer_writes = !isolate;
+  const auto batch_tokens = cache_.token_mark();
   for (auto& job : batch) {
     const std::size_t key_mark = keys_->undo_mark();
+    const auto job_tokens = cache_.token_mark();
     if (isolate) {
       // Cannot isolate this job: give up on the batch rather than risk a partial effect.
       if (auto r = step("SAVEPOINT job", "open a savepoint"); !r.ok()) return give_up(r.error());
@@ -486,6 +489,7 @@ SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs no
           return give_up(r.error());  // its writes could stay: no answer of this batch holds
         }
         keys_->rollback_to(key_mark);
+        cache_.rollback_tokens(job_tokens);
       }
       if (auto r = step("RELEASE job", "release a savepoint"); !r.ok()) return give_up(r.error());
     } else if (!keep && writes() != changes_before) {
@@ -494,6 +498,7 @@ SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs no
         return give_up(r.ok() ? db.error("roll back") : r.error());
       }
       keys_->rollback_batch();
+      cache_.rollback_tokens(batch_tokens);
       return Attempt::dirty_failure;
     }
   }

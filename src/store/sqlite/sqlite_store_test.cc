@@ -19,8 +19,10 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <vector>
 
+#include "store/sqlite/data_dir.h"
 #include "store/sqlite/schema.h"
 #include "store/sqlite/sqlite_tables.h"
 #include "store/sqlite/test_peer.h"
@@ -634,6 +636,97 @@ TEST_F(SqliteStoreTest, AFailedCommandsChangeToALockIsForgottenByTheWriter) {
   EXPECT_TRUE(again->acquired);
 }
 
+// Decision 146: while the `locks` table is small the writer holds all of it
+// (WriterCache::locks_complete_), so an acquire of a name never seen reads no row; saves and
+// deletions keep the map exact, and a clear() (any rollback) reads the table again. A table of
+// more than kMaxLoadedLocks rows is read by name, and not loaded again for the next
+// kLockLoadBackoff misses.
+TEST_F(SqliteStoreTest, TheWriterHoldsASmallLocksTableWholeAndReadsNoRowForANewName) {
+  const std::string path = NewDatabasePath();
+  ASSERT_FALSE(path.empty());
+  std::vector<std::string> ran;  // the statements run on `locks`
+  Db db;
+  ASSERT_TRUE(db.open(path, false).ok());
+  sqlite3_trace_v2(
+      db.raw(), SQLITE_TRACE_STMT,
+      [](unsigned, void* ctx, void*, void* x) {
+        const std::string sql = static_cast<const char*>(x);
+        if (sql.find("locks") != std::string::npos) {
+          static_cast<std::vector<std::string>*>(ctx)->push_back(sql);
+        }
+        return 0;
+      },
+      &ran);
+  auto lock = [](const std::string& name, std::int64_t token) {
+    return core::LockRecord{name,         "me",         token,        kNow,
+                            kNow + 60000, std::nullopt, std::nullopt, false};
+  };
+  ASSERT_TRUE(db.exec("BEGIN", "begin").ok());
+  {
+    SqliteTables plain(db);  // rows written before the writer's cache knows anything
+    ASSERT_TRUE(plain.save_lock("acme", lock("held", 1)).ok());
+    ASSERT_TRUE(plain.save_lock("shop", lock("held", 2)).ok());
+  }
+  WriterCache cache;
+  SqliteTables t(db, &cache);
+  ran.clear();
+  auto first = t.find_lock("acme", "new-1");  // loads the table
+  ASSERT_TRUE(first.ok());
+  EXPECT_FALSE(*first);
+  ASSERT_EQ(ran.size(), 1u);
+  EXPECT_NE(ran[0].find("FROM locks LIMIT"), std::string::npos) << ran[0];
+
+  ran.clear();
+  for (const auto& [ns, name, token] :
+       {std::tuple{"acme", "held", 1}, std::tuple{"shop", "held", 2},
+        std::tuple{"acme", "new-2", 0}}) {
+    auto r = t.find_lock(ns, name);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->has_value(), token > 0) << ns << " " << name;
+    if (*r) EXPECT_EQ((*r)->token, token);
+  }
+  EXPECT_TRUE(ran.empty()) << ran[0];
+
+  // Saves and deletions keep it exact: what a read by name would say.
+  ran.clear();
+  ASSERT_TRUE(t.save_lock("acme", lock("new-1", 3)).ok());
+  ASSERT_TRUE(t.delete_lock("acme", "held").ok());
+  auto saved = t.find_lock("acme", "new-1");
+  auto deleted = t.find_lock("acme", "held");
+  ASSERT_TRUE(saved.ok() && deleted.ok());
+  ASSERT_TRUE(*saved);
+  EXPECT_EQ((*saved)->token, 3);
+  EXPECT_FALSE(*deleted);
+  EXPECT_EQ(ran.size(), 2u) << "the save and the delete only";
+
+  // A rollback's clear(): the table is read again, as it is now.
+  cache.clear();
+  ran.clear();
+  auto again = t.find_lock("shop", "held");
+  ASSERT_TRUE(again.ok() && *again);
+  EXPECT_EQ(ran.size(), 1u);
+
+  // Too large to hold: read by name, and the load not tried again for a while.
+  {
+    SqliteTables plain(db);
+    for (std::size_t i = 0; i < WriterCache::kMaxLoadedLocks; ++i) {
+      ASSERT_TRUE(plain.save_lock("bulk", lock("n" + std::to_string(i), 10)).ok());
+    }
+  }
+  cache.clear();
+  ran.clear();
+  auto miss = t.find_lock("acme", "new-3");
+  ASSERT_TRUE(miss.ok());
+  EXPECT_FALSE(*miss);
+  ASSERT_EQ(ran.size(), 2u) << "the load that gave up, then the read by name";
+  ran.clear();
+  auto bulk = t.find_lock("bulk", "n7");
+  ASSERT_TRUE(bulk.ok() && *bulk);
+  EXPECT_EQ(ran.size(), 1u) << "a read by name, no second load";
+  ASSERT_TRUE(db.exec("ROLLBACK", "roll back").ok());
+  sqlite3_trace_v2(db.raw(), 0, nullptr, nullptr);
+}
+
 // Tokens drawn in one batch come from the sequence's value read once and written back once
 // before COMMIT (decision 130): every grant still gets its own token, in the order the commands
 // ran, a failed command's token vanishes with its other writes, and a restart continues above.
@@ -688,6 +781,41 @@ TEST_F(SqliteStoreTest, TokensDrawnInOneBatchAreDistinctIncreasingAndSurviveARes
 
   store.reset();
   store = MustOpen(o);
+  ASSERT_TRUE(store);
+  auto after = SyncStore(*store).acquire_lock({{"acme", "after"}, "me"});
+  ASSERT_TRUE(after.ok() && after->acquired);
+  EXPECT_GT(after->record.token, tokens.back());
+}
+
+// Decision 146: the token row is a reservation — written when a draw passes it, to the drawn
+// token + WriterCache::kTokenRowBlock — so that a batch of grants seldom writes it. Without
+// ichido.id (D3 then adopts the database's row as the mark), tokens still continue above every
+// token handed out; a row that did not reserve ahead (or was never written) would start them
+// again at or below them.
+TEST_F(SqliteStoreTest, TheTokenRowReservesAheadAndTokensStayAboveItWithoutTheIdentityFile) {
+  Options o = Opts();
+  std::vector<std::int64_t> tokens;
+  std::string db_path;
+  {
+    auto store = MustOpen(o);
+    ASSERT_TRUE(store);
+    db_path = store->db_path();
+    SyncStore s(*store);
+    for (int i = 0; i < 50; ++i) {  // one grant per batch
+      auto g = s.acquire_lock({{"acme", "l" + std::to_string(i)}, "me"});
+      ASSERT_TRUE(g.ok() && g->acquired);
+      tokens.push_back(g->record.token);
+    }
+    for (int i = 1; i < 50; ++i) EXPECT_EQ(tokens[i], tokens[0] + i) << i;
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    EXPECT_EQ(Rows(db, "SELECT value FROM sequences WHERE name = 'token'"),
+              std::to_string(tokens[0] + WriterCache::kTokenRowBlock) + ";")
+        << "written once, by the first grant";
+    sqlite3_close_v2(db);
+  }
+  ASSERT_TRUE(std::filesystem::remove(identity_path_of(o.dir)));
+  auto store = MustOpen(o);
   ASSERT_TRUE(store);
   auto after = SyncStore(*store).acquire_lock({{"acme", "after"}, "me"});
   ASSERT_TRUE(after.ok() && after->acquired);
@@ -1128,8 +1256,12 @@ TEST_F(SqliteStoreTest, ABeginInsertsANewKeyWithoutSearchingFirstAndDrawsNoToken
 
     // Taken, not held (the writer's cache cleared, as after a rollback; the deferred sequence
     // written first, as a batch's flush does): the insert finds the key, then reads the record.
+    // (The last token drawn is put back, as the writer does after a rollback it knows the
+    // extent of; a bare clear() would start the tokens again above the reserving row.)
     ASSERT_TRUE(t.flush_writes().ok());
+    const auto drawn = cache.token_mark();
     cache.clear();
+    cache.rollback_tokens(drawn);
     ran.clear();
     expect_stored(t.insert_once_unless_found("shop", again));
     ASSERT_EQ(ran.size(), 2u);

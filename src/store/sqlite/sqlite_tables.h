@@ -25,10 +25,27 @@ namespace ichido::store::sqlite {
 // its period row once instead of once per command, and a batch of once begins or lock grants
 // writes the sequence once. Pending writes are part of the transaction: clear() (every
 // rollback) drops them with everything else, and `deferred_writes` counts them so that "did
-// this failed job write?" still sees them. start_batch() forgets the sequence's value, so
-// every batch reads it again (nothing else can change it between batches unseen).
+// this failed job write?" still sees them. start_batch() forgets the sequences' values, so
+// every batch reads them again (nothing else can change them between batches unseen).
+//
+// The token sequence's row is a reservation (decision 146): no token above its value was ever
+// handed out. The writer draws tokens from `token_last_`, the last token it drew, and writes
+// the row only when a draw passes it (then to the drawn token + kTokenRowBlock), so that a
+// batch of grants seldom writes the sequence at all. `token_last_` outlives a batch. clear()
+// forgets it, and the next draw starts above the row's value again (a gap; tokens only grow);
+// a rollback whose extent the writer knows (a batch's, a job's savepoint) puts it back to its
+// mark instead, so that the tokens the rolled-back jobs drew are drawn again, as when the row
+// rolled back with them. Either way a drawn token never exceeds the row as the transaction
+// sees it (token_.value, written by flush_writes).
 class WriterCache {
  public:
+  // How far ahead of the drawn token the token row is written (decision 146).
+  static constexpr std::int64_t kTokenRowBlock = 4096;
+  // The most lock rows the writer holds as the whole table, and how many misses it reads by
+  // name before it tries to load a table found larger again (locks_complete_, below).
+  static constexpr std::size_t kMaxLoadedLocks = 5000;
+  static constexpr std::uint32_t kLockLoadBackoff = 1000;
+
   void clear() {
     counters_.clear();
     periods_.clear();
@@ -36,12 +53,17 @@ class WriterCache {
     absent_once_.clear();
     open_once_.clear();
     locks_.clear();
+    locks_complete_ = false;
+    token_last_.reset();
     start_batch();
   }
   void start_batch() {
     token_ = Sequence{};
     kseq_ = Sequence{};
   }
+  // The last token drawn, to put back after a rollback to a point where it was this.
+  std::optional<std::int64_t> token_mark() const { return token_last_; }
+  void rollback_tokens(std::optional<std::int64_t> mark) { token_last_ = mark; }
   // The largest token drawn since the writer last reset it (data_dir.h D4). Not a cache: a
   // rollback makes it an over-estimate, which only reserves tokens early.
   std::int64_t drawn_token = 0;
@@ -92,15 +114,25 @@ class WriterCache {
   // The lock rows the writer last read or wrote, by ns '\0' name; nullopt: known to have no row.
   // A release, renew or repeated acquire then reads no row. Exact for the same reason as
   // open_once_ (save_lock and delete_lock are the only writes to `locks`); bounded by kMaxRows.
+  //
+  // `locks_complete_`: locks_ holds every row of the table (find_lock loaded them all, which
+  // it does while the table has at most kMaxLoadedLocks rows, half of kMaxRows), so a name it does
+  // not hold has no row — an acquire of a new name reads nothing (decision 146). Kept exact by the
+  // same writes; a deletion then erases the entry instead of remembering the absence; anything that
+  // empties the map (growth past kMaxRows, clear()) ends it. A table found too large is not
+  // read again for the next kLockLoadBackoff misses.
   std::unordered_map<std::string, std::optional<core::LockRecord>> locks_;
+  bool locks_complete_ = false;
+  std::uint32_t lock_load_backoff_ = 0;
   // A sequence drawn from in an optimistic batch: its value once read, and whether the table is
   // behind it (written by flush_writes).
   struct Sequence {
     std::optional<std::int64_t> value;
     bool dirty = false;
   };
-  Sequence token_;  // 'token': fencing tokens
+  Sequence token_;  // 'token': fencing tokens; its value is the row's, a reservation
   Sequence kseq_;   // 'key': key stamps (decision 143)
+  std::optional<std::int64_t> token_last_;  // the last token drawn; unknown: the row's value
 };
 
 // The condition of the partial index once_open (schema migration 11, decision 137). SQLite uses
@@ -196,6 +228,13 @@ class SqliteTables final : public Tables {
   Result<void> write_period(std::int64_t counter_id, const std::string& period,
                             const PeriodRow& row);
   Result<std::int64_t> draw(const char* name, WriterCache::Sequence* seq);
+  // Keeps what the writer knows of lock row `rk` (WriterCache::locks_); nullopt: no row.
+  void remember_lock(std::string rk, std::optional<core::LockRecord> rec);
+  // Reads the whole `locks` table into WriterCache::locks_ when it has at most
+  // kMaxLoadedLocks rows (then locks_complete_); false when it did not.
+  Result<bool> load_locks();
+  // Writes a sequence's row when it is behind `seq` (dirty).
+  Result<void> flush_sequence(const char* name, WriterCache::Sequence& seq);
   Result<std::int64_t> sequence_value(const char* name);  // 0 before its first draw
   // A deferred sequence's value in this batch (read from the table the first time).
   Result<std::int64_t> deferred_value(const char* name, WriterCache::Sequence* seq);

@@ -83,6 +83,32 @@ TEST(SqliteLibrary, DeletedContentIsOverwritten) {
   EXPECT_EQ(q->int64(0), 1);
 }
 
+// Records the statements that connection `db` runs and that mention `table`
+// (SQLITE_TRACE_STMT), from construction until destruction.
+class StatementsOn {
+ public:
+  StatementsOn(Db& db, std::string table) : db_(db), table_(std::move(table)) {
+    sqlite3_trace_v2(
+        db_.raw(), SQLITE_TRACE_STMT,
+        [](unsigned, void* ctx, void*, void* x) {
+          auto* self = static_cast<StatementsOn*>(ctx);
+          std::string sql = static_cast<const char*>(x);
+          if (sql.find(self->table_) != std::string::npos) self->ran.push_back(std::move(sql));
+          return 0;
+        },
+        this);
+  }
+  StatementsOn(const StatementsOn&) = delete;
+  StatementsOn& operator=(const StatementsOn&) = delete;
+  ~StatementsOn() { sqlite3_trace_v2(db_.raw(), 0, nullptr, nullptr); }
+
+  std::vector<std::string> ran;
+
+ private:
+  Db& db_;
+  const std::string table_;
+};
+
 class SqliteStoreTest : public ::testing::Test {
  protected:
   Options Opts() {
@@ -644,19 +670,10 @@ TEST_F(SqliteStoreTest, AFailedCommandsChangeToALockIsForgottenByTheWriter) {
 TEST_F(SqliteStoreTest, TheWriterHoldsASmallLocksTableWholeAndReadsNoRowForANewName) {
   const std::string path = NewDatabasePath();
   ASSERT_FALSE(path.empty());
-  std::vector<std::string> ran;  // the statements run on `locks`
   Db db;
   ASSERT_TRUE(db.open(path, false).ok());
-  sqlite3_trace_v2(
-      db.raw(), SQLITE_TRACE_STMT,
-      [](unsigned, void* ctx, void*, void* x) {
-        const std::string sql = static_cast<const char*>(x);
-        if (sql.find("locks") != std::string::npos) {
-          static_cast<std::vector<std::string>*>(ctx)->push_back(sql);
-        }
-        return 0;
-      },
-      &ran);
+  StatementsOn log(db, "locks");
+  auto& ran = log.ran;
   auto lock = [](const std::string& name, std::int64_t token) {
     return core::LockRecord{name,         "me",         token,        kNow,
                             kNow + 60000, std::nullopt, std::nullopt, false};
@@ -724,7 +741,6 @@ TEST_F(SqliteStoreTest, TheWriterHoldsASmallLocksTableWholeAndReadsNoRowForANewN
   ASSERT_TRUE(bulk.ok() && *bulk);
   EXPECT_EQ(ran.size(), 1u) << "a read by name, no second load";
   ASSERT_TRUE(db.exec("ROLLBACK", "roll back").ok());
-  sqlite3_trace_v2(db.raw(), 0, nullptr, nullptr);
 }
 
 // Tokens drawn in one batch come from the sequence's value read once and written back once
@@ -1201,19 +1217,10 @@ TEST_F(SqliteStoreTest, OpenOnceRecordsAreIndexedAndCompletedOnesAreNot) {
 TEST_F(SqliteStoreTest, ABeginInsertsANewKeyWithoutSearchingFirstAndDrawsNoTokenForATakenOne) {
   const std::string path = NewDatabasePath();
   ASSERT_FALSE(path.empty());
-  std::vector<std::string> ran;  // the statements run on once_records (outlives the connection)
   Db db;
   ASSERT_TRUE(db.open(path, false).ok());
-  sqlite3_trace_v2(
-      db.raw(), SQLITE_TRACE_STMT,
-      [](unsigned, void* ctx, void*, void* x) {
-        const std::string sql = static_cast<const char*>(x);
-        if (sql.find("once_records") != std::string::npos) {
-          static_cast<std::vector<std::string>*>(ctx)->push_back(sql);
-        }
-        return 0;
-      },
-      &ran);
+  StatementsOn log(db, "once_records");
+  auto& ran = log.ran;
   for (const bool deferred : {false, true}) {
     SCOPED_TRACE(deferred ? "deferred writes" : "writing through");
     WriterCache cache;
@@ -1275,7 +1282,6 @@ TEST_F(SqliteStoreTest, ABeginInsertsANewKeyWithoutSearchingFirstAndDrawsNoToken
     EXPECT_EQ(*next, rec.token + 1);
     ASSERT_TRUE(db.exec("ROLLBACK", "roll back").ok());
   }
-  sqlite3_trace_v2(db.raw(), 0, nullptr, nullptr);
 }
 
 // Migration 9: the CHECK on once_records.state is written with equalities, so that checking it

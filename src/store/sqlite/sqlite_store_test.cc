@@ -700,7 +700,9 @@ TEST_F(SqliteStoreTest, TheWriterHoldsASmallLocksTableWholeAndReadsNoRowForANewN
     auto r = t.find_lock(ns, name);
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->has_value(), token > 0) << ns << " " << name;
-    if (*r) EXPECT_EQ((*r)->token, token);
+    if (*r) {
+      EXPECT_EQ((*r)->token, token);
+    }
   }
   EXPECT_TRUE(ran.empty()) << ran[0];
 

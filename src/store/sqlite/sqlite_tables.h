@@ -19,14 +19,15 @@ namespace ichido::store::sqlite {
 // rollback may undo cached rows, so whoever rolls back must clear() it.
 //
 // Deferred writes (decision 130): while `defer_writes` is set (the writer's optimistic batch,
-// sqlite_store.cc), save_period only records the row as pending, next_token draws from the
-// token sequence's value read once per batch, and SqliteTables::flush_writes() writes every
-// pending row and the sequence once, before COMMIT. A batch of `next` on one counter so writes
-// its period row once instead of once per command, and a batch of once begins or lock grants
-// writes the sequence once. Pending writes are part of the transaction: clear() (every
-// rollback) drops them with everything else, and `deferred_writes` counts them so that "did
-// this failed job write?" still sees them. start_batch() forgets the sequences' values, so
-// every batch reads them again (nothing else can change them between batches unseen).
+// sqlite_store.cc), save_period only records the row as pending, next_kseq draws from the
+// key sequence's value read once per batch, next_token from the last token drawn (below), and
+// SqliteTables::flush_writes() writes every pending row and each sequence that moved once,
+// before COMMIT. A batch of `next` on one counter so writes its period row once instead of once
+// per command, and a batch of keyed numbers writes the key sequence once. Pending writes are part
+// of the transaction: clear() (every rollback) drops them with everything else, and
+// `deferred_writes` counts them so that "did this failed job write?" still sees them. start_batch()
+// forgets the sequences' values, so every batch reads them again (nothing else can change them
+// between batches unseen).
 //
 // The token sequence's row is a reservation (decision 146): no token above its value was ever
 // handed out. The writer draws tokens from `token_last_`, the last token it drew, and writes
@@ -211,9 +212,10 @@ class SqliteTables final : public Tables {
   Result<std::vector<core::LockRecord>> list_live_locks(const std::string& ns, TimeMs now) override;
 
   // Writes the period rows save_period deferred (WriterCache::defer_writes), each once, and
-  // the token sequence if next_token drew from it, and forgets them. Fails as a statement does (the
-  // transaction must then be rolled back: which rows were written is unknown). Without a cache or
-  // anything pending: nothing to do.
+  // each sequence row that a draw moved (the token row only when a draw passed its
+  // reservation), and forgets them. Fails as a statement does (the transaction must then be
+  // rolled back: which rows were written is unknown). Without a cache or anything pending:
+  // nothing to do.
   Result<void> flush_writes();
 
   // The key index's place in the database (decision 143 §6–§7): the snapshot id that

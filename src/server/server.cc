@@ -441,15 +441,6 @@ int run_server(const ServeConfig& cfg) {
     if (!ec) on_signal(s);
   });
 
-  const std::string auth_note = std::string(cfg.tls_cert.empty() ? "" : " (TLS)") +
-                                (cfg.no_auth ? " (no authentication)" : "");
-  std::string shown =
-      ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string();
-  std::printf("ichido listening on %s:%u\n", shown.c_str(), static_cast<unsigned>(ep.port()));
-  std::fflush(stdout);
-  log("listening on " + shown + ":" + std::to_string(ep.port()) + " with " +
-      std::to_string(threads) + " I/O threads" + auth_note);
-
   std::vector<std::thread> pool;
   // An exception escaping a handler must not unwind past joinable threads (std::terminate);
   // log it and keep serving (Asio's documented pattern: run() again after an exception).
@@ -472,6 +463,16 @@ int run_server(const ServeConfig& cfg) {
     pool.push_back(named_thread("ichido-io-" + std::to_string(i + 1),
                                 [&run_io, c = more_ioc[i].get()] { run_io(*c); }));
   }
+  // Announced once every I/O thread is running: a supervisor or test that sees the line finds
+  // the process complete.
+  const std::string auth_note = std::string(cfg.tls_cert.empty() ? "" : " (TLS)") +
+                                (cfg.no_auth ? " (no authentication)" : "");
+  std::string shown =
+      ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string();
+  std::printf("ichido listening on %s:%u\n", shown.c_str(), static_cast<unsigned>(ep.port()));
+  std::fflush(stdout);
+  log("listening on " + shown + ":" + std::to_string(ep.port()) + " with " +
+      std::to_string(threads) + " I/O threads" + auth_note);
   run_io(ioc);
   keep.clear();
   for (auto& c : more_ioc) c->stop();

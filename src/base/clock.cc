@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 
 namespace ichido {
 
@@ -34,7 +35,10 @@ std::string format_rfc3339(TimeMs t) {
   return std::string(format_rfc3339(t, buf));
 }
 
-std::string_view format_rfc3339(TimeMs t, char (&buf)[kRfc3339Max]) {
+namespace {
+
+// Any instant, through the calendar.
+std::string_view format_by_calendar(TimeMs t, char (&buf)[kRfc3339Max]) {
   using namespace std::chrono;
   const sys_time<milliseconds> tp{milliseconds{t}};
   const auto day = floor<days>(tp);
@@ -62,6 +66,40 @@ std::string_view format_rfc3339(TimeMs t, char (&buf)[kRfc3339Max]) {
   p = two(p, static_cast<unsigned>(hms.seconds().count()));
   *p++ = '.';
   const auto ms = static_cast<unsigned>(hms.subseconds().count());
+  *p++ = static_cast<char>('0' + ms / 100);
+  p = two(p, ms % 100);
+  *p++ = 'Z';
+  return std::string_view(buf, static_cast<std::size_t>(p - buf));
+}
+
+}  // namespace
+
+// The date part ("2026-12-04T") is kept per thread for the last day formatted: the times in
+// answers and log lines are nearly all of one day, and the calendar is the costly part. Only
+// for days from 1970 to 9999; any other instant goes through the calendar each time.
+std::string_view format_rfc3339(TimeMs t, char (&buf)[kRfc3339Max]) {
+  constexpr TimeMs kDayMs = 86'400'000;
+  constexpr std::size_t kDateBytes = 11;
+  thread_local TimeMs cached_day = -1;  // days since 1970-01-01; -1: none yet
+  thread_local char cached_date[kDateBytes];
+  if (t < 0) return format_by_calendar(t, buf);
+  const TimeMs day = t / kDayMs;
+  if (day != cached_day) {
+    const auto text = format_by_calendar(day * kDayMs, buf);
+    if (text.size() != 24) return format_by_calendar(t, buf);  // a year past 9999
+    std::memcpy(cached_date, text.data(), kDateBytes);
+    cached_day = day;
+  }
+  std::memcpy(buf, cached_date, kDateBytes);
+  auto in_day = static_cast<unsigned>(t - day * kDayMs);
+  const unsigned ms = in_day % 1000;
+  in_day /= 1000;
+  char* p = two(buf + kDateBytes, in_day / 3600);
+  *p++ = ':';
+  p = two(p, in_day / 60 % 60);
+  *p++ = ':';
+  p = two(p, in_day % 60);
+  *p++ = '.';
   *p++ = static_cast<char>('0' + ms / 100);
   p = two(p, ms % 100);
   *p++ = 'Z';

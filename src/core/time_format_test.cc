@@ -39,6 +39,26 @@ TEST(FormatRfc3339, AgreesWithGmtimeOnRandomInstants) {
   }
 }
 
+// The date of the last day formatted is kept per thread: instants that stay in one day, cross
+// midnight, come back to an earlier day, or leave the years it keeps, in every order.
+TEST(FormatRfc3339, AgreesWithGmtimeWhenInstantsShareADayOrAlternate) {
+  std::mt19937_64 rng(7);
+  const TimeMs midnight = 1796083200000;  // 2026-12-01T00:00:00.000Z
+  const TimeMs days[] = {midnight - 86'400'000,
+                         midnight,
+                         midnight + 86'400'000,
+                         0,
+                         253402214400000 /* 9999-12-31 */,
+                         -86'400'000,
+                         253402300800000};
+  for (int i = 0; i < 200000; ++i) {
+    const TimeMs day = days[rng() % 7 < 4 ? (i / 1000) % 3 : rng() % 7];
+    const TimeMs t = day + static_cast<TimeMs>(rng() % 86'400'000);
+    ASSERT_EQ(format_rfc3339(t), by_printf(t)) << t;
+  }
+  for (TimeMs t = midnight - 3; t < midnight + 3; ++t) ASSERT_EQ(format_rfc3339(t), by_printf(t));
+}
+
 TEST(FormatRfc3339, TheBufferFormWritesTheSameTextOutsideFourDigitYearsToo) {
   char buf[kRfc3339Max];
   for (TimeMs t : {TimeMs{0}, TimeMs{1796066649724}, TimeMs{-1}, TimeMs{253402300800000},

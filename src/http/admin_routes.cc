@@ -72,7 +72,7 @@ boost::asio::awaitable<Response> list_tokens(service::AdminService& admin) {
 
 boost::asio::awaitable<Response> revoke_token(service::AdminService& admin, const Request& req,
                                               const Params& p) {
-  std::string id = p.at("id");
+  std::string id(p.at("id"));
   auto r = co_await admin.revoke_token(std::move(id), req.audit);
   if (!r.ok()) co_return Response::error(r.error());
   co_return audited(Response::json(200, token_json(*r)), req);

@@ -150,7 +150,7 @@ void Api::audit_failure(const Request& req, const Error& e, const std::string& a
   entry.action = e.code == errc::unauthenticated ? "auth_failure" : "forbidden";
   entry.status = e.code == errc::unauthenticated ? 401 : 403;
   entry.remote = req.remote;
-  entry.detail = req.method_string + " " + req.path;
+  entry.detail = req.method_string + " " + std::string(req.path);
   if (req.segments.size() >= 3 && req.segments[1] == "ns") entry.ns = req.segments[2];
   // Fire and forget: the client's answer does not wait for this record.
   admin_.append_audit_detached(std::move(entry), [this] { metrics_.count_dropped_audit(); });
@@ -172,8 +172,7 @@ boost::asio::awaitable<Response> Api::route(Request& req, Routed& routed, bool* 
   Match m = router_.match(req);
   if (!m.route) co_return std::move(*m.error);
   routed.pattern = m.route->pattern;
-  const auto ns_it = m.params.find("ns");
-  const std::string ns = ns_it == m.params.end() ? "" : ns_it->second;
+  const std::string_view ns = m.params.get("ns");
   routed.ns = ns;
   if (principal) {
     // Outside /v1 (metrics) any active token with the role will do, whatever its scope.
@@ -218,13 +217,13 @@ boost::asio::awaitable<Response> Api::route(Request& req, Routed& routed, bool* 
 }
 
 boost::asio::awaitable<Answer> Api::handle(const BeastRequest& breq, std::string remote,
-                                           std::string* route_out) {
+                                           std::string_view* route_out) {
   return serve(breq, std::move(remote), nullptr, route_out);
 }
 
 boost::asio::awaitable<std::optional<Answer>> Api::admit(const BeastRequest& header,
                                                          std::string remote,
-                                                         std::string* route_out) {
+                                                         std::string_view* route_out) {
   bool admitted = false;
   auto res = co_await serve(header, std::move(remote), &admitted, route_out);
   if (admitted) co_return std::nullopt;
@@ -232,7 +231,7 @@ boost::asio::awaitable<std::optional<Answer>> Api::admit(const BeastRequest& hea
 }
 
 boost::asio::awaitable<Answer> Api::serve(const BeastRequest& breq, std::string remote,
-                                          bool* admitted_out, std::string* route_out) {
+                                          bool* admitted_out, std::string_view* route_out) {
   const unsigned version = breq.version();
   const bool keep_alive = breq.keep_alive();
   const auto started = std::chrono::steady_clock::now();

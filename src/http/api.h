@@ -74,9 +74,10 @@ class Api {
   Api(Store& store, Metrics& metrics, ApiOptions options = {});
 
   // Never throws: a failure inside a handler becomes a 500 internal error response.
-  // `route_out`, when given, receives the matched route's pattern ("" when none matched).
+  // `route_out`, when given, receives the matched route's pattern ("" when none matched): a view
+  // of the route table, valid as long as this Api.
   boost::asio::awaitable<Answer> handle(const BeastRequest& req, std::string remote = {},
-                                        std::string* route_out = nullptr);
+                                        std::string_view* route_out = nullptr);
   // `Expect: 100-continue` (RFC 9110 §10.1.1): decides from the header alone (`header`, whose
   // body is not read yet) whether the request is refused whatever its body — the URL, the token
   // (401), the route (404/405), the role or scope (403): then that final answer, counted and
@@ -85,7 +86,7 @@ class Api {
   // `route_out` as for handle().
   boost::asio::awaitable<std::optional<Answer>> admit(const BeastRequest& header,
                                                       std::string remote = {},
-                                                      std::string* route_out = nullptr);
+                                                      std::string_view* route_out = nullptr);
   // Called by the server for every answer it is about to send (not for one whose client went
   // away first): the contract log's record (ICHIDO_CONTRACT_LOG), nothing when it is off.
   void sending(const BeastRequest& req, std::string_view route, const Answer& res) {
@@ -131,7 +132,7 @@ class Api {
   // they passed (the returned response is then meaningless). handle() is this coroutine itself,
   // not a coroutine around it: every frame of a request that waits stays allocated while it waits.
   boost::asio::awaitable<Answer> serve(const BeastRequest& req, std::string remote, bool* admitted,
-                                       std::string* route_out);
+                                       std::string_view* route_out);
   // The request's Origin when CORS is on and cors_origins allows it, else empty (no allocation).
   std::string_view cors_origin(const BeastRequest& req) const;
   Response cors_preflight(const BeastRequest& req, std::string_view origin) const;

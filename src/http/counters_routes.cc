@@ -64,11 +64,7 @@ Response next_response(const NextReply& n) {
 }
 
 CounterRef ref_of(const Params& p) {
-  auto get = [&](const char* k) {
-    auto it = p.find(k);
-    return it == p.end() ? std::string() : it->second;
-  };
-  return CounterRef{get("ns"), get("name")};
+  return CounterRef{std::string(p.get("ns")), std::string(p.get("name"))};
 }
 
 // The command of `next` from its body, the body parsed in a buffer on the stack (a plain

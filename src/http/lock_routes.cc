@@ -12,11 +12,7 @@ namespace json = boost::json;
 using verb = beast_http::verb;
 
 LockRef ref_of(const Params& p) {
-  auto get = [&](const char* k) {
-    auto it = p.find(k);
-    return it == p.end() ? std::string() : it->second;
-  };
-  return LockRef{get("ns"), get("name")};
+  return LockRef{std::string(p.get("ns")), std::string(p.get("name"))};
 }
 
 // The holder of a lock, as the member `name` of the open object.

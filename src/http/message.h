@@ -5,6 +5,7 @@
 
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <boost/container/small_vector.hpp>
 #include <boost/json/value.hpp>
 #include <map>
 #include <optional>
@@ -23,19 +24,24 @@ namespace beast_http = boost::beast::http;
 // names (http/request_parser.h): to read another one, add it there.
 using BeastRequest = beast_http::request<beast_http::string_body>;
 
+// A request path's percent-decoded segments: inline up to the API's longest path.
+using Segments = boost::container::small_vector<std::string, 8>;
+
 // A parsed request: method, percent-decoded path segments, decoded query parameters, raw body.
 struct Request {
   beast_http::verb method = beast_http::verb::get;
   std::string method_string;
-  std::vector<std::string> segments;  // "/v1/ns/a/counters" -> {"v1","ns","a","counters"}
+  Segments segments;  // "/v1/ns/a/counters" -> {"v1","ns","a","counters"}
   std::multimap<std::string, std::string> query;
   // The body, not copied: it points into the server's request message, which outlives the
   // handler. Handlers parse it (parse_body) and must not keep the view.
   std::string_view body;
   std::string authorization;  // the Authorization header, if any
   std::string if_none_match;  // the If-None-Match header, if any (static files answer 304)
-  std::string path;           // the raw path (no query), for logs and audit
-  std::string remote;         // client address, for the audit log
+  // The raw path (no query), for logs and audit: a view of the target parse_target() was given,
+  // which outlives the request (the server's message; a test's literal).
+  std::string_view path;
+  std::string remote;  // client address, for the audit log
   // The authenticated caller (set by Api before the handler runs; null with --no-auth). Points
   // into the Api's own copy, valid for the duration of the handler.
   const core::TokenInfo* principal = nullptr;

@@ -51,10 +51,7 @@ json::object record_json(const core::OnceRecord& r) {
   return o;
 }
 
-std::string ns_of(const Params& p) {
-  auto it = p.find("ns");
-  return it == p.end() ? std::string() : it->second;
-}
+std::string ns_of(const Params& p) { return std::string(p.get("ns")); }
 
 // A time, or null.
 JsonWriter& time_member(JsonWriter& w, std::string_view name, const std::optional<TimeMs>& t) {

@@ -24,7 +24,7 @@ std::vector<std::string> split(std::string_view pattern) {
 // Compared from the last segment: routes of one length share their first ones ("v1", "ns") and
 // differ at the end ("next", "acquire"), so a route that does not match is usually told by one
 // comparison.
-bool path_matches(const Route& r, const std::vector<std::string>& segs) {
+bool path_matches(const Route& r, const Segments& segs) {
   if (r.parts.size() != segs.size()) return false;
   for (std::size_t i = segs.size(); i-- > 0;) {
     if (r.param_names[i].empty() && r.parts[i] != segs[i]) return false;
@@ -78,7 +78,7 @@ void decode_into(std::string_view s, bool plus_is_space, std::string& out) {
 
 }  // namespace
 
-const std::string& Params::at(std::string_view name) const {
+std::string_view Params::at(std::string_view name) const {
   const auto it = find(name);
   if (it == end()) throw std::out_of_range("no route parameter " + std::string(name));
   return it->second;
@@ -181,7 +181,7 @@ Result<void> parse_target(std::string_view target, Request& out) {
     }
   }
 
-  out.path.assign(path);
+  out.path = path;
   out.segments.clear();
   if (path.size() > 1) {
     std::size_t i = path.starts_with("/./") ? 3 : 1;  // Boost.URL's "malleable" prefix

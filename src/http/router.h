@@ -19,28 +19,32 @@
 
 namespace ichido::http {
 
-// A matched route's parameters by placeholder name ("ns" → "shop"), in the pattern's order. A
-// route has a few (at most three today), so they are kept inline: matching a request allocates
-// nothing for them unless a value is longer than std::string's own buffer.
+// A matched route's parameters by placeholder name ("ns" → "shop"), in the pattern's order: views
+// of the route's names and of the request's segments, valid while both are (a handler's call).
+// A route has a few (at most three today), so they are kept inline: matching a request copies
+// and allocates nothing for them.
 class Params {
  public:
-  using value_type = std::pair<std::string, std::string>;
+  using value_type = std::pair<std::string_view, std::string_view>;
   using const_iterator = const value_type*;
 
   Params() = default;
   Params(std::initializer_list<value_type> items) : items_(items) {}
 
   // The value of placeholder `name`; std::out_of_range when the route has none of that name.
-  const std::string& at(std::string_view name) const;
+  std::string_view at(std::string_view name) const;
   // The entry of placeholder `name`, or end().
   const_iterator find(std::string_view name) const;
+  // The value of placeholder `name`, or "" when the route has none of that name.
+  std::string_view get(std::string_view name) const {
+    const auto it = find(name);
+    return it == end() ? std::string_view() : it->second;
+  }
   const_iterator begin() const { return items_.data(); }
   const_iterator end() const { return items_.data() + items_.size(); }
   bool empty() const { return items_.empty(); }
   std::size_t size() const { return items_.size(); }
-  void add(std::string name, std::string value) {
-    items_.emplace_back(std::move(name), std::move(value));
-  }
+  void add(std::string_view name, std::string_view value) { items_.emplace_back(name, value); }
   friend bool operator==(const Params& a, const Params& b) { return a.items_ == b.items_; }
 
  private:
@@ -65,7 +69,8 @@ struct Route {
   bool admin() const { return role == core::Role::admin; }
 };
 
-// The outcome of matching a request: a route and its parameters, or the 404/405 answer.
+// The outcome of matching a request: a route and its parameters (views of the request: see
+// Params), or the 404/405 answer.
 struct Match {
   const Route* route = nullptr;
   Params params;

@@ -25,7 +25,7 @@ Request Req(verb method, std::vector<std::string> segments) {
   Request r;
   r.method = method;
   r.method_string = std::string(beast_http::to_string(method));
-  r.segments = std::move(segments);
+  r.segments.assign(segments.begin(), segments.end());
   return r;
 }
 
@@ -128,27 +128,25 @@ using Query = std::multimap<std::string, std::string>;
 TEST(ParseTarget, SplitsTheRawPathIntoDecodedSegmentsAndKeepsTheRawPath) {
   auto r = Parsed("/v1/ns/bench/counters/bench/next");
   EXPECT_EQ(r.path, "/v1/ns/bench/counters/bench/next");
-  EXPECT_EQ(r.segments,
-            (std::vector<std::string>{"v1", "ns", "bench", "counters", "bench", "next"}));
+  EXPECT_EQ(r.segments, (Segments{"v1", "ns", "bench", "counters", "bench", "next"}));
   EXPECT_TRUE(r.query.empty());
 
   r = Parsed("/v1/ns/a%2Fb/counters/%E8%AB%8B%E6%B1%82");  // "%2F" stays inside its segment
   EXPECT_EQ(r.path, "/v1/ns/a%2Fb/counters/%E8%AB%8B%E6%B1%82");
-  EXPECT_EQ(r.segments, (std::vector<std::string>{"v1", "ns", "a/b", "counters", "請求"}));
-  EXPECT_EQ(Parsed("/a%2fb%20c+d%00").segments,
-            (std::vector<std::string>{"a/b c+d" + std::string(1, '\0')}));
+  EXPECT_EQ(r.segments, (Segments{"v1", "ns", "a/b", "counters", "請求"}));
+  EXPECT_EQ(Parsed("/a%2fb%20c+d%00").segments, (Segments{"a/b c+d" + std::string(1, '\0')}));
 }
 
 TEST(ParseTarget, EmptySegmentsAndTheRootAreKept) {
   EXPECT_TRUE(Parsed("/").segments.empty());
-  EXPECT_EQ(Parsed("//").segments, (std::vector<std::string>{"", ""}));
-  EXPECT_EQ(Parsed("/v1//ns/").segments, (std::vector<std::string>{"v1", "", "ns", ""}));
-  EXPECT_EQ(Parsed("/.").segments, (std::vector<std::string>{"."}));
-  EXPECT_EQ(Parsed("/../x").segments, (std::vector<std::string>{"..", "x"}));
+  EXPECT_EQ(Parsed("//").segments, (Segments{"", ""}));
+  EXPECT_EQ(Parsed("/v1//ns/").segments, (Segments{"v1", "", "ns", ""}));
+  EXPECT_EQ(Parsed("/.").segments, (Segments{"."}));
+  EXPECT_EQ(Parsed("/../x").segments, (Segments{"..", "x"}));
   // As Boost.URL (which parsed targets before): a leading "/./" is a prefix, not a segment.
-  EXPECT_EQ(Parsed("/./v1/x").segments, (std::vector<std::string>{"v1", "x"}));
+  EXPECT_EQ(Parsed("/./v1/x").segments, (Segments{"v1", "x"}));
   EXPECT_EQ(Parsed("/./v1/x").path, "/./v1/x");
-  EXPECT_EQ(Parsed("/./").segments, (std::vector<std::string>{""}));
+  EXPECT_EQ(Parsed("/./").segments, (Segments{""}));
 }
 
 TEST(ParseTarget, DecodesTheQueryWithPlusAsSpace) {
@@ -160,7 +158,7 @@ TEST(ParseTarget, DecodesTheQueryWithPlusAsSpace) {
   EXPECT_EQ(Parsed("/x?k%3D=v%26w&q=/?:@").query, (Query{{"k=", "v&w"}, {"q", "/?:@"}}));
   auto r = Parsed("/v1/x?y=%E3%81%82");
   EXPECT_EQ(r.path, "/v1/x");
-  EXPECT_EQ(r.segments, (std::vector<std::string>{"v1", "x"}));
+  EXPECT_EQ(r.segments, (Segments{"v1", "x"}));
   EXPECT_EQ(*r.param("y"), "あ");
 }
 
@@ -172,7 +170,7 @@ TEST(ParseTarget, RefusesBadEscapesAndCharactersOutsideTheGrammar) {
     EXPECT_TRUE(Invalid(t)) << t;
   }
   // Every sub-delim, ':' and '@' is allowed unencoded in a segment, and '/' and '?' in the query.
-  EXPECT_EQ(Parsed("/!$&'()*+,;=:@-._~").segments, (std::vector<std::string>{"!$&'()*+,;=:@-._~"}));
+  EXPECT_EQ(Parsed("/!$&'()*+,;=:@-._~").segments, (Segments{"!$&'()*+,;=:@-._~"}));
   EXPECT_EQ(Parsed("/a?b=c?d/e").query, (Query{{"b", "c?d/e"}}));
 }
 
@@ -182,7 +180,8 @@ std::optional<Request> BoostUrlParse(std::string_view target) {
   auto u = boost::urls::parse_origin_form(target);
   if (!u) return std::nullopt;
   Request out;
-  out.path = std::string(u->encoded_path());
+  const auto path = u->encoded_path();  // a view of `target`, as parse_target's
+  out.path = std::string_view(path.data(), path.size());
   for (auto seg : u->encoded_segments()) out.segments.push_back(seg.decode());
   for (auto p : u->params()) out.query.emplace(p.key, p.has_value ? p.value : std::string());
   return out;

@@ -355,7 +355,7 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
     }
     if (!ec && !parser.is_done() && buffer.size() == 0 && expects_continue(parser.get())) {
       // RFC 9110 §10.1.1. (A client that already sent part of the body is not waiting: no 100.)
-      std::string admit_route;
+      std::string_view admit_route;
       auto decided = co_await api_.admit(parser.get(), remote, &admit_route);
       if (decided) {
         // Refused whatever the body says (401, 404, 405, 414…): the answer now, without
@@ -426,7 +426,7 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
     }
     auto req = parser.release();
     Answer res;
-    std::string route;
+    std::string_view route;
     if (Api::may_wait(req)) {
       // The wait may outlast the idle and read timeouts; an expired deadline would close the
       // connection under it. The watch notices a client that goes away.

@@ -31,7 +31,7 @@ void add_settings_routes(Router& router, service::SettingsService& svc,
   router.add(verb::get, "/v1/ns/{ns}/settings",
              [&svc, default_retention_ms](const Request&,
                                           const Params& p) -> boost::asio::awaitable<Response> {
-               const std::string ns = p.at("ns");
+               const std::string ns(p.at("ns"));
                auto r = co_await svc.get(ns);
                if (!r.ok()) co_return Response::error(r.error());
                co_return Response::json(200, settings_json(ns, *r, default_retention_ms));
@@ -51,7 +51,7 @@ void add_settings_routes(Router& router, service::SettingsService& svc,
         }
         auto retention = f.opt_int(core::field::kOnceRetentionMs);
         if (!retention.ok()) co_return Response::error(retention.error());
-        const std::string ns = p.at("ns");
+        const std::string ns(p.at("ns"));
         auto r = co_await svc.put(ns, NamespaceSettings{*retention}, req.audit);
         if (!r.ok()) co_return Response::error(r.error());
         co_return audited(Response::json(200, settings_json(ns, *r, default_retention_ms)), req);

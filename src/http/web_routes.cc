@@ -68,8 +68,9 @@ void add_web_routes(Router& router) {
   router.add(verb::get, "/",
              [](const Request& req, const Params&) { return serve_file("index.html", req); });
   // One pattern for every file (registered after the API, so /healthz, /metrics… match first).
-  router.add(verb::get, "/{file}",
-             [](const Request& req, const Params& p) { return serve_file(p.at("file"), req); });
+  router.add(verb::get, "/{file}", [](const Request& req, const Params& p) {
+    return serve_file(std::string(p.at("file")), req);
+  });
 }
 
 }  // namespace ichido::http

@@ -67,20 +67,13 @@ CounterRef ref_of(const Params& p) {
   return CounterRef{std::string(p.get("ns")), std::string(p.get("name"))};
 }
 
-// The command of `next` from its body, the body parsed in a buffer on the stack (a plain
-// function: a coroutine's locals would live in its heap frame; the command owns copies of its
-// strings).
+// The command of `next` from its body (parsed on the stack: command_from_body).
 Result<NextCmd> next_cmd(const Request& req, const Params& p) {
-  unsigned char buf[1024];
-  json::monotonic_resource mr(buf, sizeof buf);
-  auto body = parse_body(req.body, &mr);
-  if (!body.ok()) return std::move(body).error();
-  Fields f(*body);
-  auto key = f.opt_string("key");
-  if (!key.ok()) return std::move(key).error();
-  auto note = f.opt_string("note");
-  if (!note.ok()) return std::move(note).error();
-  return NextCmd{ref_of(p), core::NextCommand{std::move(*key), std::move(*note).value_or("")}};
+  return command_from_body(req.body, [&](const Fields& f) -> Result<NextCmd> {
+    ICHIDO_FIELD(key, f.opt_string("key"));
+    ICHIDO_FIELD(note, f.opt_string("note"));
+    return NextCmd{ref_of(p), core::NextCommand{std::move(key), std::move(note).value_or("")}};
+  });
 }
 
 // Reads the PUT body into a config; absent fields take the documented defaults.

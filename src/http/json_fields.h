@@ -5,6 +5,7 @@
 // more than 2^53 — is the rule's one error, so the message always states the real range.
 #pragma once
 
+#include <boost/json/monotonic_resource.hpp>
 #include <boost/json/object.hpp>
 #include <cstdint>
 #include <optional>
@@ -41,6 +42,28 @@ class Fields {
  private:
   const boost::json::object& o_;
 };
+
+// Parses `body` into a buffer on the calling thread's stack and returns make(Fields) — a
+// Result<Command> whose command owns copies of what it keeps. For handlers, which are
+// coroutines: a coroutine's locals live in its heap frame (kept while a request waits), and a
+// body parsed with the default resource costs an allocation per object and long string; this
+// buffer is gone when the command is made. A body larger than the buffer continues on the heap.
+template <class Make>
+auto command_from_body(std::string_view body, Make&& make)
+    -> decltype(make(std::declval<const Fields&>())) {
+  unsigned char buf[1024];
+  boost::json::monotonic_resource mr(buf, sizeof buf);
+  auto parsed = parse_body(body, &mr);
+  if (!parsed.ok()) return std::move(parsed).error();
+  return make(Fields(*parsed));
+}
+
+// In a function returning Result<…> (a command_from_body maker): declares `var` as the value of
+// the Result `expr`, or returns its error.
+#define ICHIDO_FIELD(var, expr)                         \
+  auto var##_r = (expr);                                \
+  if (!var##_r.ok()) return std::move(var##_r).error(); \
+  auto& var = *var##_r
 
 // Parses a query parameter by its rule: decimal digits only (no sign, no fraction), in range.
 Result<std::int64_t> parse_query_int(std::string_view text, const core::IntRule& rule);

@@ -43,15 +43,18 @@ json::object held_json(const core::LockRecord& r) {
 // Commands are named locals, never temporaries inside co_await (g++ 12 miscompiles those).
 boost::asio::awaitable<Response> post_acquire(service::LockService& svc, const Request& req,
                                               const Params& p) {
-  TRY_BODY(body, parse_body(req.body));
-  Fields f(body);
-  TRY_BODY(owner, f.opt_string("owner"));
-  TRY_BODY(wait_ms, f.opt_int(core::field::kWaitMs));
-  TRY_BODY(lease_ms, f.opt_int(core::field::kLeaseMs));
-  TRY_BODY(request_id, f.opt_string("request_id"));
-  service::AcquireLockRequest cmd{ref_of(p), owner.value_or(""), wait_ms.value_or(0),
-                                  lease_ms.value_or(core::kLockDefaultLeaseMs), request_id};
-  auto r = co_await svc.acquire(std::move(cmd));
+  auto cmd =
+      command_from_body(req.body, [&](const Fields& f) -> Result<service::AcquireLockRequest> {
+        ICHIDO_FIELD(owner, f.opt_string("owner"));
+        ICHIDO_FIELD(wait_ms, f.opt_int(core::field::kWaitMs));
+        ICHIDO_FIELD(lease_ms, f.opt_int(core::field::kLeaseMs));
+        ICHIDO_FIELD(request_id, f.opt_string("request_id"));
+        return service::AcquireLockRequest{
+            ref_of(p), std::move(owner).value_or(""), wait_ms.value_or(0),
+            lease_ms.value_or(core::kLockDefaultLeaseMs), std::move(request_id)};
+      });
+  if (!cmd.ok()) co_return Response::error(cmd.error());
+  auto r = co_await svc.acquire(std::move(*cmd));
   if (!r.ok()) co_return Response::error(r.error());
   // W3's hot path, written straight as JSON text (http/json_writer.h).
   JsonWriter w;
@@ -71,11 +74,12 @@ boost::asio::awaitable<Response> post_acquire(service::LockService& svc, const R
 
 boost::asio::awaitable<Response> post_release(service::LockService& svc, const Request& req,
                                               const Params& p) {
-  TRY_BODY(body, parse_body(req.body));
-  Fields f(body);
-  TRY_BODY(token, f.req_int(core::field::kLockToken));
-  ReleaseLockCmd cmd{ref_of(p), token};
-  auto r = co_await svc.release(std::move(cmd));
+  auto cmd = command_from_body(req.body, [&](const Fields& f) -> Result<ReleaseLockCmd> {
+    ICHIDO_FIELD(token, f.req_int(core::field::kLockToken));
+    return ReleaseLockCmd{ref_of(p), token};
+  });
+  if (!cmd.ok()) co_return Response::error(cmd.error());
+  auto r = co_await svc.release(std::move(*cmd));
   if (!r.ok()) co_return Response::error(r.error());
   JsonWriter w;
   co_return Response::json(200, std::move(w.open_object().member("released", true).close_object()));
@@ -83,12 +87,13 @@ boost::asio::awaitable<Response> post_release(service::LockService& svc, const R
 
 boost::asio::awaitable<Response> post_renew(service::LockService& svc, const Request& req,
                                             const Params& p) {
-  TRY_BODY(body, parse_body(req.body));
-  Fields f(body);
-  TRY_BODY(token, f.req_int(core::field::kLockToken));
-  TRY_BODY(lease_ms, f.opt_int(core::field::kLeaseMs));
-  RenewLockCmd cmd{ref_of(p), token, lease_ms.value_or(core::kLockDefaultLeaseMs)};
-  auto r = co_await svc.renew(std::move(cmd));
+  auto cmd = command_from_body(req.body, [&](const Fields& f) -> Result<RenewLockCmd> {
+    ICHIDO_FIELD(token, f.req_int(core::field::kLockToken));
+    ICHIDO_FIELD(lease_ms, f.opt_int(core::field::kLeaseMs));
+    return RenewLockCmd{ref_of(p), token, lease_ms.value_or(core::kLockDefaultLeaseMs)};
+  });
+  if (!cmd.ok()) co_return Response::error(cmd.error());
+  auto r = co_await svc.renew(std::move(*cmd));
   if (!r.ok()) co_return Response::error(r.error());
   co_return lease_response(r->token, r->lease_expires_at);
 }

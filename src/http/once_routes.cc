@@ -95,36 +95,40 @@ Response begin_response(const BeginOnceReply& b) {
 
 boost::asio::awaitable<Response> post_begin(service::OnceService& svc, const Request& req,
                                             const Params& p) {
-  TRY_BODY(body, parse_body(req.body));
-  Fields f(body);
-  TRY_BODY(key, f.req_string("key"));
-  TRY_BODY(owner, f.opt_string("owner"));
-  TRY_BODY(lease, f.opt_int(core::field::kLeaseMs));
-  TRY_BODY(fingerprint, f.opt_string("fingerprint"));
-  TRY_BODY(wait, f.opt_int(core::field::kWaitMs));
-  TRY_BODY(max_attempts, f.opt_int(core::field::kMaxAttempts));
-  TRY_BODY(request_id, f.opt_string("request_id"));
+  std::int64_t wait_ms = 0;
+  auto cmd = command_from_body(req.body, [&](const Fields& f) -> Result<BeginOnceCmd> {
+    ICHIDO_FIELD(key, f.req_string("key"));
+    ICHIDO_FIELD(owner, f.opt_string("owner"));
+    ICHIDO_FIELD(lease, f.opt_int(core::field::kLeaseMs));
+    ICHIDO_FIELD(fingerprint, f.opt_string("fingerprint"));
+    ICHIDO_FIELD(wait, f.opt_int(core::field::kWaitMs));
+    ICHIDO_FIELD(max_attempts, f.opt_int(core::field::kMaxAttempts));
+    ICHIDO_FIELD(request_id, f.opt_string("request_id"));
+    wait_ms = wait.value_or(0);
+    return BeginOnceCmd{
+        OnceRef{ns_of(p), std::move(key)},
+        core::BeginCommand{std::move(owner).value_or(""), lease.value_or(core::kDefaultLeaseMs),
+                           std::move(fingerprint), max_attempts.value_or(core::kDefaultMaxAttempts),
+                           std::move(request_id)}};
+  });
+  if (!cmd.ok()) co_return Response::error(cmd.error());
   // Named locals, never temporaries inside co_await (g++ 12; see counters_routes.cc).
-  BeginOnceCmd cmd{
-      OnceRef{ns_of(p), key},
-      core::BeginCommand{owner.value_or(""), lease.value_or(core::kDefaultLeaseMs), fingerprint,
-                         max_attempts.value_or(core::kDefaultMaxAttempts), request_id}};
-  const std::int64_t wait_ms = wait.value_or(0);
-  auto r = co_await svc.begin(std::move(cmd), wait_ms);
+  auto r = co_await svc.begin(std::move(*cmd), wait_ms);
   if (!r.ok()) co_return Response::error(r.error());
   co_return begin_response(*r);
 }
 
 boost::asio::awaitable<Response> post_complete(service::OnceService& svc, const Request& req,
                                                const Params& p) {
-  TRY_BODY(body, parse_body(req.body));
-  Fields f(body);
-  TRY_BODY(key, f.req_string("key"));
-  TRY_BODY(token, f.req_int(core::field::kOnceToken));
-  const json::value* raw = f.raw("result");
-  std::string result = raw ? json::serialize(*raw) : std::string("null");
-  CompleteOnceCmd cmd{OnceRef{ns_of(p), key}, token, std::move(result)};
-  auto r = co_await svc.complete(std::move(cmd));
+  auto cmd = command_from_body(req.body, [&](const Fields& f) -> Result<CompleteOnceCmd> {
+    ICHIDO_FIELD(key, f.req_string("key"));
+    ICHIDO_FIELD(token, f.req_int(core::field::kOnceToken));
+    const json::value* raw = f.raw("result");
+    return CompleteOnceCmd{OnceRef{ns_of(p), std::move(key)}, token,
+                           raw ? json::serialize(*raw) : std::string("null")};
+  });
+  if (!cmd.ok()) co_return Response::error(cmd.error());
+  auto r = co_await svc.complete(std::move(*cmd));
   if (!r.ok()) co_return Response::error(r.error());
   JsonWriter w;
   time_member(w.open_object().member("outcome", "completed"), "completed_at", r->finished_at);
@@ -133,14 +137,16 @@ boost::asio::awaitable<Response> post_complete(service::OnceService& svc, const 
 
 boost::asio::awaitable<Response> post_fail(service::OnceService& svc, const Request& req,
                                            const Params& p) {
-  TRY_BODY(body, parse_body(req.body));
-  Fields f(body);
-  TRY_BODY(key, f.req_string("key"));
-  TRY_BODY(token, f.req_int(core::field::kOnceToken));
-  TRY_BODY(error, f.opt_string("error"));
-  TRY_BODY(retry, f.opt_bool("retry"));
-  FailOnceCmd cmd{OnceRef{ns_of(p), key}, token, error.value_or(""), retry.value_or(true)};
-  auto r = co_await svc.fail(std::move(cmd));
+  auto cmd = command_from_body(req.body, [&](const Fields& f) -> Result<FailOnceCmd> {
+    ICHIDO_FIELD(key, f.req_string("key"));
+    ICHIDO_FIELD(token, f.req_int(core::field::kOnceToken));
+    ICHIDO_FIELD(error, f.opt_string("error"));
+    ICHIDO_FIELD(retry, f.opt_bool("retry"));
+    return FailOnceCmd{OnceRef{ns_of(p), std::move(key)}, token, std::move(error).value_or(""),
+                       retry.value_or(true)};
+  });
+  if (!cmd.ok()) co_return Response::error(cmd.error());
+  auto r = co_await svc.fail(std::move(*cmd));
   if (!r.ok()) co_return Response::error(r.error());
   JsonWriter w;
   w.open_object()
@@ -152,13 +158,15 @@ boost::asio::awaitable<Response> post_fail(service::OnceService& svc, const Requ
 
 boost::asio::awaitable<Response> post_renew(service::OnceService& svc, const Request& req,
                                             const Params& p) {
-  TRY_BODY(body, parse_body(req.body));
-  Fields f(body);
-  TRY_BODY(key, f.req_string("key"));
-  TRY_BODY(token, f.req_int(core::field::kOnceToken));
-  TRY_BODY(lease, f.opt_int(core::field::kLeaseMs));
-  RenewOnceCmd cmd{OnceRef{ns_of(p), key}, token, lease.value_or(core::kDefaultLeaseMs)};
-  auto r = co_await svc.renew(std::move(cmd));
+  auto cmd = command_from_body(req.body, [&](const Fields& f) -> Result<RenewOnceCmd> {
+    ICHIDO_FIELD(key, f.req_string("key"));
+    ICHIDO_FIELD(token, f.req_int(core::field::kOnceToken));
+    ICHIDO_FIELD(lease, f.opt_int(core::field::kLeaseMs));
+    return RenewOnceCmd{OnceRef{ns_of(p), std::move(key)}, token,
+                        lease.value_or(core::kDefaultLeaseMs)};
+  });
+  if (!cmd.ok()) co_return Response::error(cmd.error());
+  auto r = co_await svc.renew(std::move(*cmd));
   if (!r.ok()) co_return Response::error(r.error());
   co_return lease_response(r->token, r->lease_expires_at);
 }

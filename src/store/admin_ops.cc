@@ -7,19 +7,24 @@
 namespace ichido::store {
 
 void TableStore::create_token(CreateTokenCmd cmd, Callback<core::TokenInfo> done) {
-  auto keys = std::vector<std::int64_t>{job_key("token", cmd.token.id, "")};
+  JobExtras x = extras([&] {
+    return JobExtras{{job_key("token", cmd.token.id, "")}, {}, {announce_tokens()}};
+  });
   write_audited<core::TokenInfo>(
       [token = std::move(cmd.token)](Tables& t, TimeMs) -> Result<core::TokenInfo> {
         ICHIDO_TRY(core::validate_scope(token.scope));
         ICHIDO_TRY(t.insert_token(token));
         return token;
       },
-      std::move(cmd.audit), std::move(done), std::move(keys), {}, nullptr, {announce_tokens()});
+      std::move(cmd.audit), std::move(done), std::move(x));
 }
 
 void TableStore::create_first_token(core::TokenInfo token, AuditNote audit, Callback<bool> done) {
-  std::vector<std::int64_t> keys{job_key("token-bootstrap", "", "")};
-  if (audit) keys.push_back(job_key("audit", "", ""));
+  JobExtras x = extras([&] {
+    JobExtras e{{job_key("token-bootstrap", "", "")}, {}, {}};
+    if (audit) e.keys.push_back(job_key("audit", "", ""));
+    return e;
+  });
   write<bool>(
       [token = std::move(token), audit = std::move(audit)](Tables& t,
                                                            TimeMs now) mutable -> Result<bool> {
@@ -35,7 +40,7 @@ void TableStore::create_first_token(core::TokenInfo token, AuditNote audit, Call
         }
         return true;
       },
-      std::move(done), std::move(keys));
+      std::move(done), std::move(x));
 }
 
 Result<core::TokenInfo> revoke_token_rows(Tables& t, const std::string& id, TimeMs now) {
@@ -55,10 +60,12 @@ Result<core::TokenInfo> revoke_token_rows(Tables& t, const std::string& id, Time
 }
 
 void TableStore::revoke_token(RevokeTokenCmd cmd, Callback<core::TokenInfo> done) {
-  auto keys = std::vector<std::int64_t>{job_key("token", cmd.id, "")};
+  JobExtras x = extras([&] {
+    return JobExtras{{job_key("token", cmd.id, "")}, {}, {announce_tokens()}};
+  });
   write_audited<core::TokenInfo>(
       [id = std::move(cmd.id)](Tables& t, TimeMs now) { return revoke_token_rows(t, id, now); },
-      std::move(cmd.audit), std::move(done), std::move(keys), {}, nullptr, {announce_tokens()});
+      std::move(cmd.audit), std::move(done), std::move(x));
 }
 
 void TableStore::list_tokens(Callback<std::vector<core::TokenInfo>> done) {
@@ -74,7 +81,7 @@ void TableStore::find_token_by_hash(std::string hash,
 }
 
 void TableStore::append_audit(core::AuditEntry entry, Callback<core::AuditEntry> done) {
-  auto keys = std::vector<std::int64_t>{job_key("audit", "", "")};
+  JobExtras x = extras([] { return JobExtras{{job_key("audit", "", "")}, {}, {}}; });
   write<core::AuditEntry>(
       [entry = std::move(entry)](Tables& t, TimeMs now) mutable -> Result<core::AuditEntry> {
         if (entry.at == 0) entry.at = now;
@@ -83,7 +90,7 @@ void TableStore::append_audit(core::AuditEntry entry, Callback<core::AuditEntry>
         entry.id = *id;
         return entry;
       },
-      std::move(done), std::move(keys));
+      std::move(done), std::move(x));
 }
 
 void TableStore::list_audit(AuditQuery q, Callback<std::vector<core::AuditEntry>> done) {
@@ -110,7 +117,7 @@ void TableStore::get_ns_settings(std::string ns, Callback<NamespaceSettings> don
 }
 
 void TableStore::put_ns_settings(PutNsSettingsCmd cmd, Callback<NamespaceSettings> done) {
-  auto keys = std::vector<std::int64_t>{job_key("ns-settings", cmd.ns, "")};
+  JobExtras x = extras([&] { return JobExtras{{job_key("ns-settings", cmd.ns, "")}, {}, {}}; });
   write_audited<NamespaceSettings>(
       [ns = std::move(cmd.ns), settings = cmd.settings](Tables& t,
                                                         TimeMs) -> Result<NamespaceSettings> {
@@ -118,7 +125,7 @@ void TableStore::put_ns_settings(PutNsSettingsCmd cmd, Callback<NamespaceSetting
         ICHIDO_TRY(t.save_ns_settings(ns, settings));
         return settings;
       },
-      std::move(cmd.audit), std::move(done), std::move(keys));
+      std::move(cmd.audit), std::move(done), std::move(x));
 }
 
 void TableStore::summarize_namespaces(std::optional<std::string> only_ns, std::int64_t cap,

@@ -26,12 +26,22 @@ Result<void> grant_to_head(Tables& t, const LockRef& ref, TimeMs now) {
   return t.delete_lock_waiter(ref.ns, ref.name, head.waiter_id);
 }
 
+// A lock command's keys and prefetch (the lock's row), and its announcement when `wakes`: the
+// command may free the lock, or leave its queue, for waiters on other nodes.
+JobExtras lock_extras(const LockRef& ref, bool wakes) {
+  JobExtras e{lock_keys(ref), [ref](Tables& t) { t.prefetch_lock(ref.ns, ref.name); }, {}};
+  if (wakes) e.announce.push_back(announce_lock(ref));
+  return e;
+}
+
 // What release and force-release read: the lock's row and its queue's head (Q3).
-std::function<void(Tables&)> prefetch_release(const LockRef& ref) {
-  return [ref](Tables& t) {
+JobExtras release_extras(const LockRef& ref) {
+  JobExtras e = lock_extras(ref, /*wakes=*/true);
+  e.prefetch = [ref](Tables& t) {
     t.prefetch_lock(ref.ns, ref.name);
     t.prefetch_lock_queue(ref.ns, ref.name, std::string());
   };
+  return e;
 }
 
 // Q3: the waiter a grant was made for picks it up; its lease runs from now.
@@ -51,12 +61,15 @@ core::LockRecord holder_of(std::optional<core::LockRecord>& current, TimeMs now)
 }  // namespace
 
 void TableStore::acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> done) {
-  auto keys = lock_keys(cmd.ref);
-  auto prefetch = [ref = cmd.ref, waiter = cmd.waiter_id.value_or(std::string())](Tables& t) {
-    t.prefetch_lock(ref.ns, ref.name);
-    t.prefetch_lock_queue(ref.ns, ref.name, waiter);
-    t.prefetch_token();
-  };
+  JobExtras x = extras([&] {
+    JobExtras e = lock_extras(cmd.ref, /*wakes=*/false);
+    e.prefetch = [ref = cmd.ref, waiter = cmd.waiter_id.value_or(std::string())](Tables& t) {
+      t.prefetch_lock(ref.ns, ref.name);
+      t.prefetch_lock_queue(ref.ns, ref.name, waiter);
+      t.prefetch_token();
+    };
+    return e;
+  });
   write<AcquireLockReply>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<AcquireLockReply> {
         ICHIDO_TRY(core::validate_lease_ms(cmd.lease_ms));
@@ -112,13 +125,11 @@ void TableStore::acquire_lock(AcquireLockCmd cmd, Callback<AcquireLockReply> don
         if (queue.mine) ICHIDO_TRY(t.delete_lock_waiter(cmd.ref.ns, cmd.ref.name, me));
         return AcquireLockReply{true, false, std::move(grant), now};
       },
-      std::move(done), std::move(keys), std::move(prefetch));
+      std::move(done), std::move(x));
 }
 
 void TableStore::leave_lock_queue(LeaveLockQueueCmd cmd, Callback<AcquireLockReply> done) {
-  auto keys = lock_keys(cmd.ref);
-  auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_lock(ref.ns, ref.name); };
-  const LockRef woken = cmd.ref;
+  JobExtras x = extras([&] { return lock_extras(cmd.ref, /*wakes=*/true); });
   write<AcquireLockReply>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<AcquireLockReply> {
         auto current = t.find_lock(cmd.ref.ns, cmd.ref.name);
@@ -134,14 +145,13 @@ void TableStore::leave_lock_queue(LeaveLockQueueCmd cmd, Callback<AcquireLockRep
         }
         return AcquireLockReply{false, false, holder_of(*current, now), now};
       },
-      // The waiter may have been the head of a free lock: the next one must look again.
-      std::move(done), std::move(keys), std::move(prefetch), {announce_lock(woken)});
+      // The waiter may have been the head of a free lock: the next one must look again
+      // (lock_extras' announcement).
+      std::move(done), std::move(x));
 }
 
 void TableStore::release_lock(ReleaseLockCmd cmd, Callback<Unit> done) {
-  auto keys = lock_keys(cmd.ref);
-  auto prefetch = prefetch_release(cmd.ref);
-  const LockRef woken = cmd.ref;
+  JobExtras x = extras([&] { return release_extras(cmd.ref); });
   write<Unit>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<Unit> {
         auto current = t.find_lock(cmd.ref.ns, cmd.ref.name);
@@ -152,12 +162,11 @@ void TableStore::release_lock(ReleaseLockCmd cmd, Callback<Unit> done) {
         ICHIDO_TRY(grant_to_head(t, cmd.ref, now));  // Q3
         return Unit{};
       },
-      std::move(done), std::move(keys), std::move(prefetch), {announce_lock(woken)});
+      std::move(done), std::move(x));
 }
 
 void TableStore::renew_lock(RenewLockCmd cmd, Callback<core::LockRecord> done) {
-  auto keys = lock_keys(cmd.ref);
-  auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_lock(ref.ns, ref.name); };
+  JobExtras x = extras([&] { return lock_extras(cmd.ref, /*wakes=*/false); });
   write<core::LockRecord>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<core::LockRecord> {
         auto current = t.find_lock(cmd.ref.ns, cmd.ref.name);
@@ -167,13 +176,11 @@ void TableStore::renew_lock(RenewLockCmd cmd, Callback<core::LockRecord> done) {
         ICHIDO_TRY(t.save_lock(cmd.ref.ns, *renewed));
         return std::move(*renewed);
       },
-      std::move(done), std::move(keys), std::move(prefetch));
+      std::move(done), std::move(x));
 }
 
 void TableStore::force_release_lock(ForceReleaseCmd cmd, Callback<ForceReleaseReply> done) {
-  auto keys = lock_keys(cmd.ref);
-  auto prefetch = prefetch_release(cmd.ref);
-  const LockRef woken = cmd.ref;
+  JobExtras x = extras([&] { return release_extras(cmd.ref); });
   write_audited<ForceReleaseReply>(
       [ref = std::move(cmd.ref)](Tables& t, TimeMs now) -> Result<ForceReleaseReply> {
         auto current = t.find_lock(ref.ns, ref.name);
@@ -188,8 +195,7 @@ void TableStore::force_release_lock(ForceReleaseCmd cmd, Callback<ForceReleaseRe
         ICHIDO_TRY(grant_to_head(t, ref, now));
         return ForceReleaseReply{true, std::move(*current)};
       },
-      std::move(cmd.audit), std::move(done), std::move(keys), std::move(prefetch), nullptr,
-      {announce_lock(woken)});
+      std::move(cmd.audit), std::move(done), std::move(x));
 }
 
 void TableStore::get_lock(LockRef ref, Callback<LockState> done) {

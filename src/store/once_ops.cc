@@ -23,14 +23,25 @@ Result<void> save_checked(Tables& t, const std::string& ns, const OnceRecord& re
   return t.save_once(ns, rec);
 }
 
+// A once command's keys and prefetch (the record's row), and its announcement when `wakes`: the
+// command may end the record's "in progress" for waiters on other nodes.
+JobExtras once_extras(const OnceRef& ref, bool wakes) {
+  JobExtras e{once_keys(ref), [ref](Tables& t) { t.prefetch_once(ref.ns, ref.key); }, {}};
+  if (wakes) e.announce.push_back(announce_once(ref));
+  return e;
+}
+
 }  // namespace
 
 void TableStore::begin_once(BeginOnceCmd cmd, Callback<BeginOnceReply> done) {
-  auto keys = once_keys(cmd.ref);
-  auto prefetch = [ref = cmd.ref](Tables& t) {
-    t.prefetch_once(ref.ns, ref.key);
-    t.prefetch_token();
-  };
+  JobExtras x = extras([&] {
+    JobExtras e = once_extras(cmd.ref, /*wakes=*/false);
+    e.prefetch = [ref = cmd.ref](Tables& t) {
+      t.prefetch_once(ref.ns, ref.key);
+      t.prefetch_token();
+    };
+    return e;
+  });
   write<BeginOnceReply>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<BeginOnceReply> {
         // Most begins are of a key nobody has begun: what the rulebook gives such a key (a new
@@ -58,13 +69,11 @@ void TableStore::begin_once(BeginOnceCmd cmd, Callback<BeginOnceReply> done) {
         if (d->write) ICHIDO_TRY(save_checked(t, cmd.ref.ns, d->record));
         return BeginOnceReply{d->outcome, std::move(d->record), d->retry_after_ms, d->replayed};
       },
-      std::move(done), std::move(keys), std::move(prefetch));
+      std::move(done), std::move(x));
 }
 
 void TableStore::complete_once(CompleteOnceCmd cmd, Callback<OnceRecord> done) {
-  auto keys = once_keys(cmd.ref);
-  auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_once(ref.ns, ref.key); };
-  const OnceRef woken = cmd.ref;
+  JobExtras x = extras([&] { return once_extras(cmd.ref, /*wakes=*/true); });
   write<OnceRecord>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<OnceRecord> {
         auto existing = load(t, cmd.ref);
@@ -75,13 +84,11 @@ void TableStore::complete_once(CompleteOnceCmd cmd, Callback<OnceRecord> done) {
         if (c->write) ICHIDO_TRY(save_checked(t, cmd.ref.ns, c->record));
         return std::move(c->record);
       },
-      std::move(done), std::move(keys), std::move(prefetch), {announce_once(woken)});
+      std::move(done), std::move(x));
 }
 
 void TableStore::fail_once(FailOnceCmd cmd, Callback<OnceRecord> done) {
-  auto keys = once_keys(cmd.ref);
-  auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_once(ref.ns, ref.key); };
-  const OnceRef woken = cmd.ref;
+  JobExtras x = extras([&] { return once_extras(cmd.ref, /*wakes=*/true); });
   write<OnceRecord>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<OnceRecord> {
         auto existing = load(t, cmd.ref);
@@ -92,12 +99,11 @@ void TableStore::fail_once(FailOnceCmd cmd, Callback<OnceRecord> done) {
         if (c->write) ICHIDO_TRY(save_checked(t, cmd.ref.ns, c->record));
         return std::move(c->record);
       },
-      std::move(done), std::move(keys), std::move(prefetch), {announce_once(woken)});
+      std::move(done), std::move(x));
 }
 
 void TableStore::renew_once(RenewOnceCmd cmd, Callback<OnceRecord> done) {
-  auto keys = once_keys(cmd.ref);
-  auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_once(ref.ns, ref.key); };
+  JobExtras x = extras([&] { return once_extras(cmd.ref, /*wakes=*/false); });
   write<OnceRecord>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<OnceRecord> {
         auto existing = load(t, cmd.ref);
@@ -108,7 +114,7 @@ void TableStore::renew_once(RenewOnceCmd cmd, Callback<OnceRecord> done) {
         ICHIDO_TRY(save_checked(t, cmd.ref.ns, *r));
         return std::move(*r);
       },
-      std::move(done), std::move(keys), std::move(prefetch));
+      std::move(done), std::move(x));
 }
 
 void TableStore::get_once(OnceRef ref, Callback<OnceRecord> done) {
@@ -142,9 +148,7 @@ void TableStore::list_once(OnceQuery q, Callback<OncePage> done) {
 }
 
 void TableStore::abandon_once(AbandonOnceCmd cmd, Callback<bool> done) {
-  auto keys = once_keys(cmd.ref);
-  auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_once(ref.ns, ref.key); };
-  const OnceRef woken = cmd.ref;
+  JobExtras x = extras([&] { return once_extras(cmd.ref, /*wakes=*/true); });
   write<bool>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<bool> {
         auto existing = load(t, cmd.ref);
@@ -159,13 +163,11 @@ void TableStore::abandon_once(AbandonOnceCmd cmd, Callback<bool> done) {
         }
         return true;
       },
-      std::move(done), std::move(keys), std::move(prefetch), {announce_once(woken)});
+      std::move(done), std::move(x));
 }
 
 void TableStore::reset_once(ResetOnceCmd cmd, Callback<OnceRecord> done) {
-  auto keys = once_keys(cmd.ref);
-  auto prefetch = [r = cmd.ref](Tables& t) { t.prefetch_once(r.ns, r.key); };
-  const OnceRef woken = cmd.ref;
+  JobExtras x = extras([&] { return once_extras(cmd.ref, /*wakes=*/true); });
   write_audited<OnceRecord>(
       [ref = std::move(cmd.ref)](Tables& t, TimeMs) -> Result<OnceRecord> {
         auto existing = load(t, ref);
@@ -175,12 +177,10 @@ void TableStore::reset_once(ResetOnceCmd cmd, Callback<OnceRecord> done) {
         if (!deleted.ok()) return std::move(deleted).error();
         return std::move(**existing);
       },
-      std::move(cmd.audit), std::move(done), std::move(keys), std::move(prefetch), nullptr,
-      {announce_once(woken)});
+      std::move(cmd.audit), std::move(done), std::move(x));
 }
 
 void TableStore::purge_once(PurgeOnceCmd cmd, Callback<std::int64_t> done) {
-  auto keys = std::vector<std::int64_t>{};
   write<std::int64_t>(
       [cmd](Tables& t, TimeMs now) -> Result<std::int64_t> {
         if (cmd.limit < 1 || cmd.limit > kMaxOnceLimit) {
@@ -207,7 +207,7 @@ void TableStore::purge_once(PurgeOnceCmd cmd, Callback<std::int64_t> done) {
         }
         return purged;
       },
-      std::move(done), std::move(keys));
+      std::move(done));
 }
 
 }  // namespace ichido::store

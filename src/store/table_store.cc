@@ -22,6 +22,12 @@ std::int64_t job_key(std::string_view kind, std::string_view a, std::string_view
 
 namespace {
 
+// A counter command's keys and prefetch (the counter's row).
+JobExtras counter_extras(const CounterRef& ref) {
+  return JobExtras{
+      counter_keys(ref), [ref](Tables& t) { t.prefetch_counter(ref.ns, ref.name); }, {}};
+}
+
 Result<CounterRow> load_counter(Tables& t, const CounterRef& ref) {
   auto row = t.find_counter(ref.ns, ref.name);
   if (!row.ok()) return std::move(row).error();
@@ -69,8 +75,7 @@ Result<std::string> resolve_period(const core::CounterConfig& c, const core::Tod
 }  // namespace
 
 void TableStore::create_counter(CreateCounterCmd cmd, Callback<CreateCounterReply> done) {
-  auto keys = counter_keys(cmd.ref);
-  auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_counter(ref.ns, ref.name); };
+  JobExtras x = extras([&] { return counter_extras(cmd.ref); });
   AuditNote audit = std::move(cmd.audit);
   write_audited<CreateCounterReply>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<CreateCounterReply> {
@@ -93,16 +98,19 @@ void TableStore::create_counter(CreateCounterCmd cmd, Callback<CreateCounterRepl
         if (!info.ok()) return std::move(info).error();
         return CreateCounterReply{*outcome == core::CreateOutcome::created, std::move(*info)};
       },
-      std::move(audit), std::move(done), std::move(keys), std::move(prefetch),
+      std::move(audit), std::move(done), std::move(x),
       +[](const CreateCounterReply& r) { return r.created ? 201 : 200; });
 }
 
 void TableStore::next(NextCmd cmd, Callback<NextReply> done) {
-  auto keys = counter_keys(cmd.ref);
-  auto prefetch = [ref = cmd.ref, key = cmd.next.key](Tables& t) {
-    t.prefetch_counter(ref.ns, ref.name);
-    if (key) t.prefetch_issued_by_key(ref.ns, ref.name, *key);
-  };
+  JobExtras x = extras([&] {
+    JobExtras e = counter_extras(cmd.ref);
+    e.prefetch = [ref = cmd.ref, key = cmd.next.key](Tables& t) {
+      t.prefetch_counter(ref.ns, ref.name);
+      if (key) t.prefetch_issued_by_key(ref.ns, ref.name, *key);
+    };
+    return e;
+  });
   write<NextReply>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<NextReply> {
         auto row = load_counter(t, cmd.ref);
@@ -153,12 +161,11 @@ void TableStore::next(NextCmd cmd, Callback<NextReply> done) {
         ICHIDO_TRY(t.save_period(row->id, today->period, p));
         return NextReply{std::move(d->record), false};
       },
-      std::move(done), std::move(keys), std::move(prefetch));
+      std::move(done), std::move(x));
 }
 
 void TableStore::void_number(VoidCmd cmd, Callback<core::IssuedNumber> done) {
-  auto keys = counter_keys(cmd.ref);
-  auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_counter(ref.ns, ref.name); };
+  JobExtras x = extras([&] { return counter_extras(cmd.ref); });
   AuditNote audit = std::move(cmd.audit);
   write_audited<core::IssuedNumber>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<core::IssuedNumber> {
@@ -186,12 +193,11 @@ void TableStore::void_number(VoidCmd cmd, Callback<core::IssuedNumber> done) {
         }
         return std::move(*rec);
       },
-      std::move(audit), std::move(done), std::move(keys), std::move(prefetch));
+      std::move(audit), std::move(done), std::move(x));
 }
 
 void TableStore::set_last_value(SetCmd cmd, Callback<core::CounterInfo> done) {
-  auto keys = counter_keys(cmd.ref);
-  auto prefetch = [ref = cmd.ref](Tables& t) { t.prefetch_counter(ref.ns, ref.name); };
+  JobExtras x = extras([&] { return counter_extras(cmd.ref); });
   AuditNote audit = std::move(cmd.audit);
   write_audited<core::CounterInfo>(
       [cmd = std::move(cmd)](Tables& t, TimeMs now) -> Result<core::CounterInfo> {
@@ -211,7 +217,7 @@ void TableStore::set_last_value(SetCmd cmd, Callback<core::CounterInfo> done) {
         ICHIDO_TRY(t.save_period(row->id, today->period, p));
         return info_of(t, *row, now);
       },
-      std::move(audit), std::move(done), std::move(keys), std::move(prefetch));
+      std::move(audit), std::move(done), std::move(x));
 }
 
 void TableStore::get_counter(CounterRef ref, Callback<core::CounterInfo> done) {

@@ -22,8 +22,8 @@ namespace ichido::store {
 // The key of one record a write job reads and writes (a counter, a once key, a lock, a token),
 // for stores shared by several processes: the PostgreSQL store takes a transaction-scoped
 // advisory lock on every key of a batch, in sorted order, before it reads the clock and runs the
-// jobs, so two nodes never interleave on one record (docs/decisions/071). Single-process stores
-// ignore keys (their writer is already serial).
+// jobs, so two nodes never interleave on one record (docs/decisions/071). A single-process
+// store's jobs carry none (its writer is already serial; TableStore::extras).
 //
 // FNV-1a 64 of kind '\0' a '\0' b. It is part of the PostgreSQL store's protocol between nodes:
 // two nodes that hashed differently would no longer exclude each other, so it never changes.
@@ -42,7 +42,7 @@ inline std::vector<std::int64_t> lock_keys(const LockRef& r) {
 // What a committed write job may have ended for waiters elsewhere: a lock released, a once
 // record finished, failed, reset or abandoned, a token created or revoked. Stores shared by
 // several processes tell the others (the PostgreSQL store: one NOTIFY per committed transaction,
-// docs/decisions/075); single-process stores ignore it.
+// docs/decisions/075); a single-process store's jobs carry none.
 struct Announcement {
   enum class Kind { lock, once, tokens };
   Kind kind;
@@ -65,8 +65,9 @@ struct Job {
   std::function<bool(Tables&, TimeMs now)> apply;
   std::function<void(const Error* store_error)> finish;
   // Write jobs: the job_key of every record `apply` may write (and the reads its decision rests
-  // on). Empty for reads, and for writes that need no exclusion or take care of it themselves
-  // (purge: Tables::purge_once).
+  // on). Empty for reads, for writes that need no exclusion or take care of it themselves
+  // (purge: Tables::purge_once), and for every job of a store that does not coordinate
+  // processes (this one, `prefetch` and `announce`: JobExtras).
   std::vector<std::int64_t> keys;
   // Optional: announces the rows `apply` will look up (Tables::prefetch_*). Called on every job
   // of a batch, after the batch's key locks are taken, before the first job runs.
@@ -76,6 +77,16 @@ struct Job {
   // What `apply` and `finish` point to, when they do not own it themselves (make_job): a Job's
   // functions are called only while the Job (or a copy or move of it) lives.
   std::shared_ptr<void> state;
+};
+
+// A write job's keys, prefetch and announcements: what only a store shared by several processes
+// uses (TableStore::coordinates()). Built through TableStore::extras(), which skips building
+// them for a single-process store: that saved up to eight allocations and string copies a write
+// (issue 15).
+struct JobExtras {
+  std::vector<std::int64_t> keys;
+  std::function<void(Tables&)> prefetch;
+  std::vector<Announcement> announce;
 };
 
 class TableStore : public Store {
@@ -126,43 +137,52 @@ class TableStore : public Store {
   void list_locks(std::string ns, Callback<std::vector<LockState>> done) override;
 
  protected:
+  // `coordinates`: the store is shared by several processes and uses a write job's keys,
+  // prefetch and announcements (JobExtras); a single-process store is not, and its jobs carry
+  // none of them.
+  explicit TableStore(bool coordinates = false) : coordinates_(coordinates) {}
+
   // Backends run `job` durably (write) or on a consistent snapshot (read), then call finish.
   virtual void submit_write(Job job) = 0;
   virtual void submit_read(Job job) = 0;
 
-  // Runs `fn` as a write (durable) or read job and delivers its result to `done`. `keys`: see
-  // Job::keys.
-  template <class T>
-  void write(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done,
-             std::vector<std::int64_t> keys, std::function<void(Tables&)> prefetch = {},
-             std::vector<Announcement> announce = {}) {
+  bool coordinates() const { return coordinates_; }
+  // `build()` when this store coordinates processes, else nothing (it is not called): the
+  // JobExtras of a write. `build` runs before the command is moved into the job, so it may read
+  // the command by reference.
+  template <class Build>
+  JobExtras extras(Build&& build) const {
+    if (!coordinates_) return {};
+    return std::forward<Build>(build)();
+  }
+
+  // Runs `fn` (Result<T>(Tables&, TimeMs)) as a write (durable) or read job and delivers its
+  // result to `done`.
+  template <class T, class Fn>
+  void write(Fn fn, Callback<T> done, JobExtras x = {}) {
     Job job = make_job<T>(std::move(fn), std::move(done));
-    job.keys = std::move(keys);
-    job.prefetch = std::move(prefetch);
-    job.announce = std::move(announce);
+    job.keys = std::move(x.keys);
+    job.prefetch = std::move(x.prefetch);
+    job.announce = std::move(x.announce);
     submit_write(std::move(job));
   }
-  template <class T>
-  void read(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done) {
+  template <class T, class Fn>
+  void read(Fn fn, Callback<T> done) {
     submit_read(make_job<T>(std::move(fn), std::move(done)));
   }
 
   // Runs `fn` as a write job; when it succeeds and `audit` is set, appends the audit entry in
   // the same transaction (the Store contract for admin mutations). `status_of` may adjust the
-  // entry's status from the result (create_counter: 201 or 200). `keys` and `prefetch`: as for
-  // write(); an audited job also takes the audit log's key (audit ids in commit order).
-  template <class T>
-  void write_audited(std::function<Result<T>(Tables&, TimeMs)> fn, AuditNote audit,
-                     Callback<T> done, std::vector<std::int64_t> keys,
-                     std::function<void(Tables&)> prefetch = {},
-                     int (*status_of)(const T&) = nullptr,
-                     std::vector<Announcement> announce = {}) {
+  // entry's status from the result (create_counter: 201 or 200). `x`: as for write(); an
+  // audited job also takes the audit log's key (audit ids in commit order).
+  template <class T, class Fn>
+  void write_audited(Fn fn, AuditNote audit, Callback<T> done, JobExtras x = {},
+                     int (*status_of)(const T&) = nullptr) {
     if (!audit) {
-      write<T>(std::move(fn), std::move(done), std::move(keys), std::move(prefetch),
-               std::move(announce));
+      write<T>(std::move(fn), std::move(done), std::move(x));
       return;
     }
-    keys.push_back(job_key("audit", "", ""));
+    if (coordinates_) x.keys.push_back(job_key("audit", "", ""));
     write<T>(
         [fn = std::move(fn), entry = std::move(*audit), status_of](Tables& t,
                                                                    TimeMs now) -> Result<T> {
@@ -175,17 +195,17 @@ class TableStore : public Store {
           if (!id.ok()) return std::move(id).error();
           return r;
         },
-        std::move(done), std::move(keys), std::move(prefetch), std::move(announce));
+        std::move(done), std::move(x));
   }
 
   // One heap block per job for the function, the callback and the result: apply and finish
   // hold a plain pointer to it (small enough for std::function's inline storage, so neither
-  // allocates), Job::state owns it. (Was three: a shared result slot and two std::function
-  // boxes holding shared_ptr copies; issue 15.)
-  template <class T>
-  static Job make_job(std::function<Result<T>(Tables&, TimeMs)> fn, Callback<T> done) {
+  // allocates), Job::state owns it. The function is held as its own type, not boxed again in a
+  // std::function. (Was three blocks, then four with the function's box; issue 15.)
+  template <class T, class Fn>
+  static Job make_job(Fn fn, Callback<T> done) {
     struct State {
-      std::function<Result<T>(Tables&, TimeMs)> fn;
+      Fn fn;
       Callback<T> done;
       std::optional<Result<T>> result;
     };
@@ -209,6 +229,9 @@ class TableStore : public Store {
     job.state = std::move(state);
     return job;
   }
+
+ private:
+  const bool coordinates_;
 };
 
 }  // namespace ichido::store

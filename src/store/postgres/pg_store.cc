@@ -112,7 +112,8 @@ Result<std::unique_ptr<PgConn>> open_checked(const PgConn::Settings& settings) {
 }
 
 PgStore::PgStore(Options options)
-    : opt_(std::move(options)),
+    : TableStore(/*coordinates=*/true),  // nodes exclude each other by the jobs' keys
+      opt_(std::move(options)),
       sql_(opt_.schema),
       settings_(connection_settings(opt_)),
       node_id_(random_node_id()),

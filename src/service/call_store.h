@@ -11,6 +11,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "ichido/store.h"
@@ -25,15 +26,25 @@ boost::asio::awaitable<Result<T>> call_store(Start start) {
   namespace asio = boost::asio;
   return asio::async_initiate<const asio::use_awaitable_t<>&, void(Result<T>)>(
       [start = std::move(start)](auto handler) mutable {
-        auto ex = asio::get_associated_executor(handler);
-        auto h = std::make_shared<decltype(handler)>(std::move(handler));
-        // The result crosses threads boxed: asio moves a posted handler several times (into its
-        // operation, out of it, through the strand), and a boxed result moves as one pointer
-        // instead of a variant of strings each time.
-        Callback<T> cb = [h, ex](Result<T>&& r) {
-          asio::post(ex, [h, r = std::make_unique<Result<T>>(std::move(r))]() mutable {
-            (*h)(std::move(*r));
-          });
+        using Handler = decltype(handler);
+        using Executor = asio::associated_executor_t<Handler>;
+        // One block for the awaiting handler, its executor and the result: the callback and the
+        // posted function each hold one pointer to it (a std::function keeps a shared_ptr
+        // inline, and asio moves a posted function several times — into its operation, out of
+        // it — as one pointer instead of a variant of strings). Was three blocks: the handler's,
+        // the callback's box and the result's (issue 15).
+        struct Box {
+          explicit Box(Handler&& h)
+              : handler(std::move(h)), ex(asio::get_associated_executor(handler)) {}
+          Handler handler;
+          Executor ex;
+          std::optional<Result<T>> result;
+        };
+        auto box = std::make_shared<Box>(std::move(handler));
+        Callback<T> cb = [box](Result<T>&& r) mutable {
+          box->result.emplace(std::move(r));
+          Executor ex = box->ex;
+          asio::post(ex, [box = std::move(box)]() { box->handler(std::move(*box->result)); });
         };
         start(std::move(cb));
       },

@@ -60,7 +60,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -143,9 +143,12 @@ class LockService {
   };
   // The waiting line of one lock; exists while someone waits or holds the turn.
   struct Line {
-    std::deque<std::shared_ptr<Waiter>> queue;  // parked, first come first served
-    bool turn_out = false;                      // W2: someone is asking the store right now
-    std::uint64_t gen = 0;                      // W3: bumped by every event that may free it
+    // Parked, first come first served. A list, not a deque: libstdc++'s deque allocates its map
+    // and a 512-byte block when it is made, and a line is made for every uncontended acquire
+    // (and erased after it), which parks no one.
+    std::list<std::shared_ptr<Waiter>> queue;
+    bool turn_out = false;  // W2: someone is asking the store right now
+    std::uint64_t gen = 0;  // W3: bumped by every event that may free it
   };
 
  private:

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "api_client.h"
@@ -64,6 +65,58 @@ TEST(Connections, OverTheLimitIsAnswered503TooManyConnections) {
   EXPECT_TRUE(closed);
   open.clear();  // room again
   EXPECT_TRUE(eventually([&] { return healthz(server.port()); }));
+}
+
+// --idle-timeout-ms: a keep-alive connection with no request for that long is closed, counted
+// from its last answer (or from its opening), never sooner; one that keeps sending stays open
+// however long it lives (the timer is armed once a timeout and looks again when it fires).
+TEST(Connections, AConnectionIdleForTheIdleTimeoutIsClosedAndNotSooner) {
+  TempDir dir;
+  ServerProcess server(dir.path() + "/data", {"--idle-timeout-ms", "400"});
+  std::string err;
+  ASSERT_TRUE(server.start(&err)) << err;
+  using clock = std::chrono::steady_clock;
+  const auto ms = [](clock::duration d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  };
+
+  RawConn never_asked(server.port());
+  ASSERT_TRUE(never_asked.ok());
+  const auto opened = clock::now();
+  bool closed = false;
+  never_asked.read_all(std::chrono::milliseconds(10000), &closed);
+  EXPECT_TRUE(closed) << "a connection that never sent a request";
+  EXPECT_GE(ms(clock::now() - opened), 380);
+
+  RawConn asked_once(server.port());
+  ASSERT_TRUE(asked_once.ok());
+  asked_once.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  ASSERT_NE(asked_once.read_until("\r\n\r\n", std::chrono::milliseconds(5000)).find("200 OK"),
+            std::string::npos);
+  const auto answered = clock::now();
+  closed = false;
+  asked_once.read_all(std::chrono::milliseconds(10000), &closed);
+  EXPECT_TRUE(closed) << "a keep-alive connection after its answer";
+  EXPECT_GE(ms(clock::now() - answered), 380);
+}
+
+TEST(Connections, RequestsMoreOftenThanTheIdleTimeoutKeepTheConnectionOpen) {
+  TempDir dir;
+  ServerProcess server(dir.path() + "/data", {"--idle-timeout-ms", "400"});
+  std::string err;
+  ASSERT_TRUE(server.start(&err)) << err;
+  RawConn c(server.port());
+  ASSERT_TRUE(c.ok());
+  // 12 requests 150 ms apart: 1.8 s, four and a half idle timeouts, on one connection.
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_TRUE(c.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")) << "request " << i;
+    const std::string answer = c.read_until("\r\n\r\n", std::chrono::milliseconds(5000));
+    ASSERT_NE(answer.find("200 OK"), std::string::npos) << "request " << i << ": " << answer;
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  }
+  bool closed = true;
+  c.read_all(std::chrono::milliseconds(100), &closed);
+  EXPECT_FALSE(closed);
 }
 
 TEST(Connections, TheOpenFileSoftLimitIsRaisedToTheHardLimit) {

@@ -80,9 +80,9 @@ struct Job {
 };
 
 // A write job's keys, prefetch and announcements: what only a store shared by several processes
-// uses (TableStore::coordinates()). Built through TableStore::extras(), which skips building
-// them for a single-process store: that saved up to eight allocations and string copies a write
-// (issue 15).
+// uses (a PostgreSQL store: TableStore's `coordinates`). Built through TableStore::extras(), which
+// skips building them for a single-process store: that saved up to eight allocations and string
+// copies a write (issue 15).
 struct JobExtras {
   std::vector<std::int64_t> keys;
   std::function<void(Tables&)> prefetch;
@@ -146,7 +146,6 @@ class TableStore : public Store {
   virtual void submit_write(Job job) = 0;
   virtual void submit_read(Job job) = 0;
 
-  bool coordinates() const { return coordinates_; }
   // `build()` when this store coordinates processes, else nothing (it is not called): the
   // JobExtras of a write. `build` runs before the command is moved into the job, so it may read
   // the command by reference.
@@ -201,7 +200,8 @@ class TableStore : public Store {
   // One heap block per job for the function, the callback and the result: apply and finish
   // hold a plain pointer to it (small enough for std::function's inline storage, so neither
   // allocates), Job::state owns it. The function is held as its own type, not boxed again in a
-  // std::function. (Was three blocks, then four with the function's box; issue 15.)
+  // std::function. (Was three blocks: a shared result slot and two std::function boxes holding
+  // shared_ptr copies; then two, the state and the function's box; issue 15.)
   template <class T, class Fn>
   static Job make_job(Fn fn, Callback<T> done) {
     struct State {

@@ -58,6 +58,16 @@ class SummaryTest(unittest.TestCase):
         self.assertIn("# w3 conc 64 ichido/etcd: median 0.50x [0.50-0.50], ichido ahead in 0 of 1 "
                       "rounds", out)
 
+    def test_ichido_on_postgresql_is_compared_with_postgresql(self):
+        lines = [row("ichido-pg1", "w2", 30, 1, conc=16), row("ichido-pg3", "w2", 45, 1, conc=16),
+                 row("postgres", "w2", 10, 1, conc=16)]
+        out = rounds.summarize(lines)
+        self.assertIn("# w2 conc 16 ichido-pg1/postgres: median 3.00x [3.00-3.00], ichido-pg1 "
+                      "ahead in 1 of 1 rounds", out)
+        self.assertIn("# w2 conc 16 ichido-pg3/postgres: median 4.50x [4.50-4.50], ichido-pg3 "
+                      "ahead in 1 of 1 rounds", out)
+        self.assertFalse(any(l.startswith("# w2 conc 16 ichido/") for l in out))
+
     def test_workloads_and_concurrencies_are_kept_apart(self):
         lines = [row("ichido", "w1", 10, 1, conc=1), row("redis", "w1", 20, 1, conc=1),
                  row("ichido", "w1", 30, 1, conc=64), row("redis", "w1", 10, 1, conc=64)]

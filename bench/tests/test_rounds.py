@@ -51,6 +51,7 @@ class SummaryTest(unittest.TestCase):
                  row("postgres", "w3", 10, 1), row("etcd", "w3", 80, 1)]
         out = rounds.summarize(lines)
         self.assertFalse(any("fsync" in l or "ok-server" in l for l in out))
+        self.assertEqual(rounds.collect([row("ichido", "w3", 40, "x")]), {})
         self.assertIn("# w3 conc 64 ichido/redis: median 2.00x [2.00-2.00], ichido ahead in 1 of 1 "
                       "rounds", out)
         self.assertIn("# w3 conc 64 ichido/postgres: median 4.00x [4.00-4.00], ichido ahead in 1 "

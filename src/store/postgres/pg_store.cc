@@ -328,7 +328,10 @@ void PgStore::lane_loop(Lane& lane) {
         lane.queue.pop_front();
       }
     }
-    run_batch(lane, batch);
+    {
+      HandoffBatch handoff;  // the batch's answers go to their I/O threads together
+      run_batch(lane, batch);
+    }
     batch.clear();
   }
 }

@@ -407,6 +407,7 @@ std::optional<Error> SqliteStore::commit_batch(std::vector<Job>& batch) {
 }
 
 void SqliteStore::finish_batch(std::vector<Job>& batch, const std::optional<Error>& outcome) {
+  HandoffBatch handoff;  // the answers go to their I/O threads together, when it ends
   for (auto& j : batch) j.finish(outcome ? &*outcome : nullptr);
 }
 

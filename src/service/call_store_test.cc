@@ -30,8 +30,7 @@ struct HeldCalls {
 
 // Starts one coroutine on `ioc` that awaits one held call and records its value in `seen`;
 // `throw_on` makes the coroutine throw after its answer (its completion rethrows).
-void await_one(asio::io_context& ioc, HeldCalls& calls, std::vector<int>& seen,
-               int throw_on = -1) {
+void await_one(asio::io_context& ioc, HeldCalls& calls, std::vector<int>& seen, int throw_on = -1) {
   asio::co_spawn(
       ioc,
       [&calls, &seen, throw_on]() -> asio::awaitable<void> {

@@ -119,6 +119,33 @@ TEST(Connections, RequestsMoreOftenThanTheIdleTimeoutKeepTheConnectionOpen) {
   EXPECT_FALSE(closed);
 }
 
+// A client that sends its request(s) and shuts down its sending side at once — the FIN in the
+// same segment as the last request — is answered, and the server then closes at once, not after
+// the idle timeout: the read that takes the request takes the FIN too, and no later event tells
+// the server (decision 149: sockets are watched for EPOLLRDHUP). Failed with only the short-read
+// half of that patch (every connection waited out the 60 s idle timeout).
+TEST(Connections, ARequestSentWithItsHalfCloseIsAnsweredAndTheConnectionClosed) {
+  TempDir dir;
+  ServerProcess server(dir.path() + "/data", {"--idle-timeout-ms", "60000"});
+  std::string err;
+  ASSERT_TRUE(server.start(&err)) << err;
+  const std::string req = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  for (int i = 0; i < 10; ++i) {
+    const int requests = 1 + i % 2;  // one, or two pipelined
+    RawConn c(server.port());
+    ASSERT_TRUE(c.ok());
+    c.cork();
+    std::string bytes;
+    for (int r = 0; r < requests; ++r) bytes += req;
+    ASSERT_TRUE(c.send(bytes));
+    c.shutdown_write();
+    bool closed = false;
+    const std::string answer = c.read_all(std::chrono::milliseconds(5000), &closed);
+    EXPECT_EQ(statuses(answer), std::vector<int>(requests, 200)) << "connection " << i;
+    EXPECT_TRUE(closed) << "connection " << i << ": not closed within 5 s of its half-close";
+  }
+}
+
 TEST(Connections, TheOpenFileSoftLimitIsRaisedToTheHardLimit) {
   struct rlimit mine {};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &mine), 0);

@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -49,6 +50,12 @@ class RawConn {
     return true;
   }
   void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
+  // Holds what is sent until the connection's send side is shut down (or the cork removed):
+  // the bytes and the FIN then leave in one segment.
+  void cork() {
+    int one = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_CORK, &one, sizeof one);
+  }
 
   // Reads until what arrived contains `needle`, the server closes the connection or `limit`
   // passes; returns what arrived (the caller checks for `needle`).

@@ -44,12 +44,12 @@ struct Pair {
   // Starts one read on the server; its outcome lands in `got` / `ec`, and `order` records it.
   void read(std::string& got, boost::system::error_code& ec, std::vector<std::string>& order,
             const char* name) {
-    server.async_read_some(asio::buffer(buf), [&, name](boost::system::error_code e,
-                                                        std::size_t n) {
-      ec = e;
-      got.assign(buf.data(), n);
-      order.push_back(name);
-    });
+    server.async_read_some(asio::buffer(buf),
+                           [&, name](boost::system::error_code e, std::size_t n) {
+                             ec = e;
+                             got.assign(buf.data(), n);
+                             order.push_back(name);
+                           });
   }
 
   // Runs the loop until `done` or 5 s: a read that never completes fails the test, not hangs it.

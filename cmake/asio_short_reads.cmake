@@ -66,6 +66,9 @@ function(ichido_patch_asio boost_include out_dir result_var)
       message(WARNING "Asio short-read patch not applied: ${boost_include}/${f} not found")
       return()
     endif()
+    # A Boost upgrade re-runs CMake, so the copies never mix one version's code with another's.
+    set_property(DIRECTORY "${PROJECT_SOURCE_DIR}" APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+                 "${boost_include}/${f}")
     file(READ "${boost_include}/${f}" text)
     string(MAKE_C_IDENTIFIER "${f}" id)
     set(content_${id} "${text}")

@@ -28,118 +28,106 @@ struct HeldCalls {
   }
 };
 
-// Starts one coroutine on `ioc` that awaits one held call and records its value in `seen`;
-// `throw_on` makes the coroutine throw after its answer (its completion rethrows).
-void await_one(asio::io_context& ioc, HeldCalls& calls, std::vector<int>& seen, int throw_on = -1) {
-  asio::co_spawn(
-      ioc,
-      [&calls, &seen, throw_on]() -> asio::awaitable<void> {
-        Result<int> r = co_await call_store<int>(calls.start());
-        seen.push_back(*r);
-        if (*r == throw_on) throw std::runtime_error("handler failed");
-      },
-      [](std::exception_ptr e) {
-        if (e) std::rethrow_exception(e);
-      });
-}
-
-// Runs until every coroutine is parked in its call (their starts have run).
-void park(asio::io_context& ioc, HeldCalls& calls, std::size_t n) {
-  while (calls.callbacks.size() < n) {
-    ioc.restart();
-    ASSERT_GT(ioc.run_one(), 0u);
-  }
-  ioc.restart();
-  ioc.poll();
-}
-
-TEST(CallStoreTest, WithoutABatchEachAnswerIsItsOwnPost) {
+// `n` coroutines on one io_context (one I/O thread), each awaiting one held call and recording
+// its value in `seen`, in the order they are resumed; a coroutine whose answer is `throw_on`
+// throws after recording it (its completion rethrows). Constructed with every call started.
+struct Awaiting {
   asio::io_context ioc;
   HeldCalls calls;
   std::vector<int> seen;
-  for (int i = 0; i < 3; ++i) await_one(ioc, calls, seen);
-  park(ioc, calls, 3);
-  for (int i = 0; i < 3; ++i) calls.callbacks[i](Result<int>(i));
-  ioc.restart();
-  ASSERT_EQ(ioc.poll_one(), 1u);
-  EXPECT_EQ(seen, std::vector<int>{0});  // one operation resumed one coroutine
-  ioc.poll();
-  EXPECT_EQ(seen, (std::vector<int>{0, 1, 2}));
+
+  explicit Awaiting(std::size_t n, int throw_on = -1) {
+    for (std::size_t i = 0; i < n; ++i) {
+      asio::co_spawn(
+          ioc,
+          [this, throw_on]() -> asio::awaitable<void> {
+            Result<int> r = co_await call_store<int>(calls.start());
+            seen.push_back(*r);
+            if (*r == throw_on) throw std::runtime_error("handler failed");
+          },
+          [](std::exception_ptr e) {
+            if (e) std::rethrow_exception(e);
+          });
+    }
+    while (calls.callbacks.size() < n) {
+      ioc.restart();
+      if (ioc.run_one() == 0) break;
+    }
+    ioc.restart();
+    ioc.poll();
+    EXPECT_EQ(calls.callbacks.size(), n);
+  }
+
+  // Answers call `i` with `value`, as the store thread would.
+  void answer(std::size_t i, int value) { calls.callbacks.at(i)(Result<int>(value)); }
+  std::size_t poll() {
+    ioc.restart();
+    return ioc.poll();
+  }
+  std::size_t poll_one() {
+    ioc.restart();
+    return ioc.poll_one();
+  }
+};
+
+TEST(CallStoreTest, WithoutABatchEachAnswerIsItsOwnPost) {
+  Awaiting w(3);
+  for (int i = 0; i < 3; ++i) w.answer(i, i);
+  ASSERT_EQ(w.poll_one(), 1u);
+  EXPECT_EQ(w.seen, std::vector<int>{0});  // one operation resumed one coroutine
+  w.poll();
+  EXPECT_EQ(w.seen, (std::vector<int>{0, 1, 2}));
 }
 
 TEST(CallStoreTest, ABatchsAnswersReachEachThreadInOnePostInOrder) {
-  asio::io_context a;
-  asio::io_context b;
-  HeldCalls calls_a;
-  HeldCalls calls_b;
-  std::vector<int> seen_a;
-  std::vector<int> seen_b;
-  for (int i = 0; i < 4; ++i) await_one(a, calls_a, seen_a);
-  for (int i = 0; i < 3; ++i) await_one(b, calls_b, seen_b);
-  park(a, calls_a, 4);
-  park(b, calls_b, 3);
+  Awaiting a(4);
+  Awaiting b(3);
   {
     HandoffBatch batch;  // what a store thread opens around a batch's answers
     // Interleaved, as a batch mixes connections of both threads; in reverse order on `a`.
     for (int i = 0; i < 4; ++i) {
-      calls_a.callbacks[3 - i](Result<int>(10 + i));
-      if (i < 3) calls_b.callbacks[i](Result<int>(20 + i));
+      a.answer(3 - i, 10 + i);
+      if (i < 3) b.answer(i, 20 + i);
     }
-    a.restart();
-    b.restart();
     EXPECT_EQ(a.poll(), 0u);  // nothing handed off before the batch ends
     EXPECT_EQ(b.poll(), 0u);
   }
-  a.restart();
-  b.restart();
   ASSERT_EQ(a.poll_one(), 1u);
-  EXPECT_EQ(seen_a, (std::vector<int>{10, 11, 12, 13}));  // one operation, every answer, in order
+  EXPECT_EQ(a.seen, (std::vector<int>{10, 11, 12, 13}));  // one operation, every answer, in order
   ASSERT_EQ(b.poll_one(), 1u);
-  EXPECT_EQ(seen_b, (std::vector<int>{20, 21, 22}));
+  EXPECT_EQ(b.seen, (std::vector<int>{20, 21, 22}));
   EXPECT_EQ(HandoffBatch::current(), nullptr);
 }
 
 TEST(CallStoreTest, AnAnswerThatThrowsStrandsNoOther) {
-  asio::io_context ioc;
-  HeldCalls calls;
-  std::vector<int> seen;
-  for (int i = 0; i < 3; ++i) await_one(ioc, calls, seen, /*throw_on=*/1);
-  park(ioc, calls, 3);
+  Awaiting w(3, /*throw_on=*/1);
   {
     HandoffBatch batch;
-    for (int i = 0; i < 3; ++i) calls.callbacks[i](Result<int>(i));
+    for (int i = 0; i < 3; ++i) w.answer(i, i);
   }
-  ioc.restart();
-  EXPECT_THROW(ioc.poll_one(), std::runtime_error);
-  EXPECT_EQ(seen, (std::vector<int>{0, 1, 2}));
+  EXPECT_THROW(w.poll_one(), std::runtime_error);
+  EXPECT_EQ(w.seen, (std::vector<int>{0, 1, 2}));
 }
 
 TEST(CallStoreTest, BatchesNestAndEachEndsWithItsOwnAnswers) {
-  asio::io_context ioc;
-  HeldCalls calls;
-  std::vector<int> seen;
-  for (int i = 0; i < 3; ++i) await_one(ioc, calls, seen);
-  park(ioc, calls, 3);
+  Awaiting w(3);
   {
     HandoffBatch outer;
-    calls.callbacks[0](Result<int>(0));
+    w.answer(0, 0);
     {
       HandoffBatch inner;
       EXPECT_EQ(HandoffBatch::current(), &inner);
-      calls.callbacks[1](Result<int>(1));
+      w.answer(1, 1);
     }
     EXPECT_EQ(HandoffBatch::current(), &outer);
-    ioc.restart();
-    ASSERT_EQ(ioc.poll_one(), 1u);  // the inner batch's end handed off what was held until then
-    EXPECT_EQ(seen, (std::vector<int>{0, 1}));
-    ioc.poll();
-    calls.callbacks[2](Result<int>(2));
-    ioc.restart();
-    EXPECT_EQ(ioc.poll(), 0u);  // held again, for the outer batch's end
+    ASSERT_EQ(w.poll_one(), 1u);  // the inner batch's end handed off what was held until then
+    EXPECT_EQ(w.seen, (std::vector<int>{0, 1}));
+    w.poll();
+    w.answer(2, 2);
+    EXPECT_EQ(w.poll(), 0u);  // held again, for the outer batch's end
   }
-  ioc.restart();
-  ASSERT_EQ(ioc.poll_one(), 1u);
-  EXPECT_EQ(seen, (std::vector<int>{0, 1, 2}));
+  ASSERT_EQ(w.poll_one(), 1u);
+  EXPECT_EQ(w.seen, (std::vector<int>{0, 1, 2}));
 }
 
 }  // namespace

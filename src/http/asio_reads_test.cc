@@ -42,10 +42,9 @@ struct Pair {
   }
 
   // Starts one read on the server; its outcome lands in `got` / `ec`, and `order` records it.
-  void read(std::string& got, boost::system::error_code& ec, std::vector<std::string>& order,
-            const char* name) {
+  void read(const char* name) {
     server.async_read_some(asio::buffer(buf),
-                           [&, name](boost::system::error_code e, std::size_t n) {
+                           [this, name](boost::system::error_code e, std::size_t n) {
                              ec = e;
                              got.assign(buf.data(), n);
                              order.push_back(name);
@@ -65,49 +64,46 @@ struct Pair {
   }
 
   std::array<char, 64> buf{};
+  std::vector<std::string> order;  // the reads (and markers) in the order they completed
+  std::string got;                 // the last read's bytes
+  boost::system::error_code ec;    // the last read's error
 };
 
 #if defined(ICHIDO_ASIO_SHORT_READS)
 TEST(AsioReads, AfterAShortReadTheNextReadWaitsForEpoll) {
   Pair p;
-  std::vector<std::string> order;
-  std::string got;
-  boost::system::error_code ec;
   // The first read waits for its data in the reactor, as a connection's reads do: an epoll
   // event completes it, and no event is left pending.
-  p.read(got, ec, order, "first");
+  p.read("first");
   asio::write(p.client, asio::buffer(std::string("a")));
-  ASSERT_TRUE(p.run_until([&] { return order.size() == 1; }));
-  EXPECT_EQ(got, "a");  // 1 byte of a 64-byte buffer: a short read
+  ASSERT_TRUE(p.run_until([&] { return p.order.size() == 1; }));
+  EXPECT_EQ(p.got, "a");  // 1 byte of a 64-byte buffer: a short read
 
   // The next request is already there when the next read starts. Stock Asio reads it at once
   // (a speculative recv) and queues the answer before anything posted after it; with the patch
   // the read waits for the reactor's epoll_wait, so what was posted after it runs first.
   asio::write(p.client, asio::buffer(std::string("b")));
   p.await_readable();
-  p.read(got, ec, order, "second");
-  asio::post(p.ioc, [&] { order.push_back("posted after"); });
-  ASSERT_TRUE(p.run_until([&] { return order.size() == 3; }));
-  EXPECT_EQ(order, (std::vector<std::string>{"first", "posted after", "second"}));
-  EXPECT_EQ(got, "b");
-  EXPECT_FALSE(ec);
+  p.read("second");
+  asio::post(p.ioc, [&] { p.order.push_back("posted after"); });
+  ASSERT_TRUE(p.run_until([&] { return p.order.size() == 3; }));
+  EXPECT_EQ(p.order, (std::vector<std::string>{"first", "posted after", "second"}));
+  EXPECT_EQ(p.got, "b");
+  EXPECT_FALSE(p.ec);
 }
 
 TEST(AsioReads, AFullReadKeepsReadingAtOnce) {
   Pair p;
-  std::vector<std::string> order;
-  std::string got;
-  boost::system::error_code ec;
   asio::write(p.client, asio::buffer(std::string(64 + 10, 'x')));  // more than one buffer
   p.await_readable();
-  p.read(got, ec, order, "first");
-  ASSERT_TRUE(p.run_until([&] { return order.size() == 1; }));
-  EXPECT_EQ(got.size(), 64u);  // the buffer filled: the socket may hold more, and it does
-  p.read(got, ec, order, "second");
-  asio::post(p.ioc, [&] { order.push_back("posted after"); });
-  ASSERT_TRUE(p.run_until([&] { return order.size() == 3; }));
-  EXPECT_EQ(order, (std::vector<std::string>{"first", "second", "posted after"}));
-  EXPECT_EQ(got, std::string(10, 'x'));
+  p.read("first");
+  ASSERT_TRUE(p.run_until([&] { return p.order.size() == 1; }));
+  EXPECT_EQ(p.got.size(), 64u);  // the buffer filled: the socket may hold more, and it does
+  p.read("second");
+  asio::post(p.ioc, [&] { p.order.push_back("posted after"); });
+  ASSERT_TRUE(p.run_until([&] { return p.order.size() == 3; }));
+  EXPECT_EQ(p.order, (std::vector<std::string>{"first", "second", "posted after"}));
+  EXPECT_EQ(p.got, std::string(10, 'x'));
 }
 #endif
 
@@ -115,21 +111,18 @@ TEST(AsioReads, AFullReadKeepsReadingAtOnce) {
 
 TEST(AsioReads, DataThatArrivesAfterAShortReadCompletesTheWaitingRead) {
   Pair p;
-  std::vector<std::string> order;
-  std::string got;
-  boost::system::error_code ec;
   asio::write(p.client, asio::buffer(std::string("a")));
   p.await_readable();
-  p.read(got, ec, order, "first");
-  ASSERT_TRUE(p.run_until([&] { return order.size() == 1; }));
-  p.read(got, ec, order, "second");  // nothing there yet: it waits in the reactor
+  p.read("first");
+  ASSERT_TRUE(p.run_until([&] { return p.order.size() == 1; }));
+  p.read("second");  // nothing there yet: it waits in the reactor
   p.ioc.restart();
   p.ioc.poll();
-  ASSERT_EQ(order.size(), 1u);
+  ASSERT_EQ(p.order.size(), 1u);
   asio::write(p.client, asio::buffer(std::string("later")));
-  ASSERT_TRUE(p.run_until([&] { return order.size() == 2; }));
-  EXPECT_EQ(got, "later");
-  EXPECT_FALSE(ec);
+  ASSERT_TRUE(p.run_until([&] { return p.order.size() == 2; }));
+  EXPECT_EQ(p.got, "later");
+  EXPECT_FALSE(p.ec);
 }
 
 // A request and the FIN in one segment (TCP_CORK, then shutdown): the read that takes the
@@ -140,42 +133,36 @@ TEST(AsioReads, DataThatArrivesAfterAShortReadCompletesTheWaitingRead) {
 TEST(AsioReads, AHalfCloseThatCameWithTheDataIsSeen) {
   for (int round = 0; round < 20; ++round) {
     Pair p;
-    std::vector<std::string> order;
-    std::string got;
-    boost::system::error_code ec;
     const bool read_first = round % 2 == 0;
-    if (read_first) p.read(got, ec, order, "request");
+    if (read_first) p.read("request");
     int one = 1;
     ASSERT_EQ(::setsockopt(p.client.native_handle(), IPPROTO_TCP, TCP_CORK, &one, sizeof one), 0);
     asio::write(p.client, asio::buffer(std::string("GET / HTTP/1.1\r\n\r\n")));
     p.client.shutdown(tcp::socket::shutdown_send);
     p.await_readable();
-    if (!read_first) p.read(got, ec, order, "request");
-    ASSERT_TRUE(p.run_until([&] { return order.size() == 1; }));
-    EXPECT_EQ(got, "GET / HTTP/1.1\r\n\r\n");
-    p.read(got, ec, order, "eof");
-    ASSERT_TRUE(p.run_until([&] { return order.size() == 2; })) << "round " << round;
-    EXPECT_EQ(ec, asio::error::eof);
+    if (!read_first) p.read("request");
+    ASSERT_TRUE(p.run_until([&] { return p.order.size() == 1; }));
+    EXPECT_EQ(p.got, "GET / HTTP/1.1\r\n\r\n");
+    p.read("eof");
+    ASSERT_TRUE(p.run_until([&] { return p.order.size() == 2; })) << "round " << round;
+    EXPECT_EQ(p.ec, asio::error::eof);
   }
 }
 
 // The FIN after the data, in its own segment, once the request was read.
 TEST(AsioReads, AHalfCloseAfterTheDataIsSeen) {
   Pair p;
-  std::vector<std::string> order;
-  std::string got;
-  boost::system::error_code ec;
   asio::write(p.client, asio::buffer(std::string("GET / HTTP/1.1\r\n\r\n")));
   p.await_readable();
-  p.read(got, ec, order, "request");
-  ASSERT_TRUE(p.run_until([&] { return order.size() == 1; }));
-  p.read(got, ec, order, "eof");
+  p.read("request");
+  ASSERT_TRUE(p.run_until([&] { return p.order.size() == 1; }));
+  p.read("eof");
   p.ioc.restart();
   p.ioc.poll();
-  ASSERT_EQ(order.size(), 1u);
+  ASSERT_EQ(p.order.size(), 1u);
   p.client.shutdown(tcp::socket::shutdown_send);
-  ASSERT_TRUE(p.run_until([&] { return order.size() == 2; }));
-  EXPECT_EQ(ec, asio::error::eof);
+  ASSERT_TRUE(p.run_until([&] { return p.order.size() == 2; }));
+  EXPECT_EQ(p.ec, asio::error::eof);
 }
 
 }  // namespace

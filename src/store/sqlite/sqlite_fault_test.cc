@@ -11,6 +11,7 @@
 #include <fstream>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -214,6 +215,75 @@ TEST_F(SqliteFaultTest, AFailingCheckpointChangesNoAnswerAndLosesNothing) {
   EXPECT_TRUE(s->check_ready().ok());
   s->close();
   EXPECT_EQ(KeysAfterRestart(), keys);
+}
+
+// Decision 150: the checkpointer syncs the database file after each of its checkpoints, so that
+// the sync that lets the WAL start over (on the writer's thread, which every request waits for)
+// finds few pages left to write. SQLite alone syncs it only after a checkpoint that copied the
+// whole WAL, which a checkpointer beside a busy writer seldom does. Here a reader that keeps an
+// old snapshot holds every checkpoint short of the WAL's end, as a busy writer would.
+TEST_F(SqliteFaultTest, TheCheckpointerSyncsTheDatabaseFileAfterEachCheckpoint) {
+  auto s = Open(/*faulty=*/true, /*checkpoint_frames=*/20, /*restart_frames=*/100000);
+  ASSERT_TRUE(s);
+  MakeCounter(*s);
+  sqlite3* reader = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(s->db_path().c_str(), &reader, SQLITE_OPEN_READONLY, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(reader, "BEGIN; SELECT count(*) FROM issued;", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  const auto before = SqliteStoreTestPeer::checkpoints(*s).by_checkpointer;
+  fault_plan().kinds.store(FaultPlan::kMainDb);  // count the database file's syncs from here
+  for (int i = 0; i < 200; ++i) {
+    auto n = SyncStore(*s).next(Next("k" + std::to_string(i)));
+    ASSERT_TRUE(n.ok()) << n.error().message;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (SqliteStoreTestPeer::checkpoints(*s).by_checkpointer < before + 5 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  // Each checkpoint is counted after its sync: read the count first.
+  const auto during = SqliteStoreTestPeer::checkpoints(*s).by_checkpointer - before;
+  const int syncs = fault_plan().syncs.load();
+  EXPECT_GE(during, 5u) << "too few checkpoints to tell";
+  EXPECT_GE(static_cast<std::uint64_t>(syncs), during)
+      << syncs << " syncs of the database file for " << during << " checkpoints";
+  sqlite3_exec(reader, "COMMIT", nullptr, nullptr, nullptr);
+  sqlite3_close(reader);
+  s->close();
+}
+
+// A failed fsync of the database file after a checkpoint: Linux may have marked the pages it
+// could not write clean, so a later sync would succeed without them, and a WAL started over after
+// it would lose them. The store latches as after a failed commit: writes are refused until a
+// restart (whose recovery copies everything from the WAL again), and nothing acknowledged is
+// lost.
+TEST_F(SqliteFaultTest, AFailedSyncOfTheDatabaseFileStopsWritesAndLosesNothing) {
+  auto s = Open(/*faulty=*/true, /*checkpoint_frames=*/20, /*restart_frames=*/200);
+  ASSERT_TRUE(s);
+  MakeCounter(*s);
+  fault_plan().kinds.store(FaultPlan::kMainDb);
+  fault_plan().fail_syncs.store(1);
+  std::vector<std::string> acknowledged;
+  std::optional<Error> refused;
+  for (int i = 0; i < 2000 && !refused; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    auto n = SyncStore(*s).next(Next(key));
+    if (n.ok()) {
+      acknowledged.push_back(key);
+    } else {
+      refused = n.error();
+    }
+  }
+  ASSERT_EQ(fault_plan().injected.load(), 1) << "no checkpoint synced the database file";
+  ASSERT_TRUE(refused.has_value()) << "the store went on writing after a failed sync";
+  EXPECT_EQ(refused->code, errc::store_unavailable) << refused->message;
+  EXPECT_FALSE(s->check_health().ok());
+  EXPECT_GE(s->stats().checkpoints->failed, 1u) << "/metrics shows the failure";
+  auto again = SyncStore(*s).next(Next("after"));
+  EXPECT_FALSE(again.ok()) << "a write after the latch";
+  s->close();
+  EXPECT_EQ(KeysAfterRestart(), acknowledged);
 }
 
 // A full disk: the batch is rolled back (nothing changed, every answer 503 without "unknown"),

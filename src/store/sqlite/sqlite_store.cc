@@ -510,31 +510,76 @@ SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs no
 
 int SqliteStore::on_wal_commit(void* self_ptr, sqlite3* db, const char* name, int frames) {
   auto* self = static_cast<SqliteStore*>(self_ptr);
-  if (frames < self->woken_at_frames_) self->woken_at_frames_ = 0;  // the WAL started over
-  if (frames >= self->opt_.restart_frames) {
-    // Copy what the checkpointer has not yet (normally only the newest frames), so that the next
-    // write finds the WAL completely copied and starts it over. SQLITE_BUSY (the checkpointer is
-    // at work, or a reader still needs old frames) is no failure: the next commit tries again.
-    int log = 0, copied = 0;
-    const int rc = sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
-    if (rc == SQLITE_OK) {
-      // Counted when it copied the whole WAL; a reader that still needs old frames (a long
-      // backup) keeps it from that, and every commit tries again, cheaply, until it can.
-      if (log == copied) self->writer_checkpoints_.fetch_add(1);
-    } else if ((rc & 0xff) != SQLITE_BUSY) {
-      self->failed_checkpoints_.fetch_add(1);
-      (void)self->write_db_->error("checkpoint the WAL");  // marks the store damaged when it is
+  const Options& o = self->opt_;
+  if (frames < self->last_wal_frames_) {  // the WAL started over
+    self->woken_at_frames_ = 0;
+    self->wal_generation_.fetch_add(1, std::memory_order_release);
+  }
+  self->last_wal_frames_ = frames;
+  if (frames < o.restart_frames) {
+    if (frames - self->woken_at_frames_ >= o.checkpoint_frames) self->wake_checkpointer(frames);
+    return SQLITE_OK;
+  }
+  // Time to start the WAL over. The checkpointer copies the bulk beside the writer; the writer
+  // waits for it commit by commit (waking it every `tail` frames) and copies only the last
+  // `tail` frames itself, which its commits hold up for. Half a WAL behind, it copies the rest.
+  const int tail = std::max(1, o.checkpoint_frames / 4);
+  const int behind = frames - self->checkpointer_copied();
+  const bool catch_up = frames >= o.restart_frames + o.restart_frames / 2;
+  if (behind > tail && !catch_up) {
+    if (frames - self->woken_at_frames_ >= tail) self->wake_checkpointer(frames);
+    return SQLITE_OK;
+  }
+  // Copy what is left, so that the next write finds the WAL completely copied and starts it
+  // over. SQLITE_BUSY (the checkpointer is at work, or a reader still needs old frames) is no
+  // failure: the next commit tries again.
+  int log = 0, copied = 0;
+  const int rc = sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
+  if (rc == SQLITE_OK) {
+    // Counted when it copied the whole WAL; a reader that still needs old frames (a long
+    // backup) keeps it from that, and every commit tries again, cheaply, until it can.
+    if (log == copied) {
+      self->writer_checkpoints_.fetch_add(1);
+      self->writer_copied_frames_.fetch_add(static_cast<std::uint64_t>(std::max(0, behind)));
+      if (behind > tail) self->writer_catch_ups_.fetch_add(1);
     }
-  } else if (frames - self->woken_at_frames_ >= self->opt_.checkpoint_frames) {
-    self->woken_at_frames_ = frames;
-    {
-      MutexLock lk(self->mu_);
-      self->checkpoint_wanted_ = true;
-    }
-    self->checkpoint_cv_.notify_one();
+  } else {
+    self->checkpoint_failed(*self->write_db_, rc);
   }
   // Always OK: the commit has happened; an error here would make COMMIT report a failure.
   return SQLITE_OK;
+}
+
+void SqliteStore::wake_checkpointer(int frames) {
+  woken_at_frames_ = frames;
+  {
+    MutexLock lk(mu_);
+    checkpoint_wanted_ = true;
+  }
+  checkpoint_cv_.notify_one();
+}
+
+int SqliteStore::checkpointer_copied() const {
+  const std::uint64_t b = backfilled_.load(std::memory_order_acquire);
+  const bool current = (b >> 32) == wal_generation_.load(std::memory_order_acquire);
+  return current ? static_cast<int>(b & 0xffffffffu) : 0;
+}
+
+void SqliteStore::checkpoint_failed(Db& db, int rc) {
+  if ((rc & 0xff) == SQLITE_BUSY) return;
+  failed_checkpoints_.fetch_add(1);
+  if (rc == SQLITE_IOERR_FSYNC) {
+    // Linux may mark the pages it could not write clean, so a later sync can succeed without
+    // them; the WAL, which still holds them, must then never start over. No more writes (and so
+    // no fresh WAL) until a restart, whose recovery copies them from the WAL again.
+    if (!failed_.exchange(true)) {
+      notice("the database file could not be synced after a checkpoint (" + db.describe() +
+             "): writes are refused until the server is restarted; nothing acknowledged is lost "
+             "(the WAL holds it). Check the disk first.");
+    }
+    return;
+  }
+  (void)db.error("checkpoint the WAL");  // marks the store damaged when it is
 }
 
 Result<void> SqliteStore::open_keys() {
@@ -645,13 +690,27 @@ void SqliteStore::checkpointer_loop() {
       if (closing_) return;  // close() checkpoints on the writer connection
       checkpoint_wanted_ = false;
     }
-    const int rc =
-        sqlite3_wal_checkpoint_v2(db.raw(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+    const std::uint32_t generation = wal_generation_.load(std::memory_order_acquire);
+    int copied = 0;
+    int rc =
+        sqlite3_wal_checkpoint_v2(db.raw(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, &copied);
+    if (rc == SQLITE_OK) {
+      // The pages just copied go to disk now, beside the writer, instead of all at once in the
+      // sync that lets the WAL start over (decision 150). SQLite syncs the database file only
+      // after a checkpoint that copied the whole WAL.
+      sqlite3_file* file = nullptr;
+      if (sqlite3_file_control(db.raw(), "main", SQLITE_FCNTL_FILE_POINTER, &file) == SQLITE_OK &&
+          file != nullptr && file->pMethods != nullptr) {
+        rc = file->pMethods->xSync(file, SQLITE_SYNC_NORMAL);
+      }
+    }
     if (rc == SQLITE_OK) {
       checkpoints_.fetch_add(1);
-    } else if ((rc & 0xff) != SQLITE_BUSY) {
-      failed_checkpoints_.fetch_add(1);
-      (void)db.error("checkpoint the WAL");  // marks the store damaged when it is
+      // Of the WAL of `generation`: if it has started over since, the writer ignores this.
+      backfilled_.store(std::uint64_t{generation} << 32 | static_cast<std::uint32_t>(copied),
+                        std::memory_order_release);
+    } else {
+      checkpoint_failed(db, rc);
     }
   }
 }

@@ -12,9 +12,13 @@ class SqliteStoreTestPeer {
   // Who did the checkpoints (stats() has their sum and the failures).
   struct Checkpoints {
     std::uint64_t by_checkpointer, by_writer;
+    // Of the writer's: the frames it copied that the checkpointer had not, in all; and how many
+    // times the checkpointer was half a WAL behind, so that the writer copied the rest.
+    std::uint64_t writer_copied_frames, writer_catch_ups;
   };
   static Checkpoints checkpoints(const SqliteStore& s) {
-    return {s.checkpoints_.load(), s.writer_checkpoints_.load()};
+    return {s.checkpoints_.load(), s.writer_checkpoints_.load(), s.writer_copied_frames_.load(),
+            s.writer_catch_ups_.load()};
   }
 };
 

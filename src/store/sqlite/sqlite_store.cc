@@ -573,7 +573,8 @@ void SqliteStore::checkpoint_failed(Db& db, int rc) {
     // them; the WAL, which still holds them, must then never start over. No more writes (and so
     // no fresh WAL) until a restart, whose recovery copies them from the WAL again.
     if (!failed_.exchange(true)) {
-      notice("the database file could not be synced after a checkpoint (" + db.describe() +
+      notice("a checkpoint could not sync " + db_path_ + " or its WAL to disk (" +
+             sqlite3_errstr(rc) + ", code " + std::to_string(rc) +
              "): writes are refused until the server is restarted; nothing acknowledged is lost "
              "(the WAL holds it). Check the disk first.");
     }

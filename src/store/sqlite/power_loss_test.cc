@@ -64,6 +64,9 @@ class SqlitePowerLossTest : public ::testing::Test {
     o.vfs = store_testing::kPowerLossVfs;
     o.checkpoint_frames = 20;  // the checkpointer runs every few batches
     o.restart_frames = 200;    // and the WAL starts over every few dozen
+    // The writer fills the WAL ahead with zeros after 1 ms without a commit (decision 151), so
+    // that the frames of the commits cut are written over zeros synced before.
+    o.wal_zero_fill_quiet = std::chrono::milliseconds(1);
     auto opened = SqliteStore::open(std::move(o));
     ASSERT_TRUE(opened.ok()) << opened.error().message;
     store_ = std::move(*opened);
@@ -180,6 +183,8 @@ TEST_F(SqlitePowerLossTest, EveryAnsweredNumberSurvivesAPowerCut) {
   core::CounterConfig config;
   config.max = 1'000'000'000;
   ASSERT_TRUE(SyncStore(*store_).create_counter({kRef, config}).ok());
+  ASSERT_GE(SqliteStoreTestPeer::await_wal_zero_fill(*store_), 1u)
+      << "the WAL was not filled ahead";
   const auto cuts =
       RunAndCut([&](int t, int i) -> std::optional<std::pair<std::string, std::string>> {
         const std::string key = "t" + std::to_string(t) + "-" + std::to_string(i);

@@ -40,11 +40,22 @@ class SqliteFaultTest : public ::testing::Test {
   }
   void TearDown() override { fault_plan().reset(); }
 
+  // The WAL is not filled ahead with zeros (decision 151) unless `zero_fill`: a fill between two
+  // commits would take a fault meant for the second one, and add to the writes and syncs counted.
   std::unique_ptr<SqliteStore> Open(bool faulty = true, int checkpoint_frames = 1000,
-                                    int restart_frames = 10000) {
+                                    int restart_frames = 10000, bool zero_fill = false) {
     Options o;
     o.checkpoint_frames = checkpoint_frames;
     o.restart_frames = restart_frames;
+    if (zero_fill) {
+      o.wal_zero_fill_quiet = std::chrono::milliseconds(0);
+    } else {
+      o.wal_zero_ahead = 0;
+    }
+    o.on_notice = [this](const std::string& line) {
+      std::lock_guard lk(notices_mu_);
+      notices_.push_back(line);
+    };
     o.dir = dir_.path() + "/data";
     o.clock = &clock_;
     if (faulty) o.vfs = store_testing::kFaultVfs;
@@ -113,8 +124,18 @@ class SqliteFaultTest : public ::testing::Test {
     return out;
   }
 
+  bool Noticed(const std::string& part) {
+    std::lock_guard lk(notices_mu_);
+    for (const auto& n : notices_) {
+      if (n.find(part) != std::string::npos) return true;
+    }
+    return false;
+  }
+
   ManualClock clock_{1'775'000'000'000};
   TempDir dir_;
+  std::mutex notices_mu_;
+  std::vector<std::string> notices_;  // Options::on_notice's lines
 };
 
 // A COMMIT whose WAL write fails: no answer of the batch is a success, each says the outcome is
@@ -284,6 +305,46 @@ TEST_F(SqliteFaultTest, AFailedSyncOfTheDatabaseFileStopsWritesAndLosesNothing) 
   EXPECT_GE(s->stats().checkpoints->failed, 1u) << "/metrics shows the failure";
   auto again = SyncStore(*s).next(Next("after"));
   EXPECT_FALSE(again.ok()) << "a write after the latch";
+  s->close();
+  EXPECT_EQ(KeysAfterRestart(), acknowledged);
+}
+
+// Decision 151 on a disk with no free block left: the commits go on over the zeros already
+// ahead of the WAL (they lengthen nothing), the next fill fails, which only ends the filling (a
+// notice says so; the store stays healthy), and every acknowledged write is there after a restart.
+TEST_F(SqliteFaultTest, ADiskWithNoFreeBlockEndsTheZeroFillAndLosesNothing) {
+  auto s = Open(/*faulty=*/true, 1000, 10000, /*zero_fill=*/true);
+  ASSERT_TRUE(s);
+  MakeCounter(*s);
+  ASSERT_EQ(SqliteStoreTestPeer::await_wal_zero_fill(*s), 1u) << "the WAL was never filled ahead";
+  fault_plan().no_free_blocks.store(true);
+  const std::string notice = "no longer filled ahead with zeros";
+  std::vector<std::string> acknowledged;
+  // A fill is wanted once less than half of the 1 MiB is left (a commit writes a few frames),
+  // and tried when the writer has seen no commit for a while (1 ms here): so the commits come
+  // with a pause after each, in which the notice may come.
+  for (int i = 0; i < 200 && !Noticed(notice); ++i) {
+    const std::string key = "k" + std::to_string(i);
+    auto n = SyncStore(*s).next(Next(key));
+    ASSERT_TRUE(n.ok()) << key << ": " << n.error().message;
+    acknowledged.push_back(key);
+    const auto pause = std::chrono::steady_clock::now() + std::chrono::milliseconds(10);
+    while (!Noticed(notice) && std::chrono::steady_clock::now() < pause) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  ASSERT_TRUE(Noticed(notice)) << "no fill was tried, or its failure was not told";
+  EXPECT_GE(acknowledged.size(), 10u);
+  EXPECT_GE(fault_plan().injected.load(), 1);
+  EXPECT_EQ(SqliteStoreTestPeer::wal_zero_fills(*s), 1u);
+  EXPECT_TRUE(s->check_health().ok()) << "a failed fill is not fatal";
+  for (int i = 0; i < 5; ++i) {  // still within the zeros of the first fill
+    const std::string key = "after" + std::to_string(i);
+    auto n = SyncStore(*s).next(Next(key));
+    ASSERT_TRUE(n.ok()) << key << ": " << n.error().message;
+    acknowledged.push_back(key);
+  }
+  fault_plan().no_free_blocks.store(false);
   s->close();
   EXPECT_EQ(KeysAfterRestart(), acknowledged);
 }

@@ -19,6 +19,7 @@
 #include "store/sqlite/data_dir.h"
 #include "store/sqlite/schema.h"
 #include "store/sqlite/sqlite_tables.h"
+#include "store/sqlite/wal_buffer_vfs.h"
 
 namespace ichido::store::sqlite {
 namespace {
@@ -220,12 +221,14 @@ void SqliteStore::submit_write(Job job) {
     batch.push_back(std::move(job));
     const std::optional<Error> outcome = commit_batch(batch);
     if (!outcome) caller_commits_.fetch_add(1);
+    const bool zeros = !outcome && wal_wants_zeros();
     bool wake = false;
     {
       MutexLock lk(mu_);
       batch_running_ = false;
       lone_ = write_queue_.empty();
-      wake = !lone_ || closing_;
+      wake = !lone_ || closing_ || (zeros && !zeros_wanted_);
+      zeros_wanted_ = zeros_wanted_ || zeros;
     }
     if (wake) write_cv_.notify_one();
     finish_batch(batch, outcome);
@@ -259,16 +262,42 @@ void SqliteStore::writer_loop() {
   std::size_t last_batch = 0;
   auto last_commit = std::chrono::steady_clock::duration::zero();
   for (;;) {
+    bool fill = false;
     {
       MutexLock lk(mu_);
-      while (batch_running_ || (!closing_ && write_queue_.empty())) write_cv_.wait(mu_);
-      if (write_queue_.empty()) return;  // closing and drained
+      for (;;) {
+        if (!batch_running_ && (!write_queue_.empty() || closing_)) break;
+        if (!zeros_wanted_) {
+          write_cv_.wait(mu_);
+          continue;
+        }
+        // The WAL wants zeros ahead of it (decision 151). They are appended only once a whole
+        // wal_zero_fill_quiet has passed without a commit and with nothing queued, so that a
+        // steady stream of writes (even a lone client's, on its own thread) never waits for
+        // them; the write connection is the writer's meanwhile, and a write that comes then
+        // queues for the next batch.
+        const auto seen = commits_.load();
+        const auto until = std::chrono::steady_clock::now() +
+                           std::max<std::chrono::milliseconds>(opt_.wal_zero_fill_quiet,
+                                                               std::chrono::milliseconds(1));
+        bool in_time = true;
+        while (in_time && (batch_running_ || (write_queue_.empty() && !closing_))) {
+          in_time = write_cv_.wait_until(mu_, until);
+        }
+        if (!in_time && !batch_running_ && write_queue_.empty() && !closing_ &&
+            commits_.load() == seen) {
+          fill = true;
+          break;
+        }
+      }
+      if (!fill && write_queue_.empty()) return;  // closing and drained
+      zeros_wanted_ = false;                      // asked again after the batch or the fill
       // Cohort merging (after PostgreSQL's commit_delay/commit_siblings): the clients the last
       // commit just answered are sending their next requests right now. If fewer than half of
       // them are queued yet, wait a little — at most a quarter of the last commit's duration,
       // and never more than 1 ms — so they share the next fsync instead of paying for one more.
       // A lone client (last batch of 1) never waits.
-      if (last_batch > 1 && write_queue_.size() < last_batch / 2 && !closing_) {
+      if (!fill && last_batch > 1 && write_queue_.size() < last_batch / 2 && !closing_) {
         const auto delay = std::min<std::chrono::steady_clock::duration>(
             last_commit / 4, std::chrono::milliseconds(1));
         const auto until = std::chrono::steady_clock::now() + delay;
@@ -281,14 +310,22 @@ void SqliteStore::writer_loop() {
       }
       batch_running_ = true;
     }
+    if (fill) {
+      fill_wal_ahead();
+      MutexLock lk(mu_);
+      batch_running_ = false;
+      continue;
+    }
     const auto started = std::chrono::steady_clock::now();
     const std::optional<Error> outcome = commit_batch(batch);
     last_commit = std::chrono::steady_clock::now() - started;
     last_batch = batch.size();
+    const bool zeros = !outcome && wal_wants_zeros();
     {
       MutexLock lk(mu_);
       batch_running_ = false;
       lone_ = last_batch == 1 && write_queue_.empty();
+      zeros_wanted_ = zeros_wanted_ || zeros;
     }
     finish_batch(batch, outcome);
     batch.clear();
@@ -581,6 +618,30 @@ void SqliteStore::checkpoint_failed(Db& db, int rc) {
     return;
   }
   (void)db.error("checkpoint the WAL");  // marks the store damaged when it is
+}
+
+bool SqliteStore::wal_wants_zeros() {
+  if (opt_.wal_zero_ahead <= 0 || zero_fill_off_) return false;
+  const auto e = wal_extent(write_db_->raw());
+  return e && e->file_end - e->written_end < opt_.wal_zero_ahead / 2;
+}
+
+void SqliteStore::fill_wal_ahead() {
+  if (!wal_wants_zeros()) return;  // asked again: the owner before may have filled already
+  const auto e = wal_extent(write_db_->raw());
+  constexpr std::int64_t kUnit = 64 << 10;
+  const std::int64_t until = (e->written_end + opt_.wal_zero_ahead + kUnit - 1) / kUnit * kUnit;
+  const int rc = wal_zero_fill(write_db_->raw(), until);
+  if (rc == SQLITE_OK) {
+    wal_zero_fills_.fetch_add(1);
+    return;
+  }
+  // Nothing committed depends on these zeros (every frame before them was synced by its own
+  // commit, and recovery stops at the first frame that is not valid, zero or not), so a failure
+  // only ends the filling: commits that lengthen the WAL pay for it again, as before.
+  zero_fill_off_ = true;
+  notice(std::string("the WAL is no longer filled ahead with zeros (") + sqlite3_errstr(rc) +
+         ", code " + std::to_string(rc) + "): commits that lengthen it are a little slower");
 }
 
 Result<void> SqliteStore::open_keys() {

@@ -48,6 +48,17 @@
 // commit does (writes refused until a restart): the kernel may have dropped the pages it could
 // not write, and a later sync that succeeds would let the WAL start over without them.
 //
+// WAL zeros (decision 151): a commit that lengthens the WAL syncs the file's new size and its
+// newly allocated blocks besides its frames; one that writes over bytes the file already has
+// syncs only its frames. The WAL lengthens commit by commit until it first starts over (at
+// `restart_frames`, which a lightly used server takes days to reach), and a clean close deletes
+// it. So whoever commits looks at how far the file runs past the WAL's furthest frame, and when
+// less than half of `wal_zero_ahead` is left the writer, once no commit has come for 100 ms
+// (`wal_zero_fill_quiet`),
+// appends zeros up to `wal_zero_ahead` past it and syncs them (wal_buffer_vfs.h). A steady stream
+// of writes never waits for that, not even a lone client's: its WAL lengthens as before until a
+// quiet moment comes; a write that comes during a fill waits for it (about a millisecond).
+//
 // Reads: `readers` threads, each with its own connection, run read jobs in a deferred
 // transaction (a consistent WAL snapshot that sees every acknowledged commit).
 //
@@ -66,6 +77,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -105,6 +117,12 @@ struct Options {
   // a WAL of ≈ 40 MiB at most under sustained writes).
   int checkpoint_frames = 1000;
   int restart_frames = 10000;
+  // Zeros kept ahead of the WAL's furthest frame (decision 151; "WAL zeros" above): when fewer
+  // than half of this are left, the writer appends up to this many at its next idle moment.
+  // 0: never (the WAL grows commit by commit).
+  std::int64_t wal_zero_ahead = 1 << 20;
+  // How long the writer must have seen no commit before it appends them (tests shorten it).
+  std::chrono::milliseconds wal_zero_fill_quiet{100};
   // Told before the schema of an existing database is upgraded (one pass over the once records
   // for migration 11: ≈ 1.3 s per million on the first start of a newer ichido, decision 137),
   // so that a long start is not a silent one.
@@ -158,6 +176,10 @@ class SqliteStore final : public TableStore {
   // After a checkpoint on `db` that returned `rc`: a failed fsync of the database file latches
   // the store (see "Checkpoints" above); anything else but SQLITE_BUSY is counted.
   void checkpoint_failed(Db& db, int rc);
+  // WAL zeros (decision 151), by the write connection's owner: whether the WAL's file has fewer
+  // than wal_zero_ahead / 2 bytes past its furthest frame; and appending them (the writer, idle).
+  bool wal_wants_zeros();
+  void fill_wal_ahead();
   // Runs `batch` in one transaction and commits it; returns what every job is to be answered
   // with (nullopt: committed). Finishes no job (finish_batch, once the connection is free).
   std::optional<Error> commit_batch(std::vector<Job>& batch);
@@ -188,7 +210,10 @@ class SqliteStore final : public TableStore {
   bool batch_running_ GUARDED_BY(mu_) = false;
   // The last batch held one job and nothing was queued when it ended: a lone client.
   bool lone_ GUARDED_BY(mu_) = true;
-  CondVar checkpoint_cv_;                           // the checkpointer waits here (with mu_)
+  // The last commit left the WAL short of zeros ahead: the writer appends them once idle.
+  bool zeros_wanted_ GUARDED_BY(mu_) = false;
+  bool zero_fill_off_ = false;  // the write connection owner's: a fill failed, none again
+  CondVar checkpoint_cv_;       // the checkpointer waits here (with mu_)
   bool checkpoint_wanted_ GUARDED_BY(mu_) = false;  // the writer's wake-up call
   int woken_at_frames_ = 0;                         // the writer's: WAL size at the last wake-up
   // The writer's: the WAL's size after the last commit (a smaller one: it started over).
@@ -212,6 +237,7 @@ class SqliteStore final : public TableStore {
   std::atomic<std::uint64_t> writer_copied_frames_{0};  // frames in them not yet copied
   std::atomic<std::uint64_t> writer_catch_ups_{0};      // of which it was half a WAL behind
   std::atomic<std::uint64_t> failed_checkpoints_{0};    // either, failed (not busy)
+  std::atomic<std::uint64_t> wal_zero_fills_{0};        // zeros appended to the WAL, times
 
   // The key index (decision 143). keys_ is set in start() and lives until the store does.
   std::unique_ptr<KeyIndex> keys_;

@@ -392,6 +392,41 @@ TEST_F(SqliteStoreTest, CheckpointsRunBesideTheWriterAndTheWalStartsOver) {
   ExpectReplays(s, "key-1234", 1235);
 }
 
+// Decision 151: once the writer has seen no commit for wal_zero_fill_quiet, it appends zeros
+// past the WAL's furthest frame, and the commits after that write over them instead of
+// lengthening the file (each commit here writes a few 4 KiB frames, so 1 MiB of zeros holds them
+// all).
+TEST_F(SqliteStoreTest, AQuietWriterKeepsZerosAheadOfTheWal) {
+  Options o = Opts();
+  o.wal_zero_fill_quiet = std::chrono::milliseconds(20);
+  auto store = MustOpen(o);
+  ASSERT_TRUE(store);
+  SyncStore s(*store);
+  ASSERT_TRUE(s.create_counter({Ref("c"), Config()}).ok());
+  ASSERT_TRUE(s.next({Ref("c"), {"key-0", ""}}).ok());
+  const std::string wal = store->db_path() + "-wal";
+  ASSERT_EQ(SqliteStoreTestPeer::await_wal_zero_fill(*store), 1u)
+      << "the WAL was never filled ahead";
+  // Two commits wrote a few dozen KiB of frames; the rest is zeros.
+  const auto filled = std::filesystem::file_size(wal);
+  EXPECT_GE(filled, std::uintmax_t{1} << 20);
+  for (int i = 1; i <= 20; ++i) {
+    auto n = s.next({Ref("c"), {"key-" + std::to_string(i), ""}});
+    ASSERT_TRUE(n.ok()) << n.error().message;
+  }
+  EXPECT_EQ(std::filesystem::file_size(wal), filled) << "a commit lengthened the WAL";
+  store->close();
+
+  // Nothing of it shows after a restart (SQLite's recovery stops at the first zero frame).
+  auto again = MustOpen();
+  ASSERT_TRUE(again);
+  SyncStore t(*again);
+  auto info = t.get_counter(Ref("c"));
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->last_value, 21);
+  ExpectReplays(t, "key-20", 21);
+}
+
 TEST_F(SqliteStoreTest, SecondOpenOfTheSameDirectoryFailsWhileTheFirstIsOpen) {
   auto first = MustOpen();
   ASSERT_TRUE(first);

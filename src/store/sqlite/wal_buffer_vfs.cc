@@ -18,6 +18,7 @@ namespace {
 
 std::atomic<std::uint64_t> g_buffered{0};
 std::atomic<std::uint64_t> g_out{0};
+std::atomic<std::uint64_t> g_zeroed{0};
 
 // One registered shim. Never freed (SQLite keeps pointers to registered VFSes for the life of
 // the process).
@@ -31,12 +32,22 @@ struct File {
   bool wal;
   std::vector<char>* buf;  // wal only: the bytes not yet written, from offset `start`
   sqlite3_int64 start;
+  // WAL only, as this handle has seen the file: the end of the furthest byte it ever wrote, and
+  // the file's size (at least that; more where the file was longer when opened, or zero-filled).
+  sqlite3_int64 written_end;
+  sqlite3_int64 file_end;
 };
 
 sqlite3_io_methods g_methods;
 
 File* as(sqlite3_file* f) { return reinterpret_cast<File*>(f); }
 sqlite3_file* real(sqlite3_file* f) { return shim_real(f); }
+
+// Records that bytes up to `end` were written through `f`.
+void wrote(File* f, sqlite3_int64 end) {
+  f->written_end = std::max(f->written_end, end);
+  f->file_end = std::max(f->file_end, end);
+}
 
 // Writes the buffer out and empties it; on failure it is dropped too. In pieces of at most
 // kMaxWalWrite bytes: SQLite's unix VFS cannot write 128 KiB or more in one call (it masks the
@@ -51,6 +62,7 @@ int flush(File* f) {
     rc = f->head.real->pMethods->xWrite(f->head.real, f->buf->data() + done, static_cast<int>(n),
                                         f->start + done);
     done += n;
+    if (rc == SQLITE_OK) wrote(f, f->start + done);
   }
   f->buf->clear();
   return rc;
@@ -85,7 +97,9 @@ int x_write(sqlite3_file* file, const void* p, int n, sqlite3_int64 off) {
   }
   if (n > kMaxWalWrite) {  // not a WAL frame (never larger than 64 KiB + 24): as it comes
     g_out.fetch_add(1, std::memory_order_relaxed);
-    return f->head.real->pMethods->xWrite(f->head.real, p, n, off);
+    const int rc = f->head.real->pMethods->xWrite(f->head.real, p, n, off);
+    if (rc == SQLITE_OK) wrote(f, off + n);
+    return rc;
   }
   if (b.empty()) f->start = off;
   const auto* c = static_cast<const char*>(p);
@@ -93,9 +107,16 @@ int x_write(sqlite3_file* file, const void* p, int n, sqlite3_int64 off) {
   g_buffered.fetch_add(1, std::memory_order_relaxed);
   return SQLITE_OK;
 }
-int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
-  if (int rc = flush(as(f)); rc != SQLITE_OK) return rc;
-  return real(f)->pMethods->xTruncate(real(f), size);
+int x_truncate(sqlite3_file* file, sqlite3_int64 size) {
+  File* f = as(file);
+  if (int rc = flush(f); rc != SQLITE_OK) return rc;
+  const int rc = real(file)->pMethods->xTruncate(real(file), size);
+  if (f->wal) {
+    // Whether or not it failed, no byte past `size` is known to be there any more.
+    f->file_end = std::min(f->file_end, size);
+    f->written_end = std::min(f->written_end, size);
+  }
+  return rc;
 }
 int x_sync(sqlite3_file* f, int flags) {
   if (int rc = flush(as(f)); rc != SQLITE_OK) return rc;
@@ -119,8 +140,12 @@ int x_open(sqlite3_vfs* vfs, sqlite3_filename name, sqlite3_file* file, int flag
   f->wal = (flags & SQLITE_OPEN_WAL) != 0;
   f->buf = nullptr;
   f->start = 0;
+  f->written_end = 0;
+  f->file_end = 0;
   const int rc = open_shim_file(vfs, name, &f->head, flags, out_flags, &g_methods);
   if (rc != SQLITE_OK || !f->head.base.pMethods || !f->wal) return rc;
+  sqlite3_int64 size = 0;
+  if (f->head.real->pMethods->xFileSize(f->head.real, &size) == SQLITE_OK) f->file_end = size;
   f->buf = new (std::nothrow) std::vector<char>();
   if (!f->buf) {
     f->head.real->pMethods->xClose(f->head.real);
@@ -130,7 +155,48 @@ int x_open(sqlite3_vfs* vfs, sqlite3_filename name, sqlite3_file* file, int flag
   return rc;
 }
 
+// The shim's WAL file of `db`'s main database, or nullptr (not opened through a shim, or no WAL
+// open yet).
+File* wal_of(sqlite3* db) {
+  sqlite3_file* p = nullptr;
+  if (sqlite3_file_control(db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &p) != SQLITE_OK || !p ||
+      p->pMethods != &g_methods) {
+    return nullptr;
+  }
+  File* f = as(p);
+  return f->wal ? f : nullptr;
+}
+
 }  // namespace
+
+std::optional<WalExtent> wal_extent(sqlite3* db) {
+  const File* f = wal_of(db);
+  if (!f) return std::nullopt;
+  return WalExtent{f->written_end, f->file_end};
+}
+
+int wal_zero_fill(sqlite3* db, std::int64_t until) {
+  File* f = wal_of(db);
+  if (!f) return SQLITE_MISUSE;
+  if (int rc = flush(f); rc != SQLITE_OK) return rc;
+  if (until <= f->file_end) return SQLITE_OK;
+  static const std::vector<char> zeros(kMaxWalWrite, 0);
+  sqlite3_file* r = f->head.real;
+  const sqlite3_int64 from = f->file_end;
+  for (sqlite3_int64 off = from; off < until;) {
+    const auto n = std::min<sqlite3_int64>(until - off, kMaxWalWrite);
+    if (int rc = r->pMethods->xWrite(r, zeros.data(), static_cast<int>(n), off); rc != SQLITE_OK) {
+      // Some of the zeros may be in the file: it is as long as the file system says.
+      sqlite3_int64 size = 0;
+      if (r->pMethods->xFileSize(r, &size) == SQLITE_OK) f->file_end = std::max(f->file_end, size);
+      return rc;
+    }
+    off += n;
+    f->file_end = off;
+  }
+  g_zeroed.fetch_add(static_cast<std::uint64_t>(until - from), std::memory_order_relaxed);
+  return r->pMethods->xSync(r, SQLITE_SYNC_NORMAL);
+}
 
 std::string wal_buffer_vfs(const std::string& base_name) {
   static std::mutex mu;
@@ -163,7 +229,8 @@ std::string wal_buffer_vfs(const std::string& base_name) {
 }
 
 WalBufferStats wal_buffer_stats() {
-  return {g_buffered.load(std::memory_order_relaxed), g_out.load(std::memory_order_relaxed)};
+  return {g_buffered.load(std::memory_order_relaxed), g_out.load(std::memory_order_relaxed),
+          g_zeroed.load(std::memory_order_relaxed)};
 }
 
 }  // namespace ichido::store::sqlite

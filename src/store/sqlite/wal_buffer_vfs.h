@@ -28,9 +28,23 @@
 //
 // Files that are not a WAL pass straight through. Thread-safety: as for any SQLite file, one
 // connection uses a file at a time; registration is thread-safe.
+//
+// Zero-filling ahead (decision 151). A commit that makes the WAL longer costs its fdatasync more
+// than one that writes over bytes the file already has: the file system must also write the new
+// size and the blocks it allocated (and, on a journaling file system, commit its journal). A WAL
+// grows until it starts over at the writer's checkpoint (≈ 40 MiB, sqlite_store.h), which a
+// lightly used server takes days to reach, and SQLite deletes it at every clean close. So the
+// store asks the shim (wal_extent, wal_zero_fill) to append zeros past the WAL's last frame and
+// sync them while the writer is idle, as PostgreSQL fills each new WAL segment with zeros before
+// it uses it (wal_init_zero); the commits after that write over allocated blocks. Zeros past the
+// last frame are what SQLite's recovery expects anyway: it reads frames until one whose salt and
+// checksum do not match, as it does over a WAL that started over.
 #pragma once
 
+#include <sqlite3.h>
+
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace ichido::store::sqlite {
@@ -43,7 +57,25 @@ std::string wal_buffer_vfs(const std::string& base);
 struct WalBufferStats {
   std::uint64_t writes_buffered = 0;  // xWrite calls to a WAL kept in a buffer
   std::uint64_t writes_out = 0;       // writes handed to the wrapped VFS for those files
+  std::uint64_t bytes_zeroed = 0;     // zeros appended by wal_zero_fill
 };
+
+// The WAL of the connection `db` (its main database) as its shim file has seen it: the end of
+// the furthest byte written through it, and the file's length (at least that). nullopt when `db`
+// was not opened through a shim or has no WAL open.
+struct WalExtent {
+  std::int64_t written_end = 0;
+  std::int64_t file_end = 0;
+};
+std::optional<WalExtent> wal_extent(sqlite3* db);
+
+// Appends zeros to the WAL of `db` until it is `until` bytes long, through the wrapped VFS (so
+// the tests' fault VFS sees them), then syncs it as a commit would. Does nothing when the file is
+// that long already. Returns SQLite's code: SQLITE_MISUSE when wal_extent() would be nullopt; on
+// a failed write, the zeros written before it stay (wal_extent counts them).
+// Precondition: the caller owns the write connection `db`, and no write transaction is open on
+// it (the WAL's frames are all written and synced; nothing else writes this file meanwhile).
+int wal_zero_fill(sqlite3* db, std::int64_t until);
 WalBufferStats wal_buffer_stats();
 
 constexpr std::int64_t kMaxWalBuffer = 4 << 20;  // bytes kept at most before a write-out

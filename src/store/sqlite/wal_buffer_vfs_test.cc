@@ -3,8 +3,13 @@
 #include "store/sqlite/wal_buffer_vfs.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "store/sqlite/db.h"
 #include "store/testing/sync_store.h"
@@ -59,6 +64,75 @@ TEST(WalBufferVfs, ALargeCommitReachesTheFileWhole) {
   ASSERT_TRUE(again.open(path, /*create=*/false).ok());
   EXPECT_EQ(Scalar(again, "SELECT sum(length(x)) FROM t"), 64 * 32768);
   EXPECT_EQ(Scalar(again,
+                   "SELECT count(*) FROM pragma_integrity_check WHERE "
+                   "integrity_check = 'ok'"),
+            1);
+}
+
+std::int64_t FileSize(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<std::int64_t>(st.st_size) : -1;
+}
+
+// Zeros past the WAL's last frame (decision 151): appended and synced on request, written over
+// by the commits after them (the file does not lengthen), and where SQLite's recovery stops when
+// it finds them: a copy of the files as a crash would leave them (nothing checkpointed, zeros
+// after the frames) opens with every committed row.
+TEST(WalBufferVfs, ZerosPastTheLastFrameAreWrittenOverAndRecoveryStopsAtThem) {
+  store_testing::TempDir dir;
+  const std::string path = dir.path() + "/t.db";
+  Db writer;
+  ASSERT_TRUE(writer.open(path, /*create=*/true).ok());
+  ASSERT_TRUE(writer.exec("PRAGMA wal_autocheckpoint = 0", "no checkpoints").ok());
+  ASSERT_TRUE(
+      writer.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, x BLOB NOT NULL)", "create").ok());
+  ASSERT_TRUE(writer.exec("INSERT INTO t (x) VALUES (randomblob(100))", "insert").ok());
+
+  auto e = wal_extent(writer.raw());
+  ASSERT_TRUE(e.has_value());
+  EXPECT_GT(e->written_end, 0);
+  EXPECT_EQ(e->file_end, e->written_end);
+  EXPECT_EQ(FileSize(path + "-wal"), e->file_end);
+
+  const std::int64_t until = e->written_end + (1 << 20);
+  const auto zeroed_before = wal_buffer_stats().bytes_zeroed;
+  ASSERT_EQ(wal_zero_fill(writer.raw(), until), SQLITE_OK);
+  EXPECT_EQ(wal_buffer_stats().bytes_zeroed - zeroed_before,
+            static_cast<std::uint64_t>(until - e->written_end));
+  EXPECT_EQ(FileSize(path + "-wal"), until);
+  {
+    std::ifstream in(path + "-wal", std::ios::binary);
+    in.seekg(e->written_end);
+    std::vector<char> tail(static_cast<std::size_t>(until - e->written_end), 'x');
+    ASSERT_TRUE(in.read(tail.data(), static_cast<std::streamsize>(tail.size())));
+    EXPECT_EQ(std::count(tail.begin(), tail.end(), 0), static_cast<long>(tail.size()));
+  }
+  ASSERT_EQ(wal_zero_fill(writer.raw(), until - 4096), SQLITE_OK);  // long enough: nothing
+  EXPECT_EQ(FileSize(path + "-wal"), until);
+
+  // Twenty commits after it write over the zeros.
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(writer.exec("INSERT INTO t (x) VALUES (randomblob(100))", "insert").ok());
+  }
+  e = wal_extent(writer.raw());
+  ASSERT_TRUE(e.has_value());
+  EXPECT_GT(e->written_end, until - (1 << 20));
+  EXPECT_LT(e->written_end, until);
+  EXPECT_EQ(e->file_end, until);
+  EXPECT_EQ(FileSize(path + "-wal"), until);
+
+  // Another connection sees every commit; so does a copy of the files as a crash leaves them.
+  Db reader;
+  ASSERT_TRUE(reader.open(path, /*create=*/false).ok());
+  EXPECT_EQ(Scalar(reader, "SELECT count(*) FROM t"), 21);
+  reader.close();
+  const std::string copy = dir.path() + "/crash.db";
+  std::filesystem::copy_file(path, copy);
+  std::filesystem::copy_file(path + "-wal", copy + "-wal");
+  Db after;
+  ASSERT_TRUE(after.open(copy, /*create=*/false).ok());
+  EXPECT_EQ(Scalar(after, "SELECT count(*) FROM t"), 21);
+  EXPECT_EQ(Scalar(after,
                    "SELECT count(*) FROM pragma_integrity_check WHERE "
                    "integrity_check = 'ok'"),
             1);

@@ -45,6 +45,13 @@ int x_write(sqlite3_file* f, const void* p, int n, sqlite3_int64 off) {
       g_plan.injected.fetch_add(1);
       return SQLITE_FULL;
     }
+    if (g_plan.no_free_blocks.load()) {
+      sqlite3_int64 size = 0;
+      if (real(f)->pMethods->xFileSize(real(f), &size) == SQLITE_OK && off + n > size) {
+        g_plan.injected.fetch_add(1);
+        return SQLITE_FULL;
+      }
+    }
     if (take(g_plan.fail_writes)) return SQLITE_IOERR_WRITE;
   }
   return real(f)->pMethods->xWrite(real(f), p, n, off);

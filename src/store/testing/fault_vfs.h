@@ -24,6 +24,9 @@ struct FaultPlan {
   std::atomic<int> fail_syncs{0};      // the next N fsyncs fail with SQLITE_IOERR_FSYNC
   std::atomic<int> fail_truncates{0};  // the next N truncates fail with SQLITE_IOERR_TRUNCATE
   std::atomic<bool> disk_full{false};  // every write fails with SQLITE_FULL while set
+  // While set, a write that would lengthen its file fails with SQLITE_FULL, and one over bytes
+  // the file already has goes through: a disk with no free block left.
+  std::atomic<bool> no_free_blocks{false};
   std::atomic<bool> read_only{false};  // databases opened while set are opened read-only
   // Counters of what happened (to assert a fault was really hit).
   std::atomic<int> writes{0}, syncs{0}, injected{0};
@@ -31,7 +34,7 @@ struct FaultPlan {
   void reset() {
     kinds = kWal;
     fail_writes = fail_syncs = fail_truncates = 0;
-    disk_full = read_only = false;
+    disk_full = no_free_blocks = read_only = false;
     writes = syncs = injected = 0;
   }
 };

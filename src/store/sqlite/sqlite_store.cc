@@ -628,10 +628,20 @@ bool SqliteStore::wal_wants_zeros() {
 
 void SqliteStore::fill_wal_ahead() {
   if (!wal_wants_zeros()) return;  // asked again: the owner before may have filled already
-  const auto e = wal_extent(write_db_->raw());
+  Db& db = *write_db_;
+  // The WAL's write lock first: other connections write this WAL too — another process's, such
+  // as the CLI's token commands on a running server's directory — and none may put frames where
+  // the zeros go while they go in. wal_zero_fill starts at the file's real end. Busy (another
+  // connection's write took longer than the busy timeout): the next commit asks again.
+  {
+    auto begin = db.query("BEGIN IMMEDIATE");
+    if (!begin.ok() || !begin->run("lock the WAL for its zeros").ok()) return;
+  }
+  const auto e = wal_extent(db.raw());
   constexpr std::int64_t kUnit = 64 << 10;
   const std::int64_t until = (e->written_end + opt_.wal_zero_ahead + kUnit - 1) / kUnit * kUnit;
-  const int rc = wal_zero_fill(write_db_->raw(), until);
+  const int rc = wal_zero_fill(db.raw(), until);
+  if (auto end = db.query("ROLLBACK"); end.ok()) (void)end->run("unlock the WAL");
   if (rc == SQLITE_OK) {
     wal_zero_fills_.fetch_add(1);
     return;

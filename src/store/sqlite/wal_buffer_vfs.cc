@@ -179,10 +179,16 @@ int wal_zero_fill(sqlite3* db, std::int64_t until) {
   File* f = wal_of(db);
   if (!f) return SQLITE_MISUSE;
   if (int rc = flush(f); rc != SQLITE_OK) return rc;
-  if (until <= f->file_end) return SQLITE_OK;
-  static const std::vector<char> zeros(kMaxWalWrite, 0);
+  // The file's real end: another connection (another process's, too) may have lengthened the
+  // WAL, or truncated it, since this handle last wrote. Zeros go only past that end.
   sqlite3_file* r = f->head.real;
-  const sqlite3_int64 from = f->file_end;
+  sqlite3_int64 size = 0;
+  if (int rc = r->pMethods->xFileSize(r, &size); rc != SQLITE_OK) return rc;
+  f->file_end = size;
+  f->written_end = std::min(f->written_end, size);
+  if (until <= size) return SQLITE_OK;
+  static const std::vector<char> zeros(kMaxWalWrite, 0);
+  const sqlite3_int64 from = size;
   for (sqlite3_int64 off = from; off < until;) {
     const auto n = std::min<sqlite3_int64>(until - off, kMaxWalWrite);
     if (int rc = r->pMethods->xWrite(r, zeros.data(), static_cast<int>(n), off); rc != SQLITE_OK) {

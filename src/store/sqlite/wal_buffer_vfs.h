@@ -69,12 +69,13 @@ struct WalExtent {
 };
 std::optional<WalExtent> wal_extent(sqlite3* db);
 
-// Appends zeros to the WAL of `db` until it is `until` bytes long, through the wrapped VFS (so
+// Appends zeros to the WAL of `db` from the file's real end (asked of the file system: another
+// connection may have lengthened it) until it is `until` bytes long, through the wrapped VFS (so
 // the tests' fault VFS sees them), then syncs it as a commit would. Does nothing when the file is
 // that long already. Returns SQLite's code: SQLITE_MISUSE when wal_extent() would be nullopt; on
 // a failed write, the zeros written before it stay (wal_extent counts them).
-// Precondition: the caller owns the write connection `db`, and no write transaction is open on
-// it (the WAL's frames are all written and synced; nothing else writes this file meanwhile).
+// Precondition: `db` holds the WAL's write lock (BEGIN IMMEDIATE) and has written nothing in
+// that transaction, so that no connection of any process writes the WAL meanwhile.
 int wal_zero_fill(sqlite3* db, std::int64_t until);
 WalBufferStats wal_buffer_stats();
 

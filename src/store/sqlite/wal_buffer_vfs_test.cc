@@ -96,6 +96,7 @@ TEST(WalBufferVfs, ZerosPastTheLastFrameAreWrittenOverAndRecoveryStopsAtThem) {
 
   const std::int64_t until = e->written_end + (1 << 20);
   const auto zeroed_before = wal_buffer_stats().bytes_zeroed;
+  ASSERT_TRUE(writer.exec("BEGIN IMMEDIATE", "lock the WAL").ok());
   ASSERT_EQ(wal_zero_fill(writer.raw(), until), SQLITE_OK);
   EXPECT_EQ(wal_buffer_stats().bytes_zeroed - zeroed_before,
             static_cast<std::uint64_t>(until - e->written_end));
@@ -109,6 +110,7 @@ TEST(WalBufferVfs, ZerosPastTheLastFrameAreWrittenOverAndRecoveryStopsAtThem) {
   }
   ASSERT_EQ(wal_zero_fill(writer.raw(), until - 4096), SQLITE_OK);  // long enough: nothing
   EXPECT_EQ(FileSize(path + "-wal"), until);
+  ASSERT_TRUE(writer.exec("ROLLBACK", "unlock the WAL").ok());
 
   // Twenty commits after it write over the zeros.
   for (int i = 0; i < 20; ++i) {
@@ -133,6 +135,45 @@ TEST(WalBufferVfs, ZerosPastTheLastFrameAreWrittenOverAndRecoveryStopsAtThem) {
   ASSERT_TRUE(after.open(copy, /*create=*/false).ok());
   EXPECT_EQ(Scalar(after, "SELECT count(*) FROM t"), 21);
   EXPECT_EQ(Scalar(after,
+                   "SELECT count(*) FROM pragma_integrity_check WHERE "
+                   "integrity_check = 'ok'"),
+            1);
+}
+
+// Another connection — here in this process, in ichido's case also another process's (the CLI's
+// token commands on a running server's directory) — lengthened the WAL after this handle last
+// wrote it: the zeros start at the file's real end, never over that connection's frames.
+TEST(WalBufferVfs, ZerosGoOnlyPastTheFilesRealEnd) {
+  store_testing::TempDir dir;
+  const std::string path = dir.path() + "/t.db";
+  Db a;
+  ASSERT_TRUE(a.open(path, /*create=*/true).ok());
+  ASSERT_TRUE(a.exec("PRAGMA wal_autocheckpoint = 0", "no checkpoints").ok());
+  ASSERT_TRUE(a.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, x BLOB NOT NULL)", "create").ok());
+  const auto e = wal_extent(a.raw());
+  ASSERT_TRUE(e.has_value());
+
+  Db b;
+  ASSERT_TRUE(b.open(path, /*create=*/false).ok());
+  ASSERT_TRUE(b.exec("PRAGMA wal_autocheckpoint = 0", "no checkpoints").ok());
+  for (int i = 0; i < 64; ++i) {  // ≈ 2 MiB of frames, past where `a` last wrote
+    ASSERT_TRUE(b.exec("INSERT INTO t (x) VALUES (randomblob(32768))", "insert").ok());
+  }
+  const std::int64_t after_b = FileSize(path + "-wal");
+  ASSERT_GT(after_b, e->file_end + (2 << 20) - (64 << 10));
+
+  ASSERT_TRUE(a.exec("BEGIN IMMEDIATE", "lock the WAL").ok());
+  ASSERT_EQ(wal_zero_fill(a.raw(), e->written_end + (1 << 20)), SQLITE_OK);  // within b's frames
+  EXPECT_EQ(FileSize(path + "-wal"), after_b);
+  ASSERT_EQ(wal_zero_fill(a.raw(), after_b + (64 << 10)), SQLITE_OK);
+  EXPECT_EQ(FileSize(path + "-wal"), after_b + (64 << 10));
+  ASSERT_TRUE(a.exec("ROLLBACK", "unlock the WAL").ok());
+
+  for (Db* db : {&a, &b}) {
+    EXPECT_EQ(Scalar(*db, "SELECT count(*) FROM t"), 64);
+    EXPECT_EQ(Scalar(*db, "SELECT sum(length(x)) FROM t"), 64 * 32768);
+  }
+  EXPECT_EQ(Scalar(a,
                    "SELECT count(*) FROM pragma_integrity_check WHERE "
                    "integrity_check = 'ok'"),
             1);

@@ -193,8 +193,8 @@ int wal_zero_fill(sqlite3* db, std::int64_t until) {
     const auto n = std::min<sqlite3_int64>(until - off, kMaxWalWrite);
     if (int rc = r->pMethods->xWrite(r, zeros.data(), static_cast<int>(n), off); rc != SQLITE_OK) {
       // Some of the zeros may be in the file: it is as long as the file system says.
-      sqlite3_int64 size = 0;
-      if (r->pMethods->xFileSize(r, &size) == SQLITE_OK) f->file_end = std::max(f->file_end, size);
+      sqlite3_int64 now = 0;
+      if (r->pMethods->xFileSize(r, &now) == SQLITE_OK) f->file_end = std::max(f->file_end, now);
       return rc;
     }
     off += n;

@@ -54,10 +54,11 @@
 // `restart_frames`, which a lightly used server takes days to reach), and a clean close deletes
 // it. So whoever commits looks at how far the file runs past the WAL's furthest frame, and when
 // less than half of `wal_zero_ahead` is left the writer, once no commit has come for 100 ms
-// (`wal_zero_fill_quiet`),
-// appends zeros up to `wal_zero_ahead` past it and syncs them (wal_buffer_vfs.h). A steady stream
-// of writes never waits for that, not even a lone client's: its WAL lengthens as before until a
-// quiet moment comes; a write that comes during a fill waits for it (about a millisecond).
+// (`wal_zero_fill_quiet`), takes the WAL's write lock (other processes write this WAL too: the
+// CLI's token commands), appends zeros from the file's real end up to `wal_zero_ahead` past the
+// furthest frame and syncs them (wal_buffer_vfs.h). A steady stream of writes never waits for
+// that, not even a lone client's: its WAL lengthens as before until a quiet moment comes; a write
+// that comes during a fill waits for it (about a millisecond).
 //
 // Reads: `readers` threads, each with its own connection, run read jobs in a deferred
 // transaction (a consistent WAL snapshot that sees every acknowledged commit).

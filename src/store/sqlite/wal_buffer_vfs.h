@@ -34,11 +34,11 @@
 // size and the blocks it allocated (and, on a journaling file system, commit its journal). A WAL
 // grows until it starts over at the writer's checkpoint (≈ 40 MiB, sqlite_store.h), which a
 // lightly used server takes days to reach, and SQLite deletes it at every clean close. So the
-// store asks the shim (wal_extent, wal_zero_fill) to append zeros past the WAL's last frame and
-// sync them while the writer is idle, as PostgreSQL fills each new WAL segment with zeros before
-// it uses it (wal_init_zero); the commits after that write over allocated blocks. Zeros past the
-// last frame are what SQLite's recovery expects anyway: it reads frames until one whose salt and
-// checksum do not match, as it does over a WAL that started over.
+// store asks the shim (wal_extent, wal_zero_fill) to append zeros past the file's end and sync
+// them while the writer is idle and holds the WAL's write lock, as PostgreSQL fills each new WAL
+// segment with zeros before it uses it (wal_init_zero); the commits after that write over allocated
+// blocks. Zeros past the last frame are what SQLite's recovery expects anyway: it reads frames
+// until one whose salt and checksum do not match, as it does over a WAL that started over.
 #pragma once
 
 #include <sqlite3.h>

@@ -637,9 +637,10 @@ void SqliteStore::fill_wal_ahead() {
     auto begin = db.query("BEGIN IMMEDIATE");
     if (!begin.ok() || !begin->run("lock the WAL for its zeros").ok()) return;
   }
-  const auto e = wal_extent(db.raw());
   constexpr std::int64_t kUnit = 64 << 10;
-  const std::int64_t until = (e->written_end + opt_.wal_zero_ahead + kUnit - 1) / kUnit * kUnit;
+  const auto e = wal_extent(db.raw());  // (no WAL: wal_zero_fill answers SQLITE_MISUSE)
+  const std::int64_t until =
+      e ? (e->written_end + opt_.wal_zero_ahead + kUnit - 1) / kUnit * kUnit : 0;
   const int rc = wal_zero_fill(db.raw(), until);
   if (auto end = db.query("ROLLBACK"); end.ok()) (void)end->run("unlock the WAL");
   if (rc == SQLITE_OK) {

@@ -176,6 +176,17 @@ class SqliteStoreTest : public ::testing::Test {
     for (auto& th : running) th.join();
     return got;
   }
+  // The store opened again (with Opts()): counter "c" stands at `last`, and `key` replays `value`.
+  void ExpectAfterReopen(std::int64_t last, const std::string& key, std::int64_t value) {
+    auto store = MustOpen();
+    ASSERT_TRUE(store);
+    SyncStore s(*store);
+    auto info = s.get_counter(Ref("c"));
+    ASSERT_TRUE(info.ok());
+    EXPECT_EQ(info->last_value, last);
+    EXPECT_EQ(info->issued_count, last);
+    ExpectReplays(s, key, value);
+  }
   // `key` of counter "c" replays `value` (it was issued and kept).
   static void ExpectReplays(SyncStore& s, const std::string& key, std::int64_t value) {
     auto replay = s.next({Ref("c"), {key, ""}});
@@ -384,14 +395,7 @@ TEST_F(SqliteStoreTest, CheckpointsRunBesideTheWriterAndTheWalStartsOver) {
     EXPECT_LE(wal, 32 + 2 * kRestartFrames * frame + static_cast<std::uintmax_t>(zeros));
     store->close();
   }
-  auto store = MustOpen();
-  ASSERT_TRUE(store);
-  SyncStore s(*store);
-  auto info = s.get_counter(Ref("c"));
-  ASSERT_TRUE(info.ok());
-  EXPECT_EQ(info->last_value, kNexts);
-  EXPECT_EQ(info->issued_count, kNexts);
-  ExpectReplays(s, "key-1234", 1235);
+  ExpectAfterReopen(kNexts, "key-1234", 1235);
 }
 
 // Decision 151: once the writer has seen no commit for wal_zero_fill_quiet, it appends zeros
@@ -420,13 +424,7 @@ TEST_F(SqliteStoreTest, AQuietWriterKeepsZerosAheadOfTheWal) {
   store->close();
 
   // Nothing of it shows after a restart (SQLite's recovery stops at the first zero frame).
-  auto again = MustOpen();
-  ASSERT_TRUE(again);
-  SyncStore t(*again);
-  auto info = t.get_counter(Ref("c"));
-  ASSERT_TRUE(info.ok());
-  EXPECT_EQ(info->last_value, 21);
-  ExpectReplays(t, "key-20", 21);
+  ExpectAfterReopen(21, "key-20", 21);
 }
 
 TEST_F(SqliteStoreTest, SecondOpenOfTheSameDirectoryFailsWhileTheFirstIsOpen) {
@@ -969,13 +967,7 @@ TEST_F(SqliteStoreTest, ALoneWriteRunsOnTheCallersThreadOnlyWhenItServesOneClien
     }
     store->close();
   }
-  auto store = MustOpen();
-  ASSERT_TRUE(store);
-  SyncStore s(*store);
-  auto info = s.get_counter(Ref("c"));
-  ASSERT_TRUE(info.ok());
-  EXPECT_EQ(info->last_value, 3);
-  ExpectReplays(s, "writer", 2);
+  ExpectAfterReopen(3, "writer", 2);
 }
 
 // A client is answered only once the write connection is free again (commit_batch finishes no

@@ -42,13 +42,15 @@ class SqliteFaultTest : public ::testing::Test {
 
   // The WAL is not filled ahead with zeros (decision 151) unless `zero_fill`: a fill between two
   // commits would take a fault meant for the second one, and add to the writes and syncs counted.
+  // `quiet`: the zero fill's wal_zero_fill_quiet.
   std::unique_ptr<SqliteStore> Open(bool faulty = true, int checkpoint_frames = 1000,
-                                    int restart_frames = 10000, bool zero_fill = false) {
+                                    int restart_frames = 10000, bool zero_fill = false,
+                                    std::chrono::milliseconds quiet = {}) {
     Options o;
     o.checkpoint_frames = checkpoint_frames;
     o.restart_frames = restart_frames;
     if (zero_fill) {
-      o.wal_zero_fill_quiet = std::chrono::milliseconds(0);
+      o.wal_zero_fill_quiet = quiet;
     } else {
       o.wal_zero_ahead = 0;
     }
@@ -347,6 +349,41 @@ TEST_F(SqliteFaultTest, ADiskWithNoFreeBlockEndsTheZeroFillAndLosesNothing) {
   fault_plan().no_free_blocks.store(false);
   s->close();
   EXPECT_EQ(KeysAfterRestart(), acknowledged);
+}
+
+// Decision 151 beside another writer: another connection (the CLI's token commands, another
+// process) holds the WAL's write lock when the writer's quiet moment comes. The fill waits for
+// it no longer than the busy timeout, then is skipped: no notice, the filling stays on, and the
+// next commit asks for zeros again, which the next quiet moment brings.
+TEST_F(SqliteFaultTest, AFillThatFindsTheWriteLockTakenIsSkippedAndAskedForAgain) {
+  // A quiet second before a fill: time enough for this thread to take the lock after a commit.
+  constexpr auto kQuiet = std::chrono::seconds(1);
+  auto s = Open(/*faulty=*/false, 1000, 10000, /*zero_fill=*/true, kQuiet);
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(SqliteStoreTestPeer::set_write_busy_timeout(*s, 50));
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open_v2((dir_.path() + "/data/ichido.db").c_str(), &other,
+                            SQLITE_OPEN_READWRITE, nullptr),
+            SQLITE_OK);
+  MakeCounter(*s);  // the first commit: the new WAL has no zeros ahead, so they are wanted
+  const auto committed = std::chrono::steady_clock::now();
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  ASSERT_LT(std::chrono::steady_clock::now() - committed, kQuiet)
+      << "this thread took the lock only after the quiet moment: the test proves nothing";
+  ASSERT_EQ(SqliteStoreTestPeer::wal_zero_fills(*s), 0u);
+
+  ASSERT_EQ(SqliteStoreTestPeer::await_wal_zero_fill_skip(*s), 1u) << "no fill was tried";
+  EXPECT_EQ(SqliteStoreTestPeer::wal_zero_fills(*s), 0u);
+  EXPECT_FALSE(Noticed("no longer filled ahead with zeros")) << "a busy lock is not a failure";
+  EXPECT_TRUE(s->check_health().ok());
+  ASSERT_EQ(sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_close(other), SQLITE_OK);
+
+  ASSERT_TRUE(SyncStore(*s).next(Next("after")).ok());  // asks for zeros again
+  EXPECT_EQ(SqliteStoreTestPeer::await_wal_zero_fill(*s), 1u) << "the filling stopped";
+  EXPECT_EQ(SqliteStoreTestPeer::wal_zero_fill_skips(*s), 1u);
+  s->close();
+  EXPECT_EQ(KeysAfterRestart(), std::vector<std::string>{"after"});
 }
 
 // A full disk: the batch is rolled back (nothing changed, every answer 503 without "unknown"),

@@ -635,7 +635,10 @@ void SqliteStore::fill_wal_ahead() {
   // connection's write took longer than the busy timeout): the next commit asks again.
   {
     auto begin = db.query("BEGIN IMMEDIATE");
-    if (!begin.ok() || !begin->run("lock the WAL for its zeros").ok()) return;
+    if (!begin.ok() || !begin->run("lock the WAL for its zeros").ok()) {
+      wal_zero_fill_skips_.fetch_add(1);
+      return;
+    }
   }
   constexpr std::int64_t kUnit = 64 << 10;
   const auto e = wal_extent(db.raw());  // (no WAL: wal_zero_fill answers SQLITE_MISUSE)

@@ -58,7 +58,9 @@
 // CLI's token commands), appends zeros from the file's real end up to `wal_zero_ahead` past the
 // furthest frame and syncs them (wal_buffer_vfs.h). A steady stream of writes never waits for
 // that, not even a lone client's: its WAL lengthens as before until a quiet moment comes; a write
-// that comes during a fill waits for it (about a millisecond).
+// that comes during a fill waits for it (about a millisecond). A fill that finds the write lock
+// held by another connection past the busy timeout is skipped, not failed: the next commit asks
+// again.
 //
 // Reads: `readers` threads, each with its own connection, run read jobs in a deferred
 // transaction (a consistent WAL snapshot that sees every acknowledged commit).
@@ -239,6 +241,7 @@ class SqliteStore final : public TableStore {
   std::atomic<std::uint64_t> writer_catch_ups_{0};      // of which it was half a WAL behind
   std::atomic<std::uint64_t> failed_checkpoints_{0};    // either, failed (not busy)
   std::atomic<std::uint64_t> wal_zero_fills_{0};        // zeros appended to the WAL, times
+  std::atomic<std::uint64_t> wal_zero_fill_skips_{0};   // fills skipped: write lock busy
 
   // The key index (decision 143). keys_ is set in start() and lives until the store does.
   std::unique_ptr<KeyIndex> keys_;

@@ -2,10 +2,15 @@
 // writes and then fails, or throws).
 #pragma once
 
+#include <sqlite3.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <thread>
 
+#include "base/mutex.h"
+#include "store/sqlite/db.h"
 #include "store/sqlite/sqlite_store.h"
 
 namespace ichido::store::sqlite {
@@ -20,20 +25,40 @@ class SqliteStoreTestPeer {
     // times the checkpointer was half a WAL behind, so that the writer copied the rest.
     std::uint64_t writer_copied_frames, writer_catch_ups;
   };
-  // How many times the writer appended zeros to the WAL (decision 151).
+  // How many times the writer appended zeros to the WAL (decision 151), and how many times it
+  // skipped that because another connection held the WAL's write lock.
   static std::uint64_t wal_zero_fills(const SqliteStore& s) { return s.wal_zero_fills_.load(); }
+  static std::uint64_t wal_zero_fill_skips(const SqliteStore& s) {
+    return s.wal_zero_fill_skips_.load();
+  }
   // That count, once it is not 0 or 30 s have passed: the writer fills when it is quiet, on its
   // own thread.
   static std::uint64_t await_wal_zero_fill(const SqliteStore& s) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (wal_zero_fills(s) == 0 && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return wal_zero_fills(s);
+    return await_nonzero(s.wal_zero_fills_);
+  }
+  static std::uint64_t await_wal_zero_fill_skip(const SqliteStore& s) {
+    return await_nonzero(s.wal_zero_fill_skips_);
+  }
+  // Sets the write connection's busy timeout (5 s as opened). False when a batch or a fill holds
+  // the connection: only an idle writer's connection is changed (under the store's mutex, as the
+  // writer takes it), so that the test never touches it beside the writer.
+  static bool set_write_busy_timeout(SqliteStore& s, int ms) {
+    MutexLock lk(s.mu_);
+    if (s.batch_running_) return false;
+    return sqlite3_busy_timeout(s.write_db_->raw(), ms) == SQLITE_OK;
   }
   static Checkpoints checkpoints(const SqliteStore& s) {
     return {s.checkpoints_.load(), s.writer_checkpoints_.load(), s.writer_copied_frames_.load(),
             s.writer_catch_ups_.load()};
+  }
+
+ private:
+  static std::uint64_t await_nonzero(const std::atomic<std::uint64_t>& n) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (n.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return n.load();
   }
 };
 

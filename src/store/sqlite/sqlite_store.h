@@ -241,7 +241,7 @@ class SqliteStore final : public TableStore {
   std::atomic<std::uint64_t> writer_catch_ups_{0};      // of which it was half a WAL behind
   std::atomic<std::uint64_t> failed_checkpoints_{0};    // either, failed (not busy)
   std::atomic<std::uint64_t> wal_zero_fills_{0};        // zeros appended to the WAL, times
-  std::atomic<std::uint64_t> wal_zero_fill_skips_{0};   // fills skipped: write lock busy
+  std::atomic<std::uint64_t> wal_zero_fill_skips_{0};   // fills skipped: write lock not taken
 
   // The key index (decision 143). keys_ is set in start() and lives until the store does.
   std::unique_ptr<KeyIndex> keys_;

@@ -361,10 +361,13 @@ TEST_F(SqliteFaultTest, AFillThatFindsTheWriteLockTakenIsSkippedAndAskedForAgain
   auto s = Open(/*faulty=*/false, 1000, 10000, /*zero_fill=*/true, kQuiet);
   ASSERT_TRUE(s);
   ASSERT_TRUE(SqliteStoreTestPeer::set_write_busy_timeout(*s, 50));
-  sqlite3* other = nullptr;
-  ASSERT_EQ(sqlite3_open_v2((dir_.path() + "/data/ichido.db").c_str(), &other,
-                            SQLITE_OPEN_READWRITE, nullptr),
-            SQLITE_OK);
+  // Closed (its transaction rolled back, the lock released) however the test ends.
+  sqlite3* raw = nullptr;
+  const int opened = sqlite3_open_v2((dir_.path() + "/data/ichido.db").c_str(), &raw,
+                                     SQLITE_OPEN_READWRITE, nullptr);
+  std::unique_ptr<sqlite3, int (*)(sqlite3*)> held(raw, &sqlite3_close_v2);
+  ASSERT_EQ(opened, SQLITE_OK);
+  sqlite3* other = held.get();
   MakeCounter(*s);  // the first commit: the new WAL has no zeros ahead, so they are wanted
   const auto committed = std::chrono::steady_clock::now();
   ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
@@ -377,7 +380,7 @@ TEST_F(SqliteFaultTest, AFillThatFindsTheWriteLockTakenIsSkippedAndAskedForAgain
   EXPECT_FALSE(Noticed("no longer filled ahead with zeros")) << "a busy lock is not a failure";
   EXPECT_TRUE(s->check_health().ok());
   ASSERT_EQ(sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr), SQLITE_OK);
-  ASSERT_EQ(sqlite3_close(other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_close(held.release()), SQLITE_OK);
 
   ASSERT_TRUE(SyncStore(*s).next(Next("after")).ok());  // asks for zeros again
   EXPECT_EQ(SqliteStoreTestPeer::await_wal_zero_fill(*s), 1u) << "the filling stopped";

@@ -69,6 +69,17 @@ class SummaryTest(unittest.TestCase):
                       "ahead in 1 of 1 rounds", out)
         self.assertFalse(any(l.startswith("# w2 conc 16 ichido/") for l in out))
 
+    def test_a_second_build_is_compared_with_ichido_and_with_each_peer(self):
+        lines = [row("ichido", "w2", 60, 1), row("ichido-b", "w2", 120, 1),
+                 row("redis", "w2", 100, 1), row("ichido", "w2", 50, 2),
+                 row("ichido-b", "w2", 90, 2), row("redis", "w2", 100, 2)]
+        out = rounds.summarize(lines)
+        self.assertIn("# w2 conc 64 ichido/ichido-b: median 0.53x [0.50-0.56], ichido ahead in 0 of "
+                      "2 rounds", out)
+        self.assertIn("# w2 conc 64 ichido-b/redis: median 1.05x [0.90-1.20], ichido-b ahead in 1 "
+                      "of 2 rounds", out)
+        self.assertFalse(any("ichido-b/postgres" in l or "redis/" in l for l in out))
+
     def test_workloads_and_concurrencies_are_kept_apart(self):
         lines = [row("ichido", "w1", 10, 1, conc=1), row("redis", "w1", 20, 1, conc=1),
                  row("ichido", "w1", 30, 1, conc=64), row("redis", "w1", 10, 1, conc=64)]

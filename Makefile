@@ -1,4 +1,5 @@
-# ichido — the two commands: `make run` and `make test`. Everything else is a helper.
+# ichido — the two commands: `make run` and `make test`. `make check` is the everyday subset of
+# `make test`; everything else is a helper.
 SHELL := /bin/bash
 LISTEN ?= 127.0.0.1:7878
 DATA ?= ./ichido-data
@@ -13,7 +14,7 @@ BUILD_DIR ?= build
 # Debug symbols are stripped from the installed copy (build/ichido keeps them); INSTALL_STRIP= keeps them.
 INSTALL_STRIP ?= -s
 
-.PHONY: all deps build run test soak bench bench-counters fuzz clean install uninstall deb
+.PHONY: all deps build run check test soak bench bench-counters fuzz clean install uninstall deb
 
 all: build
 
@@ -48,15 +49,32 @@ install: build
 uninstall:
 	rm -f "$(DESTDIR)$(BINDIR)/ichido" "$(DESTDIR)$(PREFIX)/lib/systemd/system/ichido.service"
 
-# Every test: the clang-format check, a short fuzz run of each libFuzzer target (clang, ASan+UBSan), then CTest
-# (which includes the dashboard in headless chromium, the packaging checks and the PostgreSQL store's
-# tests on a throwaway cluster that CTest starts and removes: scripts/pg-test-cluster; their Debian
-# packages are installed first so that a fresh machine's first run does not spend a test's timeout on apt).
+# Tests run side by side (ctest -j): most of them wait on fsync, sockets or child processes, not
+# on the CPU. TEST_JOBS=1 runs them one at a time.
+TEST_JOBS ?= $(shell n=$$(nproc); echo $$(( n < 2 ? 4 : 2 * n + 2 )))
+
+# The everyday tier (tests labelled `fast`, cmake/test_tiers.cmake): unit tests, the conformance
+# suite on the memory and SQLite stores, the SQLite store tests, the integration tests on SQLite
+# that are not slow by nature, the OpenAPI lint, the layering fences, clang-format and clang's
+# thread-safety analysis. Prints the ten slowest at the end.
+check: build
+	@scripts/install-deps analysis
+	@ctest --test-dir build -L '^fast$$' -j $(TEST_JOBS) --timeout 300 --output-on-failure \
+	  --output-junit $(CURDIR)/build/Testing/check.xml; status=$$?; \
+	  scripts/slowest-tests build/Testing/check.xml; exit $$status
+
+# Every test: make check's, and the PostgreSQL store's (on a throwaway cluster that CTest starts
+# and removes: scripts/pg-test-cluster), several nodes and PostgreSQL failing under them, the
+# clients against a live server, the dashboard in headless chromium, the packaging checks, the
+# soaks, the benchmark tools and a short fuzz run of each libFuzzer target (clang, ASan+UBSan).
+# The Debian packages are installed first so that a fresh machine's first run does not spend a
+# test's timeout on apt. Prints the ten slowest at the end.
 test: build
-	scripts/install-deps browser deploy postgres
-	scripts/check-format
-	scripts/fuzz $(FUZZ_SECONDS)
-	ICHIDO_CONTRACT_MIN_OPERATIONS=all ctest --test-dir build --output-on-failure --timeout 600
+	scripts/install-deps browser deploy postgres fuzz analysis
+	@ICHIDO_CONTRACT_MIN_OPERATIONS=all ICHIDO_FUZZ_SECONDS=$(FUZZ_SECONDS) \
+	  ctest --test-dir build -j $(TEST_JOBS) --timeout 600 --output-on-failure \
+	  --output-junit $(CURDIR)/build/Testing/test.xml; status=$$?; \
+	  scripts/slowest-tests build/Testing/test.xml; exit $$status
 
 # The fault harness (docs/reliability.md), ~8 min: 300 kill -9 cycles under mixed load, a full
 # disk, SIGSTOP longer than the leases, damaged data dirs; every answer checked against the history.
@@ -66,7 +84,7 @@ SOAK_ARGS ?=
 soak: build
 	scripts/soak $(SOAK_ARGS)
 
-# Longer fuzzing: make fuzz FUZZ_SECONDS=300
+# Longer fuzzing: make fuzz FUZZ_SECONDS=300 (make test runs each target FUZZ_SECONDS, 20 s)
 fuzz:
 	scripts/fuzz $(FUZZ_SECONDS)
 
@@ -84,4 +102,4 @@ deb: build
 	scripts/make-deb $(BUILD_DIR)
 
 clean:
-	rm -rf build build-debug build-fuzz
+	rm -rf build build-debug build-fuzz build-analysis

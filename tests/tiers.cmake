@@ -1,0 +1,40 @@
+# Which tests are slow by nature, and how long each takes: read by CMake (ichido_add_test) and by
+# CTest (ichido_discover_tests), both in cmake/test_tiers.cmake.
+#
+# A test named here (a regular expression over the CTest name) is not in `make check`: it loses
+# the label `fast` and gains `slow`. The number is its time in seconds on the 2-core machine the
+# project is developed on, in a `ctest -j` run; it becomes the test's COST so that `ctest -j`
+# starts the long ones first. A new test that takes more than ~5 s belongs here: `make test`
+# prints the ten slowest tests at its end (scripts/slowest-tests).
+set(ICHIDO_SLOW_TESTS
+)
+
+# ichido_tier_of(NAME LABELS OUT_LABELS OUT_COST): LABELS with `fast` replaced by `slow` when
+# NAME is listed above, and its COST (empty when not listed).
+function(ichido_tier_of name labels out_labels out_cost)
+  set(cost "")
+  set(slow ${ICHIDO_SLOW_TESTS})
+  while(slow)
+    list(POP_FRONT slow pattern seconds)
+    if(name MATCHES "${pattern}")
+      set(cost ${seconds})
+      list(REMOVE_ITEM labels fast)
+      list(APPEND labels slow)
+      break()
+    endif()
+  endwhile()
+  set(${out_labels} "${labels}" PARENT_SCOPE)
+  set(${out_cost} "${cost}" PARENT_SCOPE)
+endfunction()
+
+# ichido_apply_tiers(TESTS LABELS): labels (and COST) for discovered tests, at CTest time.
+function(ichido_apply_tiers tests labels)
+  foreach(t IN LISTS tests)
+    ichido_tier_of("${t}" "${labels}" l cost)
+    if(cost)
+      set_tests_properties("${t}" PROPERTIES LABELS "${l}" COST ${cost})
+    else()
+      set_tests_properties("${t}" PROPERTIES LABELS "${l}")
+    endif()
+  endforeach()
+endfunction()

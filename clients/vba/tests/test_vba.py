@@ -33,6 +33,15 @@ OUTLOOK_SESSION = os.path.join(REPO, "examples", "shared-mailbox", "ThisOutlookS
 RECEIPTS = os.path.join(REPO, "examples", "receipt-numbers", "ReceiptNumbers.bas")
 
 
+def markdown_files():
+    """Every Markdown file of the repository outside build trees and node_modules."""
+    out = []
+    for root, dirs, files in os.walk(REPO):
+        dirs[:] = [x for x in dirs if x not in (".git", "node_modules", "build") and not x.startswith("build-")]
+        out += [os.path.join(root, f) for f in files if f.endswith(".md")]
+    return sorted(out)
+
+
 def project(*extra, **kw):
     return vba.Project([JSON, ICHIDO, *extra], **kw)
 
@@ -85,6 +94,53 @@ class StaticChecks(unittest.TestCase):
                 f.write('Attribute VB_Name = "Old2"\nOption Explicit\nSub A()\n    Report(1, 2)\nEnd Sub\n')
             vba.Project([bad2])
         self.assertTrue(cm.exception.compile)
+
+    def test_no_reserved_word_is_declared_as_a_name_in_any_module_or_markdown_vba_block(self):
+        # `Dim lock As Object` (clients/vba/README.md) and `Dim shared As Outlook.Recipient`
+        # (ThisOutlookSession.cls) stopped their modules with "Expected: identifier".
+        problems = []
+        for path in [JSON, ICHIDO, MAILBOX, OUTLOOK_SESSION, RECEIPTS]:
+            problems += vba.reserved_name_problems(vba.logical_lines(path), os.path.basename(path))
+        for md in markdown_files():
+            problems += vba.check_markdown(md)
+        self.assertEqual(problems, [])
+
+    def test_the_checker_rejects_every_reserved_identifier_as_a_declared_name(self):
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d, True)
+        self.assertIn("lock", vba.RESERVED_IDENTIFIERS)
+        self.assertIn("shared", vba.RESERVED_IDENTIFIERS)
+        self.assertGreater(len(vba.RESERVED_IDENTIFIERS), 150)
+        forms = {
+            "variable": "Dim {w} As Object",
+            "module variable": "Private {w} As Long",
+            "constant": "Const {w} As Long = 1",
+            "parameter": "Sub P(ByVal a As Long, Optional ByVal {w} As Long = 0)",
+            "loop variable": "For {w} = 1 To 2",
+            "for each variable": "For Each {w} In items",
+            "procedure": "Public Function {w}() As Long",
+            "second of two": "Dim ok As Long, {w} As Object",
+        }
+        for word in sorted(vba.RESERVED_IDENTIFIERS):
+            for what, form in forms.items():
+                if what == "module variable" and word in ("sub", "function", "declare", "type", "enum", "event"):
+                    continue  # "Private Sub As Long" is no declaration at all
+                code = form.format(w=word.title())
+                found = vba.reserved_name_problems([(1, code)], "M")
+                self.assertEqual(len(found), 1, f"{what}: {code}")
+        # The same in a whole module (the checker) and in a Markdown block.
+        bas = os.path.join(d, "Bad.bas")
+        with open(bas, "w", encoding="utf-8") as f:
+            f.write('Attribute VB_Name = "Bad"\nOption Explicit\nPublic Sub A()\n    Dim shared As Object\nEnd Sub\n')
+        self.assertIn("Bad:4: the variable shared is a reserved word", "\n".join(vba.Project([bas]).check()))
+        md = os.path.join(d, "R.md")
+        with open(md, "w", encoding="utf-8") as f:
+            f.write("# x\n\n```vb\nDim ok As Long\nDim lock As Object\n```\n\n```vba\nFor Each next In c\n```\n")
+        self.assertEqual(vba.check_markdown(md), ["R.md:5: the variable lock is a reserved word (Expected: identifier)",
+                                                  "R.md:9: the loop variable next is a reserved word (Expected: identifier)"])
+        # Names that are not reserved stay allowed (Name, Item, Key, Value are used as names).
+        for ok in ("Dim name As String", "Dim item As Object", "Sub P(ByVal key As String, ByVal value As Long)", "Dim locked As Boolean"):
+            self.assertEqual(vba.reserved_name_problems([(1, ok)], "M"), [], ok)
 
     def test_the_checker_wants_option_explicit_and_ptrsafe(self):
         d = tempfile.mkdtemp()

@@ -1460,6 +1460,11 @@ def logical_lines(path: str) -> List[Tuple[int, str]]:
     """(first line number, code) with comments removed and ' _' continuations joined (at most 24)."""
     with open(path, encoding="utf-8") as f:
         raw = f.read().split("\n")
+    return _logical(raw, os.path.basename(path))
+
+
+def _logical(raw: List[str], name: str) -> List[Tuple[int, str]]:
+    """(index of the first physical line, code) of `raw`'s logical lines."""
     out: List[Tuple[int, str]] = []
     i = 0
     while i < len(raw):
@@ -1469,12 +1474,148 @@ def logical_lines(path: str) -> List[Tuple[int, str]]:
         while code.endswith(" _") or code == "_":
             joined += 1
             if joined > 24:
-                raise compile_error("too many line continuations", os.path.basename(path), start)
+                raise compile_error("too many line continuations", name, start)
             i += 1
             code = code[:-1].rstrip() + " " + strip_comment(raw[i].rstrip("\r")).strip()
         out.append((start, code))
         i += 1
     return out
+
+
+# --- reserved identifiers ------------------------------------------------------------------------
+
+# MS-VBAL 3.3.5.2: every <reserved-identifier>. None of them may name a variable, constant,
+# parameter, loop variable or procedure ("Compile error: Expected: identifier"): `Dim lock As
+# Object` or `Dim shared As Outlook.Recipient` stops the whole module.
+RESERVED_IDENTIFIERS = frozenset(w.lower() for w in (
+    # statement keywords
+    "Call Case Close Const Declare DefBool DefByte DefCur DefDate DefDbl DefInt DefLng DefLngLng "
+    "DefLngPtr DefObj DefSng DefStr DefVar Dim Do Else ElseIf End EndIf Enum Erase Event Exit For "
+    "Friend Function Get Global GoSub GoTo If Implements Input Let Lock Loop LSet Next On Open Option "
+    "Print Private Public Put RaiseEvent ReDim Resume Return RSet Seek Select Set Static Stop Sub Type "
+    "Unlock Wend While With Write "
+    # marker keywords
+    "Any As ByRef ByVal Each In New Shared Until WithEvents Optional ParamArray Preserve Spc Tab Then To "
+    # operator identifiers
+    "AddressOf And Eqv Imp Is Like Mod Not Or TypeOf Xor "
+    # special forms
+    "Array Circle InputB LBound Scale UBound "
+    # reserved type identifiers
+    "Boolean Byte Currency Date Double Integer Long LongLong LongPtr Single String Variant "
+    # reserved names
+    "Abs CBool CByte CCur CDate CDbl CDec CInt CLng CLngLng CLngPtr CSng CStr CVar CVErr Debug "
+    "DoEvents Fix Int Len LenB Me PSet Sgn "
+    # literal identifiers
+    "True False Nothing Empty Null "
+    # rem keyword, reserved for implementation use, future reserved
+    "Rem Attribute LINEINPUT VB_Base VB_Control VB_Creatable VB_Customizable VB_Description "
+    "VB_Exposed VB_Ext_KEY VB_GlobalNameSpace VB_HelpID VB_Invoke_Func VB_Invoke_Property "
+    "VB_Invoke_PropertyPut VB_Invoke_PropertyPutRef VB_MemberFlags VB_Name VB_PredeclaredId "
+    "VB_ProcData VB_TemplateDerived VB_UserMemId VB_VarDescription VB_VarHelpID VB_VarMemberFlags "
+    "VB_VarProcData VB_VarUserMemId CDecl Decimal DefDec"
+).split())
+
+_DECL_HEAD = re.compile(r"^\s*(?:(?:public|private|global|dim|static|const)\b\s*)+(?:withevents\s+|const\s+)?", re.I)
+_PROC_HEAD = re.compile(
+    r"^\s*(?:(?:public|private|friend|static)\s+)*(?:declare\s+(?:ptrsafe\s+)?)?(sub|function|property\s+(?:get|let|set))\s+(\w+)"
+    r"(?:\s+lib\s+\"[^\"]*\"(?:\s+alias\s+\"[^\"]*\")?)?\s*\((.*)\)", re.I)
+_FOR_HEAD = re.compile(r"^\s*for\s+(?:each\s+)?(\w+)", re.I)
+
+
+def _split_top(text: str) -> List[str]:
+    """`text` split at the commas outside parentheses and strings."""
+    parts, depth, cur, in_str = [], 0, "", False
+    for ch in text:
+        if ch == '"':
+            in_str = not in_str
+        elif not in_str and ch == "(":
+            depth += 1
+        elif not in_str and ch == ")":
+            depth -= 1
+        elif not in_str and ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+            continue
+        cur += ch
+    if cur.strip():
+        parts.append(cur)
+    return parts
+
+
+def declared_names(code: str) -> List[Tuple[str, str]]:
+    """(what, name) of every name one logical line of VBA declares: variables and constants
+    (Dim/Private/Public/Global/Static/Const, WithEvents), procedures and their parameters, For and
+    For Each loop variables. Works on any line, also of a snippet that is not a whole module."""
+    out: List[Tuple[str, str]] = []
+    for stmt in _split_statements(code):
+        m = _PROC_HEAD.match(stmt)
+        if m:
+            out.append(("procedure", m.group(2)))
+            for p in _split_top(m.group(3)):
+                words = re.findall(r"[A-Za-z_]\w*[$%&!#@]?", p.split("=")[0])
+                while len(words) > 1 and words[0].lower() in ("optional", "byval", "byref", "paramarray"):
+                    words.pop(0)
+                if words:
+                    out.append(("parameter", words[0].rstrip("$%&!#@")))
+            continue
+        m = _FOR_HEAD.match(stmt)
+        if m:
+            out.append(("loop variable", m.group(1)))
+            continue
+        m = _DECL_HEAD.match(stmt)
+        head = stmt[: m.end()].lower() if m else ""
+        if m and not (re.search(r"\b(dim|const)\b", head) is None
+                      and re.match(r"\s*(?:declare|sub|function|property|type|enum|event)\b", stmt[m.end():], re.I)):
+            what = "constant" if "const" in head else "variable"
+            for part in _split_top(stmt[m.end():]):
+                name = re.match(r"\s*([A-Za-z_]\w*)", part)
+                if name:
+                    out.append((what, name.group(1).rstrip("$%&!#@")))
+    return out
+
+
+def _split_statements(code: str) -> List[str]:
+    """A logical line's statements (split at ':' outside strings; a label's colon is kept)."""
+    out, cur, in_str = [], "", False
+    for ch in code:
+        if ch == '"':
+            in_str = not in_str
+        if ch == ":" and not in_str and not re.fullmatch(r"\s*[A-Za-z_]\w*\s*", cur) and not cur.rstrip().endswith(":"):
+            out.append(cur)
+            cur = ""
+            continue
+        cur += ch
+    out.append(cur)
+    return [s for s in out if s.strip()]
+
+
+def reserved_name_problems(lines: List[Tuple[int, str]], where: str) -> List[str]:
+    """One problem per declared name that is a reserved identifier, in logical `lines`."""
+    problems = []
+    for ln, code in lines:
+        for what, name in declared_names(code):
+            if name.lower() in RESERVED_IDENTIFIERS:
+                problems.append(f"{where}:{ln}: the {what} {name} is a reserved word (Expected: identifier)")
+    return problems
+
+
+def markdown_vba_blocks(path: str) -> List[Tuple[int, str]]:
+    """(first line, code) of every ```vb / ```vba / ```vbnet block of a Markdown file."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    out = []
+    for m in re.finditer(r"^```(?:vb|vba|vbnet|vb6)[ \t]*\n(.*?)^```", text, re.M | re.S | re.I):
+        out.append((text.count("\n", 0, m.start()) + 2, m.group(1)))
+    return out
+
+
+def check_markdown(path: str) -> List[str]:
+    """Reserved words declared as names in the VBA blocks of a Markdown file."""
+    problems = []
+    for first, code in markdown_vba_blocks(path):
+        lines = [(first + n - 1, ln) for n, ln in _logical(code.split("\n"), os.path.basename(path))]
+        problems += reserved_name_problems(lines, os.path.basename(path))
+    return problems
 
 
 # --- the project ---------------------------------------------------------------------------------
@@ -1549,6 +1690,7 @@ class Project:
         """What the VBA compiler (or a careful reviewer) would refuse; [] when clean."""
         problems: List[str] = []
         for m in self.modules.values():
+            problems += reserved_name_problems(logical_lines(m.path), m.name)
             if not m.option_explicit:
                 problems.append(f"{m.name}: no Option Explicit")
             for ln, ptrsafe, under_vba7 in m.declare_lines:

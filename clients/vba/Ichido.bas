@@ -14,7 +14,11 @@ Attribute VB_Name = "Ichido"
 ' raised as error number ICHIDO_ERROR with Err.Description "code: message"; the code, the HTTP
 ' status (0 without an answer) and the details are also in IchidoLastCode, IchidoLastStatus and
 ' IchidoLastDetails. Codes: the API's (counter_exhausted, stale_token, forbidden, ...) and
-' unreachable, complete_unconfirmed, bad_answer, invalid_argument.
+' unreachable, complete_unconfirmed, bad_answer, invalid_argument. IchidoLanguage "ja" makes the
+' messages Japanese (the codes stay as they are).
+'
+' Outlook event handlers (ItemAdd) call IchidoInEvent True first: then every call makes one attempt
+' of at most 3 s in all, and what fails is left for the retry pass, so Outlook never freezes.
 '
 ' Retry rule (the same in every ichido client): calls that are safe to repeat are retried when no
 ' answer came, or on 503/429/502/504, waiting min(5 s, 0.5 s x (1 + n^2)) x [0.5, 1] before the
@@ -40,14 +44,23 @@ Private mOwner As String
 Private mMaxAttempts As Long
 Private mTimeoutMs As Long
 Private mSeeded As Boolean
+Private mProxy As String
+Private mProxyBypass As String
+Private mLang As String
+Private mInEvent As Boolean
 
 ' Where ichido is and who calls: url like "https://ichido.example.com", a writer token of the
-' namespace ns, and optionally the owner shown to others (default COMPUTERNAME:USERNAME).
+' namespace ns, and optionally the owner shown to others (default COMPUTERNAME:USERNAME), the
+' timeout of one request, the attempts of a call that is safe to repeat, a proxy
+' ("proxy.example.co.jp:8080", with the hosts that bypass it, default "<local>"; MSXML uses
+' WinHTTP's proxy setting, not the browser's: without this argument run once, as administrator,
+' netsh winhttp import proxy source=ie).
 Public Sub IchidoConnect(ByVal url As String, ByVal token As String, ByVal ns As String, _
                          Optional ByVal owner As String = "", Optional ByVal timeoutMs As Long = 30000, _
-                         Optional ByVal maxAttempts As Long = 4)
+                         Optional ByVal maxAttempts As Long = 4, Optional ByVal proxy As String = "", _
+                         Optional ByVal proxyBypass As String = "<local>")
     If LCase$(Left$(url, 7)) <> "http://" And LCase$(Left$(url, 8)) <> "https://" Then
-        RaiseIchido "invalid_argument", "the url must start with https:// (got " & url & ")", 0
+        RaiseIchido "invalid_argument", "the url must start with https:// (or http:// inside a trusted network) (got " & url & ")", 0
     End If
     Do While Right$(url, 1) = "/"
         url = Left$(url, Len(url) - 1)
@@ -60,7 +73,67 @@ Public Sub IchidoConnect(ByVal url As String, ByVal token As String, ByVal ns As
     mOwner = owner
     mTimeoutMs = timeoutMs
     mMaxAttempts = maxAttempts
+    mProxy = proxy
+    mProxyBypass = proxyBypass
 End Sub
+
+' "ja": error messages (Err.Description) in Japanese for the codes users meet most, followed by
+' the server's own message; the codes (IchidoLastCode) stay as they are. "" or "en": English.
+Public Sub IchidoLanguage(ByVal lang As String)
+    mLang = LCase$(lang)
+End Sub
+
+' True inside an Outlook event handler (ItemAdd): every call then makes one attempt of at most 3 s
+' in all (no retries, no waiting), so an unreachable server cannot freeze Outlook; the item is left
+' for the retry pass, which calls IchidoInEvent False (the default) and retries as usual.
+Public Sub IchidoInEvent(ByVal inEvent As Boolean)
+    mInEvent = inEvent
+End Sub
+
+' The text of escaped with each \uXXXX replaced by its character. Japanese text in these modules is
+' written this way, so that every .bas file is ASCII and imports on any Windows code page.
+Public Function IchidoText(ByVal escaped As String) As String
+    IchidoText = JsonParse("""" & escaped & """")
+End Function
+
+' The Japanese message for an error code users meet ("" for others); IchidoLanguage "ja" puts it
+' before the server's message. The same texts as clients/messages-ja.json.
+Public Function IchidoMessageJa(ByVal code As String) As String
+    Select Case code
+        Case "counter_not_found"
+            IchidoMessageJa = IchidoText("\u30ab\u30a6\u30f3\u30bf\u30fc\u304c\u898b\u3064\u304b\u308a\u307e\u305b\u3093\u3002\u30ab\u30a6\u30f3\u30bf\u30fc\u540d\u3068\u540d\u524d\u7a7a\u9593\uff08ICHIDO_NS\uff09\u3092\u78ba\u8a8d\u3057\u3001\u306a\u3051\u308c\u3070\u7ba1\u7406\u8005\u306b\u30ab\u30a6\u30f3\u30bf\u30fc\u306e\u4f5c\u6210\u3092\u4f9d\u983c\u3057\u3066\u304f\u3060\u3055\u3044\u3002")
+        Case "counter_exhausted"
+            IchidoMessageJa = IchidoText("\u30ab\u30a6\u30f3\u30bf\u30fc\u304c\u4e0a\u9650\uff08max\uff09\u306b\u9054\u3057\u305f\u305f\u3081\u3001\u3053\u308c\u4ee5\u4e0a\u756a\u53f7\u3092\u767a\u884c\u3067\u304d\u307e\u305b\u3093\u3002\u7ba1\u7406\u8005\u306b\u9023\u7d61\u3057\u3066\u304f\u3060\u3055\u3044\u3002")
+        Case "key_required"
+            IchidoMessageJa = IchidoText("\u3053\u306e\u30ab\u30a6\u30f3\u30bf\u30fc\u306f\u30ad\u30fc\u304c\u5fc5\u8981\u3067\u3059\u3002\u9805\u76ee\u3092\u8868\u3059\u30ad\u30fc\uff08\u30d5\u30a9\u30fc\u30e0\u306e\u56de\u7b54 ID\u3001\u6ce8\u6587\u756a\u53f7\u306a\u3069\uff09\u3092\u6e21\u3057\u3066\u304f\u3060\u3055\u3044\u3002")
+        Case "lock_timeout"
+            IchidoMessageJa = IchidoText("\u5f85\u3061\u6642\u9593\u306e\u3046\u3061\u306b\u30ed\u30c3\u30af\u3092\u53d6\u5f97\u3067\u304d\u307e\u305b\u3093\u3067\u3057\u305f\u3002\u307b\u304b\u306e\u51e6\u7406\u304c\u30ed\u30c3\u30af\u3092\u6301\u3063\u3066\u3044\u307e\u3059\u3002\u3057\u3070\u3089\u304f\u3057\u3066\u304b\u3089\u3082\u3046\u4e00\u5ea6\u5b9f\u884c\u3057\u3066\u304f\u3060\u3055\u3044\u3002")
+        Case "in_progress"
+            IchidoMessageJa = IchidoText("\u3053\u306e\u9805\u76ee\u306f\u307b\u304b\u306e\u5b9f\u884c\u304c\u51e6\u7406\u4e2d\u3067\u3059\u3002\u305d\u306e\u51e6\u7406\u304c\u7d42\u308f\u308c\u3070\u3001\u540c\u3058\u7d50\u679c\u304c\u8fd4\u308a\u307e\u3059\u3002")
+        Case "dead"
+            IchidoMessageJa = IchidoText("\u3053\u306e\u9805\u76ee\u306f\u5931\u6557\u304c\u7d9a\u3044\u305f\u305f\u3081\u6b62\u307e\u3063\u3066\u3044\u307e\u3059\uff08dead\uff09\u3002\u539f\u56e0\u3092\u76f4\u3057\u3066\u304b\u3089\u3001\u7ba1\u7406\u8005\u304c\u30c0\u30c3\u30b7\u30e5\u30dc\u30fc\u30c9\u3067\u30ea\u30bb\u30c3\u30c8\u3057\u3066\u304f\u3060\u3055\u3044\u3002")
+        Case "stale_token"
+            IchidoMessageJa = IchidoText("\u3053\u306e\u5b9f\u884c\u306e\u30ea\u30fc\u30b9\u304c\u5207\u308c\u3001\u307b\u304b\u306e\u5b9f\u884c\u304c\u3053\u306e\u9805\u76ee\u3092\u5f15\u304d\u7d99\u304e\u307e\u3057\u305f\u3002\u3053\u306e\u5b9f\u884c\u306e\u7d50\u679c\u306f\u8a18\u9332\u3055\u308c\u307e\u305b\u3093\u3002")
+        Case "not_holder"
+            IchidoMessageJa = IchidoText("\u3053\u306e\u30ed\u30c3\u30af\u306f\u3082\u3046\u6301\u3063\u3066\u3044\u307e\u305b\u3093\uff08\u30ea\u30fc\u30b9\u304c\u5207\u308c\u305f\u304b\u3001\u89e3\u653e\u6e08\u307f\u3067\u3059\uff09\u3002")
+        Case "fingerprint_mismatch"
+            IchidoMessageJa = IchidoText("\u540c\u3058\u30ad\u30fc\u3067\u5185\u5bb9\u306e\u9055\u3046\u9805\u76ee\u304c\u9001\u3089\u308c\u307e\u3057\u305f\u3002\u30ad\u30fc\u304c\u9805\u76ee\u3054\u3068\u306b\u4e00\u610f\u306b\u306a\u3063\u3066\u3044\u308b\u304b\u78ba\u8a8d\u3057\u3066\u304f\u3060\u3055\u3044\u3002")
+        Case "complete_unconfirmed"
+            IchidoMessageJa = IchidoText("\u51e6\u7406\u306f\u6210\u529f\u3057\u307e\u3057\u305f\u304c\u3001ichido \u304c\u5b8c\u4e86\u3092\u8a18\u9332\u3057\u305f\u304b\u78ba\u304b\u3081\u3089\u308c\u307e\u305b\u3093\u3067\u3057\u305f\u3002\u4e8c\u91cd\u51e6\u7406\u3092\u907f\u3051\u308b\u305f\u3081\u51e6\u7406\u306f\u3084\u308a\u76f4\u3055\u305a\u3001\u30ea\u30fc\u30b9\u304c\u5207\u308c\u308b\u524d\u306b\u5b8c\u4e86\u3092\u8a18\u9332\u3057\u76f4\u3057\u3066\u304f\u3060\u3055\u3044\u3002")
+        Case "unreachable"
+            IchidoMessageJa = IchidoText("ichido \u306b\u63a5\u7d9a\u3067\u304d\u307e\u305b\u3093\u3067\u3057\u305f\u3002URL\u3001\u30cd\u30c3\u30c8\u30ef\u30fc\u30af\u3001\u30d7\u30ed\u30ad\u30b7\u306e\u8a2d\u5b9a\u3092\u78ba\u8a8d\u3057\u3066\u304f\u3060\u3055\u3044\u3002\u3082\u3046\u4e00\u5ea6\u5b9f\u884c\u3057\u3066\u3082\u4e8c\u91cd\u51e6\u7406\u306b\u306f\u306a\u308a\u307e\u305b\u3093\u3002")
+        Case "unauthenticated"
+            IchidoMessageJa = IchidoText("\u30c8\u30fc\u30af\u30f3\u304c\u306a\u3044\u304b\u3001\u6b63\u3057\u304f\u3042\u308a\u307e\u305b\u3093\uff08\u5931\u52b9\u3057\u3066\u3044\u308b\u53ef\u80fd\u6027\u304c\u3042\u308a\u307e\u3059\uff09\u3002ICHIDO_TOKEN \u3092\u78ba\u8a8d\u3057\u3066\u304f\u3060\u3055\u3044\u3002")
+        Case "forbidden"
+            IchidoMessageJa = IchidoText("\u3053\u306e\u30c8\u30fc\u30af\u30f3\u3067\u306f\u3053\u306e\u64cd\u4f5c\u306f\u3067\u304d\u307e\u305b\u3093\uff08\u30ed\u30fc\u30eb\u304b\u540d\u524d\u7a7a\u9593\u304c\u9055\u3044\u307e\u3059\uff09\u3002\u7ba1\u7406\u8005\u306b\u3053\u306e\u540d\u524d\u7a7a\u9593\u306e writer \u30c8\u30fc\u30af\u30f3\u3092\u4f9d\u983c\u3057\u3066\u304f\u3060\u3055\u3044\u3002")
+        Case "store_unavailable"
+            IchidoMessageJa = IchidoText("ichido \u306e\u30b9\u30c8\u30a2\u304c\u4e00\u6642\u7684\u306b\u4f7f\u3048\u307e\u305b\u3093\u3002\u3057\u3070\u3089\u304f\u3057\u3066\u304b\u3089\u3082\u3046\u4e00\u5ea6\u5b9f\u884c\u3057\u3066\u304f\u3060\u3055\u3044\u3002\u540c\u3058\u30ad\u30fc\u306e\u547c\u3073\u51fa\u3057\u306f\u4e8c\u91cd\u51e6\u7406\u306b\u306a\u308a\u307e\u305b\u3093\u3002")
+        Case "invalid_argument"
+            IchidoMessageJa = IchidoText("\u5f15\u6570\u304c\u6b63\u3057\u304f\u3042\u308a\u307e\u305b\u3093\u3002")
+        Case Else
+            IchidoMessageJa = ""
+    End Select
+End Function
 
 ' The next number of counter for the item named by key (an order number, a Message-ID). The same
 ' key always gets the same number back (answer("replayed") = True).
@@ -201,7 +274,13 @@ Private Function CallApi(ByVal method As String, ByVal path As String, ByVal bod
         failure = ""
         Set http = CreateObject("MSXML2.ServerXMLHTTP.6.0")
         ' resolve, connect, send, receive (ms); the receive timeout covers a server-side wait.
-        http.setTimeouts 10000, 10000, mTimeoutMs, mTimeoutMs + waitMs
+        If mInEvent Then
+            http.setTimeouts 500, 1000, 500, 1000
+        Else
+            http.setTimeouts 10000, 10000, mTimeoutMs, mTimeoutMs + waitMs
+        End If
+        ' 2: SXH_PROXY_SET_PROXY
+        If mProxy <> "" Then http.setProxy 2, mProxy, mProxyBypass
         On Error Resume Next
         http.Open method, url, False
         http.setRequestHeader "Content-Type", "application/json"
@@ -226,7 +305,9 @@ Private Function CallApi(ByVal method As String, ByVal path As String, ByVal bod
         base = 500 * (1 + (attempt - 1) * (attempt - 1))
         If base > 5000 Then base = 5000
         delay = base / 2 + Rnd * base / 2
-        If untilMs > 0 Then
+        If mInEvent Then
+            inTime = False
+        ElseIf untilMs > 0 Then
             inTime = (untilMs - NowMs() > 100)
             If delay > untilMs - NowMs() - 100 Then delay = untilMs - NowMs() - 100
         Else
@@ -279,12 +360,17 @@ End Function
 
 Private Sub RaiseIchido(ByVal code As String, ByVal message As String, ByVal status As Long, _
                         Optional ByVal details As Object = Nothing)
+    Dim ja As String
     IchidoLastCode = code
     IchidoLastStatus = status
     If details Is Nothing Then
         Set IchidoLastDetails = CreateObject("Scripting.Dictionary")
     Else
         Set IchidoLastDetails = details
+    End If
+    If mLang = "ja" Then
+        ja = IchidoMessageJa(code)
+        If ja <> "" Then message = ja & " (" & message & ")"
     End If
     Err.Raise ICHIDO_ERROR, "ichido", code & ": " & message
 End Sub

@@ -13,13 +13,19 @@
  *       ichido counter create receipts --ns forms --max 9999 --format 'R-{seq:4}' --require-key
  *   - Script Properties: ICHIDO_URL (https://…), ICHIDO_TOKEN (a writer token of namespace forms),
  *     ICHIDO_NS = forms
- *   - add Ichido.gs to the project (paste it, or add the library with the identifier "Ichido")
- *   - an installable "On form submit" trigger on the form, calling onFormSubmit
+ *   - add Ichido.gs to the project (paste it, or add the library with the identifier "Ichido":
+ *     connect() below passes this project's Script Properties, which a library cannot read itself)
+ *   - an installable trigger calling onFormSubmit: event source "From form", "On form submit"
+ *     (a trigger of the responses' spreadsheet instead: README, recipe gas/receipt-number-sheet)
  */
+
+function connect() {
+  return Ichido.connect({ properties: PropertiesService.getScriptProperties() });
+}
 
 /** The trigger: numbers the response and mails the number to the respondent, once. */
 function onFormSubmit(e) {
-  var ichido = Ichido.connect();
+  var ichido = connect();
   var responseId = e.response.getId();
   var receipt = ichido.nextNumber('receipts', 'form-' + responseId);
   // Write receipt.formatted next to the response here (a re-run writes the same number again).
@@ -40,7 +46,7 @@ function onFormSubmit(e) {
  * guards: a missing or malformed stored number stops the script instead of restarting at 0.
  */
 function issuePracticeNumber() {
-  return Ichido.connect().withLock('practice.lastNumber', function () {
+  return connect().withLock('practice.lastNumber', function () {
     var store = PropertiesService.getScriptProperties();
     var raw = store.getProperty('practice.lastNumber');
     if (raw === null || !/^(0|[1-9]\d*)$/.test(raw)) {

@@ -25,6 +25,7 @@ Public Sub NumberOrders(ByVal ws As Object, ByVal lastRow As Long)
     Dim r As Long
     Dim orderId As String
     IchidoConnect GetSetting("ichido", "connection", "url", ""), GetSetting("ichido", "connection", "token", ""), "shop"
+    IchidoLanguage "ja"
     On Error GoTo Failed
     For r = 2 To lastRow
         orderId = Trim$(CStr(ws.Cells(r, 1).Value))
@@ -32,11 +33,14 @@ Public Sub NumberOrders(ByVal ws As Object, ByVal lastRow As Long)
     Next r
     Exit Sub
 Failed:
+    ' The messages are Japanese, written as \uXXXX escapes (IchidoText) so that this file is ASCII
+    ' and imports on any Windows: "The receipt numbers ran out. Ask the administrator." and "Row N
+    ' got no receipt number: <error>. Running the macro again never gives a number twice."
     If IchidoLastCode = "counter_exhausted" Then
-        MsgBox "受付番号の上限に達しました。管理者に連絡してください。", vbExclamation
+        MsgBox IchidoText("\u53d7\u4ed8\u756a\u53f7\u306e\u4e0a\u9650\u306b\u9054\u3057\u307e\u3057\u305f\u3002\u7ba1\u7406\u8005\u306b\u9023\u7d61\u3057\u3066\u304f\u3060\u3055\u3044\u3002"), vbExclamation
     Else
-        MsgBox "行 " & r & " の受付番号を発行できませんでした: " & Err.Description & vbCrLf & _
-               "もう一度実行しても、番号が重複することはありません。", vbExclamation
+        MsgBox IchidoText("\u884c ") & r & IchidoText(" \u306e\u53d7\u4ed8\u756a\u53f7\u3092\u767a\u884c\u3067\u304d\u307e\u305b\u3093\u3067\u3057\u305f: ") & Err.Description & vbCrLf & _
+               IchidoText("\u3082\u3046\u4e00\u5ea6\u5b9f\u884c\u3057\u3066\u3082\u3001\u756a\u53f7\u304c\u91cd\u8907\u3059\u308b\u3053\u3068\u306f\u3042\u308a\u307e\u305b\u3093\u3002"), vbExclamation
     End If
 End Sub
 

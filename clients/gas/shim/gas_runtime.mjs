@@ -32,9 +32,14 @@ export class GasRuntime {
   // 'props.get', …); it may call execution.kill() — the execution dies right there, before the
   // call takes effect, as when Apps Script stops a script at its time limit.
   // onHook(name, data, execution): called when test code calls __testHook(name, data).
-  constructor({ files, properties = {}, timeZone = 'Asia/Tokyo', onHook = () => null, onService = () => {}, fetchTimeoutMs = FETCH_TIMEOUT_MS }) {
-    this.files = files.map((f) => (typeof f === 'string' ? { name: basename(f), source: readFileSync(f, 'utf8') } : f));
+  // libraries: [{identifier, files, properties, timeZone}]: projects added as libraries, each with
+  // its own Script Properties (scope "library:<identifier>") and time zone.
+  constructor({ files, libraries = [], properties = {}, timeZone = 'Asia/Tokyo', onHook = () => null, onService = () => {}, fetchTimeoutMs = FETCH_TIMEOUT_MS }) {
+    const load = (f) => (typeof f === 'string' ? { name: basename(f), source: readFileSync(f, 'utf8') } : f);
+    this.files = files.map(load);
+    this.libraries = libraries.map((l) => ({ identifier: l.identifier, timeZone: l.timeZone, files: l.files.map(load) }));
     this.properties = new Map([['script', new Map(Object.entries(properties))]]);
+    for (const l of libraries) this.properties.set('library:' + l.identifier, new Map(Object.entries(l.properties || {})));
     this.timeZone = timeZone;
     this.onHook = onHook;
     this.onService = onService;
@@ -48,6 +53,10 @@ export class GasRuntime {
 
   scriptProperties() {
     return Object.fromEntries(this.properties.get('script'));
+  }
+
+  libraryProperties(identifier) {
+    return Object.fromEntries(this.properties.get('library:' + identifier));
   }
 
   setScriptProperty(key, value) {
@@ -69,7 +78,7 @@ export class GasRuntime {
     const flags = new Int32Array(flag);
     const { port1, port2 } = new MessageChannel();
     const worker = new Worker(join(here, 'gas_worker.mjs'), {
-      workerData: { files: this.files, entry, args, port: port2, flag, userKey: userKey || `user-${id}`, timeZone: this.timeZone },
+      workerData: { files: this.files, libraries: this.libraries, entry, args, port: port2, flag, userKey: userKey || `user-${id}`, timeZone: this.timeZone },
       transferList: [port2],
     });
     const execution = { id, worker, killed: false, kill: () => {} };
@@ -234,3 +243,5 @@ export class GasRuntime {
 }
 
 export const ichidoGs = join(here, '..', 'Ichido.gs');
+// The library project: Ichido.gs and IchidoLibrary.gs (the names a project calls as Ichido.x).
+export const ichidoLibrary = { identifier: 'Ichido', files: [ichidoGs, join(here, '..', 'IchidoLibrary.gs')] };

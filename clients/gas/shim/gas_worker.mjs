@@ -8,7 +8,7 @@ import { workerData, receiveMessageOnPort } from 'node:worker_threads';
 import { createHash, randomUUID } from 'node:crypto';
 import vm from 'node:vm';
 
-const { files, entry, args, port, flag, userKey, timeZone } = workerData;
+const { files, libraries = [], entry, args, port, flag, userKey, timeZone } = workerData;
 const flags = new Int32Array(flag);
 const logs = [];
 
@@ -149,11 +149,17 @@ function propertiesStore(scope) {
   return store;
 }
 
-const PropertiesService = {
-  getScriptProperties: () => propertiesStore('script'),
-  getUserProperties: () => propertiesStore('user:' + userKey),
-  getDocumentProperties: () => propertiesStore('document'),
-};
+// Script Properties belong to a project: code loaded as a library reads and writes the library's
+// own (scope "library:<identifier>"), never those of the project that uses it (Google's library
+// guide: Script Properties are not shared; User Properties are).
+function propertiesService(scriptScope) {
+  return {
+    getScriptProperties: () => propertiesStore(scriptScope),
+    getUserProperties: () => propertiesStore('user:' + userKey),
+    getDocumentProperties: () => (scriptScope === 'script' ? propertiesStore('document') : null),
+  };
+}
+const PropertiesService = propertiesService('script');
 
 function makeLock(scope) {
   let held = false;
@@ -214,12 +220,16 @@ const Utilities = {
   },
 };
 
-const Session = {
-  getTemporaryActiveUserKey: () => userKey,
-  getScriptTimeZone: () => timeZone,
-  getActiveUser: () => ({ getEmail: () => '' }),
-  getEffectiveUser: () => ({ getEmail: () => 'script-owner@example.com' }),
-};
+// getScriptTimeZone: the project's time zone (appsscript.json's timeZone); a library's is its own.
+function session(zone) {
+  return {
+    getTemporaryActiveUserKey: () => userKey,
+    getScriptTimeZone: () => zone,
+    getActiveUser: () => ({ getEmail: () => '' }),
+    getEffectiveUser: () => ({ getEmail: () => 'script-owner@example.com' }),
+  };
+}
+const Session = session(timeZone);
 
 function record(kind) {
   return (...values) => logs.push(`${kind}: ${values.map((v) => (typeof v === 'string' ? v : JSON.stringify(v))).join(' ')}`);
@@ -252,19 +262,39 @@ const ScriptApp = {
   getProjectTriggers: () => rpc('triggers', {}).map((t) => ({ getHandlerFunction: () => t.handler })),
 };
 
-const context = vm.createContext({
-  UrlFetchApp,
-  PropertiesService,
-  LockService,
-  Utilities,
-  Session,
-  MailApp,
-  ScriptApp,
-  Logger: { log: record('log') },
-  console: { log: record('log'), info: record('info'), warn: record('warn'), error: record('error') },
-  // A hook for tests: lets the test see (and kill) the execution at a point of its choosing.
-  __testHook: (name, data) => rpc('hook', { name, data: data === undefined ? null : JSON.parse(JSON.stringify(data)) }),
-});
+function globalsOf(properties, zone) {
+  return {
+    UrlFetchApp,
+    PropertiesService: properties,
+    LockService,
+    Utilities,
+    Session: session(zone),
+    MailApp,
+    ScriptApp,
+    Logger: { log: record('log') },
+    console: { log: record('log'), info: record('info'), warn: record('warn'), error: record('error') },
+    // A hook for tests: lets the test see (and kill) the execution at a point of its choosing.
+    __testHook: (name, data) => rpc('hook', { name, data: data === undefined ? null : JSON.parse(JSON.stringify(data)) }),
+  };
+}
+const context = vm.createContext(globalsOf(PropertiesService, timeZone));
+
+// A library (Resources > Libraries, identifier X): its files run in a global scope of their own,
+// with the library's own Script Properties and time zone; the project sees the library's
+// top-level functions as X.name (not those whose name ends with "_": Apps Script keeps them
+// private). Loaded before the project's files, as Apps Script does.
+function loadLibrary(lib) {
+  const libContext = vm.createContext(globalsOf(propertiesService('library:' + lib.identifier), lib.timeZone || timeZone));
+  for (const f of lib.files) vm.runInContext(f.source, libContext, { filename: `${lib.identifier}/${f.name}` });
+  const names = vm.runInContext(
+    'Object.getOwnPropertyNames(globalThis).filter(function (n) { return typeof globalThis[n] === "function"; })',
+    libContext,
+  );
+  const builtins = new Set(vm.runInContext('Object.getOwnPropertyNames(globalThis)', vm.createContext(globalsOf(PropertiesService, timeZone))));
+  const exposed = {};
+  for (const n of names) if (!builtins.has(n) && !n.endsWith('_')) exposed[n] = libContext[n];
+  context[lib.identifier] = exposed;
+}
 
 function errorInfo(e) {
   if (e === null || typeof e !== 'object') return { name: 'Error', message: String(e) };
@@ -273,6 +303,7 @@ function errorInfo(e) {
 
 let outcome;
 try {
+  for (const lib of libraries) loadLibrary(lib);
   // The project's files share one global scope, in the order given (as Apps Script does).
   for (const f of files) vm.runInContext(f.source, context, { filename: f.name });
   const fn = vm.runInContext(entry, context);

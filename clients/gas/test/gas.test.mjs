@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import net from 'node:net';
 import { Server, LossyProxy, seededRandom, flakyForKeys, mailMessageIds, repoRoot } from '../../testing/harness.mjs';
-import { GasRuntime, ichidoGs } from '../shim/gas_runtime.mjs';
+import { GasRuntime, ichidoGs, ichidoLibrary } from '../shim/gas_runtime.mjs';
 
 let server;
 before(async () => {
@@ -111,6 +111,127 @@ test('shim: LockService.getScriptLock() excludes concurrent executions', async (
   });
   await Promise.all(Array.from({ length: 10 }, () => gas.run('bump')));
   assert.equal(gas.scriptProperties().v, '10');
+});
+
+test('shim: code loaded as a library reads and writes its own Script Properties, not the project\'s', async () => {
+  const gas = new GasRuntime({
+    files: [gs('main.gs', 'function probe() { return { mine: PropertiesService.getScriptProperties().getProperty("k"), lib: Lib.read(), libSeesMine: Lib.readGiven(PropertiesService.getScriptProperties()) }; }')],
+    libraries: [{
+      identifier: 'Lib',
+      properties: { k: 'library' },
+      timeZone: 'UTC',
+      files: [gs('lib.gs', 'function read() { PropertiesService.getScriptProperties().setProperty("w", "x"); return PropertiesService.getScriptProperties().getProperty("k") + "@" + Session.getScriptTimeZone(); }\n' +
+        'function readGiven(store) { return store.getProperty("k"); }\nfunction hidden_() { return 1; }')],
+    }],
+    properties: { k: 'project' },
+  });
+  assert.deepEqual(assertOk(await gas.run('probe')), { mine: 'project', lib: 'library@UTC', libSeesMine: 'project' });
+  assert.equal(gas.libraryProperties('Lib').w, 'x');
+  assert.equal(gas.scriptProperties().w, undefined);
+  assert.equal(assertOk(await gas.run('(function () { return typeof Lib.hidden_; })')), 'undefined', 'names ending in _ stay private');
+});
+
+test('Ichido.gs pasted defines one global, Ichido: a project\'s own connect, backoffBaseMs, … are untouched', async () => {
+  const names = 'function probe() { return Object.getOwnPropertyNames(globalThis).filter(function (n) { return n !== "probe"; }); }';
+  const bare = assertOk(await new GasRuntime({ files: [gs('p.gs', names)] }).run('probe'));
+  const withIchido = assertOk(await new GasRuntime({ files: [ichidoGs, gs('p.gs', names)] }).run('probe'));
+  assert.deepEqual(withIchido.filter((n) => !bare.includes(n)), ['Ichido']);
+  const gas = new GasRuntime({
+    files: [gs('mine.gs', 'function connect() { return "my connect"; }\nvar VERSION = "mine";\nfunction backoffBaseMs() { return -1; }'), ichidoGs,
+      gs('t.gs', 'function probe() { return [connect(), VERSION, backoffBaseMs(), typeof Ichido.connect, Ichido.backoffBaseMs(1)]; }')],
+  });
+  assert.deepEqual(assertOk(await gas.run('probe')), ['my connect', 'mine', -1, 'function', 1000]);
+});
+
+test('library mode: Ichido.connect({properties}) reads the calling project\'s properties, one token per project', async () => {
+  const ns = 'gas-library';
+  await server.admin('PUT', `/v1/ns/${ns}/counters/receipts`, { require_key: true, format: 'R-{seq:4}' });
+  const gas = new GasRuntime({
+    files: [gs('t.gs', `
+      function plain() { try { return Ichido.connect().nextNumber('receipts', 'k'); } catch (e) { return { code: e.code, message: e.message }; } }
+      function given() { return Ichido.connect({ properties: PropertiesService.getScriptProperties() }).nextNumber('receipts', 'k').formatted; }
+      function errorType() { try { Ichido.connect({ properties: PropertiesService.getScriptProperties() }).nextNumber('nope', 'k'); } catch (e) { return [e instanceof Ichido.IchidoError, e.code, e.name]; } }`)],
+    libraries: [ichidoLibrary],
+    properties: await props(ns),
+  });
+  const plain = assertOk(await gas.run('plain'));
+  assert.equal(plain.code, 'invalid_argument', 'the library has no ICHIDO_URL of its own');
+  assert.match(plain.message, /PropertiesService\.getScriptProperties\(\)/, 'the message says how to pass them');
+  assert.equal(assertOk(await gas.run('given')), 'R-0001');
+  assert.deepEqual(assertOk(await gas.run('errorType')), [true, 'counter_not_found', 'IchidoError']);
+  assert.deepEqual(gas.libraryProperties('Ichido'), {}, 'nothing was put into the library');
+});
+
+test('the examples run with Ichido added as a library', async () => {
+  const ns = 'appsheet-lib';
+  await server.admin('PUT', `/v1/ns/${ns}/counters/invoices`, { format: 'INV-{seq:4}', require_key: true });
+  const gas = new GasRuntime({
+    files: [join(examples, 'appsheet-invoice', 'Code.gs')],
+    libraries: [ichidoLibrary],
+    properties: { ...(await props(ns)), ADMIN_EMAIL: 'admin@example.com' },
+  });
+  assert.deepEqual(assertOk(await gas.run('handleRecord', ['7', 'c@example.co.jp', 100])), { invoiceNo: 'INV-0001' });
+  assert.equal(gas.outbox.length, 1);
+});
+
+test('once: the default lease outlives Apps Script\'s 6-minute limit, so a running execution keeps its claim', async () => {
+  const proxy = await new LossyProxy(server.port).start();
+  try {
+    const gas = new GasRuntime({
+      files: [ichidoGs, join(examples, 'appsheet-invoice', 'Code.gs'), gs('t.gs', 'function plain() { return Ichido.connect().once("lease-default", function () { return 1; }); }')],
+      properties: { ...(await props('gas-lease')), ICHIDO_URL: proxy.url },
+    });
+    assertOk(await gas.run('plain'));
+    const limit = 6 * 60 * 1000;
+    assert.ok(proxy.requests('/once/begin')[0].body.lease_ms > limit, `default lease ${proxy.requests('/once/begin')[0].body.lease_ms}`);
+    assert.ok(assertOk(await gas.run('(function () { return LEASE_MS; })')) > limit, 'the AppSheet example\'s lease');
+  } finally {
+    await proxy.close();
+  }
+});
+
+test('connect: the url error says which schemes are accepted; lang ja gives Japanese messages, codes unchanged', async () => {
+  const table = JSON.parse(readFileSync(join(repoRoot, 'clients', 'messages-ja.json'), 'utf8'));
+  const ns = 'gas-ja';
+  const gas = new GasRuntime({
+    files: [ichidoGs, gs('t.gs', `
+      function bad(url, lang) { try { Ichido.connect({ url: url, lang: lang }); return 'accepted'; } catch (e) { return [e.code, e.message]; } }
+      function missing(lang) { try { Ichido.connect({ lang: lang }).nextNumber('nope', 'k'); } catch (e) { return [e.code, e.status, e.message]; } }
+      function table() { var out = {}; ${JSON.stringify(Object.keys(table))}.forEach(function (c) { out[c] = Ichido.messageJa(c); }); return out; }`)],
+    properties: await props(ns),
+  });
+  const [code, message] = assertOk(await gas.run('bad', ['ftp://x']));
+  assert.equal(code, 'invalid_argument');
+  assert.match(message, /https:\/\//);
+  assert.match(message, /http:\/\/ only/, 'http:// is accepted, and the message says so');
+  assert.equal(assertOk(await gas.run('bad', ['http://ichido.internal:7878'])), 'accepted');
+  assert.deepEqual(assertOk(await gas.run('table')), table);
+  const en = assertOk(await gas.run('missing', ['']));
+  const ja = assertOk(await gas.run('missing', ['ja']));
+  assert.deepEqual([ja[0], ja[1]], ['counter_not_found', 404]);
+  assert.equal(ja[2], `${table.counter_not_found} (${en[2]})`);
+  gas.setScriptProperty('ICHIDO_LANG', 'ja');
+  assert.equal(assertOk(await gas.run('missing', ['']))[2], ja[2], 'the Script Property ICHIDO_LANG');
+  const [, jaUrl] = assertOk(await gas.run('bad', ['ftp://x', 'ja']));
+  assert.ok(jaUrl.startsWith(table.invalid_argument), jaUrl);
+});
+
+test('createCounter: a counter made from Apps Script rolls over in the script\'s time zone', async () => {
+  const ns = 'gas-tz';
+  const admin = await server.token('admin', ns);
+  const gas = new GasRuntime({
+    files: [ichidoGs, gs('t.gs', `
+      function make(name, config) { return Ichido.connect().createCounter(name, config); }`)],
+    properties: { ...(await props(ns)), ICHIDO_TOKEN: admin },
+    timeZone: 'America/New_York',
+  });
+  const made = assertOk(await gas.run('make', ['daily', { period: 'day', format: 'D-{yyyy}{mm}{dd}-{seq:3}', require_key: true }]));
+  assert.equal(made.timezone, 'America/New_York', 'Session.getScriptTimeZone()');
+  assert.equal((await server.admin('GET', `/v1/ns/${ns}/counters/daily`)).body.timezone, 'America/New_York');
+  const own = assertOk(await gas.run('make', ['tokyo', { period: 'month', timezone: 'Asia/Tokyo' }]));
+  assert.equal(own.timezone, 'Asia/Tokyo', 'an explicit timezone wins');
+  const again = assertOk(await gas.run('make', ['daily', { period: 'day', format: 'D-{yyyy}{mm}{dd}-{seq:3}', require_key: true }]));
+  assert.equal(again.name, 'daily', 'the same config again answers the counter');
 });
 
 test('Ichido.gs uses only what Apps Script V8 has: no modules, async, optional chaining, Node APIs', () => {

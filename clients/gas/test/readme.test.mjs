@@ -58,6 +58,34 @@ test('README gas/receipt-number: 10 executions, lost answers, re-runs: one numbe
   }
 });
 
+test('README gas/receipt-number-sheet: a spreadsheet-bound trigger, fired twice per response, numbers each row once', async () => {
+  const ns = 'readme-sheet';
+  assert.equal((await server.admin('PUT', `/v1/ns/${ns}/counters/receipts`, { format: 'R-{seq:4}', require_key: true })).status, 201);
+  const gas = new GasRuntime({
+    files: [
+      ichidoGs,
+      recipe('gas/receipt-number-sheet'),
+      // The event a spreadsheet's "On form submit" trigger passes (test glue): e.range, e.values.
+      gs('events.gs', `
+      var written = {};
+      function fire(row, stamp) {
+        var sheet = { getSheetId: function () { return 12345; },
+                      getRange: function (r, c) { return { setValue: function (v) { written[r + ':' + c] = v; } }; } };
+        var range = { getSheet: function () { return sheet; }, getRow: function () { return row; }, getLastColumn: function () { return 4; } };
+        return onSheetFormSubmit({ range: range, values: [stamp, 'Yamada', 'a@example.jp', '2'] });
+      }
+      function run() {
+        var out = [fire(2, '2026/04/01 9:30:00'), fire(3, '2026/04/01 9:30:05'), fire(2, '2026/04/01 9:30:00'), fire(2, '2026/04/02 10:00:00')];
+        return { numbers: out, written: written };
+      }`),
+    ],
+    properties: await props(ns),
+  });
+  const { numbers, written } = ok(await gas.run('run'));
+  assert.deepEqual(numbers, ['R-0001', 'R-0002', 'R-0001', 'R-0003'], 'a second firing gets the same number; a new response in a reused row a new one');
+  assert.deepEqual(written, { '2:5': 'R-0003', '3:5': 'R-0002' });
+});
+
 test('README gas/appsheet-once: 3 firings send one mail; a lost complete answer sends no second one', async () => {
   const ns = 'readme-appsheet';
   assert.equal((await server.admin('PUT', `/v1/ns/${ns}/counters/invoices`, { format: 'INV-{seq:4}', require_key: true })).status, 201);
@@ -81,6 +109,7 @@ test('README gas/appsheet-once: 3 firings send one mail; a lost complete answer 
     assert.deepEqual(results[2], results[0]);
     assert.deepEqual(results[0], { invoiceNo: 'INV-0001' });
     assert.equal(gas.outbox.length, 1, 'one invoice mail');
+    assert.ok(proxy.requests('/once/begin').every((r) => r.body.lease_ms > 6 * 60 * 1000), 'the lease outlives the 6-minute limit');
     assert.equal(proxy.requests('/once/fail').length, 0);
     assert.equal(proxy.requests('/once/complete').length, 2, 'the lost complete answer was retried');
     // The work throws (MailApp's quota): the row is failed and the error rethrown; the next
@@ -107,6 +136,11 @@ test('README gas/sweeper: a killed execution shows up in the sweeper mail', asyn
           MailApp.sendEmail('c@example.com', 'x', 'y');
           return 1;
         }, { leaseMs: 1000 });
+      }
+      function failForGood(rowId) {   // a row whose work fails, with one attempt allowed: dead
+        try {
+          Ichido.connect().once('appsheet-row-' + rowId, function () { throw new Error('smtp 550 ユーザー不明'); }, { maxAttempts: 1 });
+        } catch (e) { return e.message; }
       }`)],
     properties: { ...(await props(ns)), ADMIN_EMAIL: 'admin@example.co.jp' },
     onService: (op, payload, execution) => {
@@ -116,11 +150,14 @@ test('README gas/sweeper: a killed execution shows up in the sweeper mail', asyn
   const run = gas.start('handleRecordQuickly', ['R9']);
   victim = run.execution;
   assert.equal((await run.done).killed, true);
+  assert.equal(ok(await gas.run('failForGood', ['D1'])), 'smtp 550 ユーザー不明');
   await new Promise((r) => setTimeout(r, 1100));
   ok(await gas.run('sweepStuckRows'));
   assert.equal(gas.outbox.length, 1);
   assert.equal(gas.outbox[0].to, 'admin@example.co.jp');
-  assert.match(gas.outbox[0].body, /^appsheet-row-R9 \(attempt 1, apps-script:/);
+  assert.equal(gas.outbox[0].subject, 'ichido: 1 row(s) stuck, 1 dead');
+  assert.match(gas.outbox[0].body, /^stuck: appsheet-row-R9 \(attempt 1, apps-script:/);
+  assert.match(gas.outbox[0].body, /\ndead: appsheet-row-D1 \(smtp 550 ユーザー不明\)$/, 'dead rows are reported too');
   ok(await gas.run('installSweeper'));
   assert.deepEqual(gas.triggers, [{ handler: 'sweepStuckRows', everyMinutes: 10 }]);
 });

@@ -3,10 +3,12 @@ Excel's Worksheet), recording what the code did with them."""
 
 from __future__ import annotations
 
+import datetime
+import re
 import threading
 from typing import Any, Callable, Dict, List, Optional
 
-from vba import EMPTY, VbaError, VbObject, to_long, to_str
+from vba import EMPTY, VbaError, VbObject, ole_date, to_long, to_str
 
 PR_INTERNET_MESSAGE_ID = "http://schemas.microsoft.com/mapi/proptag/0x1035001F"
 
@@ -54,15 +56,18 @@ class SentMail(VbObject):
 class MailItem(VbObject):
     type_name = "MailItem"
 
-    def __init__(self, message_id: str, subject: str, on_send: Callable[[SentMail], None]) -> None:
+    def __init__(self, message_id: str, subject: str, on_send: Callable[[SentMail], None], received: Optional[datetime.datetime] = None) -> None:
         self.message_id = message_id
         self.subject = subject
         self.accessor = PropertyAccessor({PR_INTERNET_MESSAGE_ID: message_id})
         self.on_send = on_send
+        self.received = received or datetime.datetime.now()
 
     def vba_get(self, name: str, args: List[Any]) -> Any:
         if name == "propertyaccessor":
             return self.accessor
+        if name == "receivedtime":
+            return ole_date(self.received)
         if name == "subject":
             return self.subject
         if name == "forward":
@@ -84,7 +89,22 @@ class Items(VbObject):
             if not 1 <= i <= len(self.items):
                 raise VbaError(-2147352567, "Array index out of bounds")
             return self.items[i - 1]
+        if name == "restrict":
+            return Items([m for m in self.items if self._matches(to_str(args[0]), m)])
         return super().vba_get(name, args)
+
+    @staticmethod
+    def _matches(flt: str, item: Any) -> bool:
+        """Outlook's Jet filter "[ReceivedTime] >= 'DATE'" with DATE in the user's short date
+        format, as Format(d, "ddddd h:nn AMPM") writes it in Japanese (ja-JP) Windows; Outlook
+        refuses what it cannot parse, and so does this."""
+        m = re.fullmatch(r"\[ReceivedTime\] >= '(\d{4})/(\d{2})/(\d{2}) (\d{1,2}):(\d{2}) (午前|午後)'", flt)
+        if not m:
+            raise VbaError(-2147352567, f"Cannot parse condition. Error at \"{flt}\".")
+        y, mo, d, h, mi, ampm = m.groups()
+        hour = int(h) % 12 + (12 if ampm == "午後" else 0)
+        since = datetime.datetime(int(y), int(mo), int(d), hour, int(mi))
+        return item.received >= since
 
     def vba_iter(self) -> List[Any]:
         return list(self.items)

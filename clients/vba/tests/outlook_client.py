@@ -48,10 +48,12 @@ project = vba.Project(
 project.const_values[("sharedmailbox", "lease_ms")] = int(os.environ.get("LEASE_MS", "300000"))
 project.settings[("ichido", "connection", "url")] = os.environ["ICHIDO_URL"]
 project.settings[("ichido", "connection", "token")] = os.environ["ICHIDO_TOKEN"]
+# Set up before the mails arrived: SetProcessSince an hour ago (the first run would leave them alone).
+project.call("SetProcessSince", vba.ole_date(__import__("datetime").datetime.now()) - 1 / 24)
 mails = [MailItem(vba.vba_str(i), f"mail {n}", on_send) for n, i in enumerate(ids)]
 project.call("ConnectIchido")
 for mail in mails:  # Outlook's ItemAdd, once per new mail
-    project.call("HandleSharedMail", mail)
+    project.call("HandleNewMail", mail)
 
 
 def all_completed():

@@ -4,8 +4,12 @@ not prove."""
 
 from __future__ import annotations
 
+import datetime
+import http.server
 import json
 import os
+import socket
+import socketserver
 import random
 import re
 import shutil
@@ -23,7 +27,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "clients", "testing"))
 
 import vba  # noqa: E402
-from fakes import MailItem, Worksheet  # noqa: E402
+from fakes import Items, MailItem, Worksheet  # noqa: E402
 from ichido_testing import LossyProxy, Server, Tethered, flaky_for_keys, mail_message_ids, readme_recipes  # noqa: E402
 
 JSON = os.path.join(VBA_DIR, "IchidoJson.bas")
@@ -141,6 +145,26 @@ class StaticChecks(unittest.TestCase):
         # Names that are not reserved stay allowed (Name, Item, Key, Value are used as names).
         for ok in ("Dim name As String", "Dim item As Object", "Sub P(ByVal key As String, ByVal value As Long)", "Dim locked As Boolean"):
             self.assertEqual(vba.reserved_name_problems([(1, ok)], "M"), [], ok)
+
+    def test_vba_files_import_on_japanese_windows_ascii_and_crlf(self):
+        # The VBA editor imports .bas/.cls in the ANSI code page (CP932 on Japanese Windows) and
+        # wants CRLF lines: UTF-8 Japanese became mojibake, LF-only files lost their Attribute
+        # lines. Every VBA file is ASCII (Japanese through IchidoText escapes), CRLF throughout,
+        # lines within the editor's 1023 characters, and stored so by git (-text).
+        files = subprocess.run(["git", "ls-files", "*.bas", "*.cls"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+        self.assertGreaterEqual(len(files), 5, files)
+        for rel in files:
+            with open(os.path.join(REPO, rel), "rb") as f:
+                data = f.read()
+            with self.subTest(file=rel):
+                self.assertEqual([i for i, b in enumerate(data) if b > 127][:1], [], "a non-ASCII byte at this offset")
+                self.assertEqual(data.decode("cp932"), data.decode("ascii"))
+                self.assertTrue(data.endswith(b"\r\n"))
+                self.assertEqual(data.count(b"\n"), data.count(b"\r\n"), "a line without CRLF")
+                self.assertEqual(data.count(b"\r"), data.count(b"\r\n"), "a lone CR")
+                self.assertLessEqual(max(len(line) for line in data.split(b"\r\n")), 1023)
+                attr = subprocess.run(["git", "check-attr", "text", "--", rel], cwd=REPO, capture_output=True, text=True, check=True).stdout
+                self.assertTrue(attr.strip().endswith(": text: unset"), attr)
 
     def test_the_checker_wants_option_explicit_and_ptrsafe(self):
         d = tempfile.mkdtemp()
@@ -348,6 +372,117 @@ class Live(unittest.TestCase):
         self.assertGreaterEqual(len(proxy.requests("/once/complete")), 2)
         self.assertEqual(len(proxy.requests("/once/fail")), 0)
 
+    def test_japanese_messages_when_asked_codes_unchanged(self):
+        with open(os.path.join(REPO, "clients", "messages-ja.json"), encoding="utf-8") as f:
+            table = json.load(f)
+        pj = project()
+        for code, text in table.items():
+            self.assertEqual(vba.py_str(pj.call("IchidoMessageJa", code)), text, code)
+        self.assertEqual(pj.call("IchidoMessageJa", "no_such_code"), "")
+        pj = self.connected()
+        self.raises(pj, "counter_not_found", "IchidoNextNumber", "nope", "k")
+        pj.call("IchidoLanguage", "ja")
+        e = self.raises(pj, "counter_not_found", "IchidoNextNumber", "nope", "k")
+        self.assertTrue(vba.py_str(e.description).startswith("counter_not_found: " + table["counter_not_found"] + " ("))
+        e = self.raises(pj, "invalid_argument", "IchidoNextNumber", "receipts", "")
+        self.assertIn(table["invalid_argument"], vba.py_str(e.description))
+
+    def test_the_url_error_says_what_is_accepted(self):
+        pj = project()
+        e = self.raises(pj, "invalid_argument", "IchidoConnect", "ftp://x", "t", "ns")
+        self.assertIn("https://", e.description)
+        self.assertIn("http://", e.description.replace("https://", ""), "http:// is accepted, so the message says so")
+        pj.call("IchidoConnect", "http://ichido.internal:7878", "t", "ns")
+
+    def test_a_proxy_given_to_ichidoconnect_carries_every_request(self):
+        seen = []
+
+        class Forward(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # an HTTP proxy: the request line holds the absolute URL
+                seen.append(self.path)
+                u = __import__("urllib.parse").parse.urlsplit(self.path)
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                conn = __import__("http.client").client.HTTPConnection(u.hostname, u.port, timeout=30)
+                conn.request("POST", u.path, body=body, headers={k: v for k, v in self.headers.items() if k.lower() != "host"})
+                res = conn.getresponse()
+                data = res.read()
+                self.send_response(res.status)
+                for k, v in res.getheaders():
+                    if k.lower() not in ("connection", "transfer-encoding"):
+                        self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *a):
+                pass
+
+        proxy = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Forward)
+        threading.Thread(target=proxy.serve_forever, daemon=True).start()
+        self.addCleanup(proxy.server_close)
+        self.addCleanup(proxy.shutdown)
+        self.server.admin("PUT", "/v1/ns/vba/counters/proxied", {})
+        pj = project()
+        pj.call("IchidoConnect", self.server.url, self.writer, "vba", "", 30000, 4, f"127.0.0.1:{proxy.server_address[1]}")
+        self.assertEqual(pj.call("IchidoNextNumber", "proxied", "k1").vba_get("item", ["value"]), 1.0)
+        self.assertEqual(seen, [self.server.url + "/v1/ns/vba/counters/proxied/next"])
+        # A host on the bypass list goes direct.
+        pj.call("IchidoConnect", self.server.url, self.writer, "vba", "", 30000, 4, f"127.0.0.1:{proxy.server_address[1]}", "127.0.0.*")
+        pj.call("IchidoNextNumber", "proxied", "k2")
+        self.assertEqual(len(seen), 1)
+
+    def test_an_outlook_event_never_waits_long_on_a_server_that_does_not_answer(self):
+        # ItemAdd runs on Outlook's UI thread: 4 attempts of a 10 s connect / 30 s receive froze
+        # Outlook for minutes per mail. In an event (HandleNewMail) a call is one attempt of at most
+        # 3 s; the mail is left for the retry pass, which forwards it once the server answers.
+        hang = self.proxy(lambda req: "hang")
+        pj = project(MAILBOX)
+        pj.settings[("ichido", "mailbox", "since")] = str(vba.ole_date(datetime.datetime.now() - datetime.timedelta(days=1)))
+        pj.settings[("ichido", "connection", "url")] = hang.url
+        pj.settings[("ichido", "connection", "token")] = self.server.token("writer", "mailbox")
+        pj.call("ConnectIchido")
+        forwarded = []
+        mail = MailItem(vba.vba_str("<event-1@example.jp>"), "s", lambda sent: forwarded.append(1))
+        done = threading.Event()
+        took = []
+
+        def run():
+            t0 = time.monotonic()
+            pj.call("HandleNewMail", mail)
+            took.append(time.monotonic() - t0)
+            done.set()
+
+        threading.Thread(target=run, daemon=True).start()
+        self.assertTrue(done.wait(20), "HandleNewMail did not return within 20 s")
+        self.assertLessEqual(took[0], 3.5)
+        self.assertEqual(pj.sleeps, [], "no backoff sleeps in an event")
+        self.assertEqual(forwarded, [])
+        self.assertEqual(len(hang.requests("/once/begin")), 1, "one attempt")
+        self.assertTrue(any("unreachable" in vba.py_str(d) for d in pj.debug), pj.debug)
+        # The retry pass, against the live server: the mail is forwarded once.
+        pj.settings[("ichido", "connection", "url")] = self.server.url
+        pj.call("ConnectIchido")
+        pj.call("RetryPending", Items([mail]))
+        self.assertEqual(forwarded, [1])
+
+    def test_an_unconfirmed_completion_in_an_event_is_recorded_by_the_retry_pass_not_forwarded_again(self):
+        dropped = []
+        proxy = self.proxy(lambda req: "drop_answer" if req["path"].endswith("/once/complete") and not dropped and not dropped.append(1) else "pass")
+        pj = project(MAILBOX)
+        pj.settings[("ichido", "mailbox", "since")] = str(vba.ole_date(datetime.datetime.now() - datetime.timedelta(days=1)))
+        pj.settings[("ichido", "connection", "url")] = proxy.url
+        pj.settings[("ichido", "connection", "token")] = self.server.token("writer", "mailbox")
+        pj.call("ConnectIchido")
+        forwarded = []
+        mail = MailItem(vba.vba_str("<event-2@example.jp>"), "s", lambda sent: forwarded.append(1))
+        pj.call("HandleNewMail", mail)
+        self.assertEqual(forwarded, [1])
+        self.assertEqual(len(proxy.requests("/once/complete")), 1, "one attempt in the event")
+        _, rec = self.server.admin("GET", "/v1/ns/mailbox/once?key=%3Cevent-2%40example.jp%3E")
+        self.assertEqual(rec["state"], "completed", "the lost answer's complete was committed")
+        pj.call("RetryPending", Items([mail]))
+        self.assertEqual(forwarded, [1], "never forwarded again")
+        self.assertEqual(len(proxy.requests("/once/complete")), 2, "the retry pass re-sent the complete")
+
     def test_https_with_the_servers_ca(self):
         d = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, d, True)
@@ -452,6 +587,68 @@ class Live(unittest.TestCase):
             _, rec = self.server.admin("GET", "/v1/ns/mailbox/once?key=" + urllib.parse.quote(i, safe=""))
             self.assertEqual(rec["state"], "completed", i)
             self.assertEqual(rec["attempt"], 2 if i == killed["id"] else 1, i)
+
+
+class OldMail(unittest.TestCase):
+    """examples/shared-mailbox never sends old mail again: not on its first run, and not after
+    ichido purged a mail's completed record (here after 1 s instead of 30 days)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(args=["--once-retention", "1s"]).start()
+        cls.token = cls.server.token("writer", "mailbox")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def client(self, forwarded):
+        pj = project(MAILBOX)
+        pj.settings[("ichido", "connection", "url")] = self.server.url
+        pj.settings[("ichido", "connection", "token")] = self.token
+        pj.call("ConnectIchido")
+        return pj
+
+    def test_an_old_mail_is_never_handled_again_after_its_record_was_purged(self):
+        forwarded = []
+        now = datetime.datetime.now()
+        old = MailItem(vba.vba_str("<old@example.jp>"), "old", lambda sent: forwarded.append("old"), received=now - datetime.timedelta(days=8))
+        new = MailItem(vba.vba_str("<new@example.jp>"), "new", lambda sent: forwarded.append("new"), received=now)
+        pj = self.client(forwarded)
+        pj.settings[("ichido", "mailbox", "since")] = str(vba.ole_date(now - datetime.timedelta(days=60)))
+        # Eight days ago the old mail was forwarded and completed (done here, now).
+        claim = pj.call("IchidoBegin", "<old@example.jp>", 60000)
+        pj.call("IchidoComplete", "<old@example.jp>", claim.vba_get("item", ["token"]), '{"forwarded_to":"x"}')
+        deadline = time.monotonic() + 30
+        while self.server.admin("GET", "/v1/ns/mailbox/once?key=%3Cold%40example.jp%3E")[0] != 404:
+            self.assertLess(time.monotonic(), deadline, "the record was not purged")
+            time.sleep(0.2)
+        start = len(vba.ServerXMLHTTP.log)
+        pj.call("RetryPending", Items([old, new]))
+        pj.call("HandleNewMail", old)  # ItemAdd for an old mail (moved back into the inbox)
+        self.assertEqual(forwarded, ["new"])
+        keys = [json.loads(r["body"])["key"] for r in vba.ServerXMLHTTP.log[start:] if r["url"].endswith("/once/begin")]
+        self.assertEqual(keys, ["<new@example.jp>"], "the old mail is not even asked about")
+
+    def test_the_first_run_leaves_the_mails_already_there_alone(self):
+        forwarded = []
+        before = MailItem(vba.vba_str("<before@example.jp>"), "b", lambda sent: forwarded.append("before"),
+                          received=datetime.datetime.now() - datetime.timedelta(minutes=5))
+        pj = self.client(forwarded)
+        self.assertNotIn(("ichido", "mailbox", "since"), pj.settings)
+        pj.call("RetryPending", Items([before]))
+        self.assertEqual(forwarded, [])
+        self.assertIn(("ichido", "mailbox", "since"), pj.settings, "the first run says from when")
+        self.assertTrue(any("first run" in vba.py_str(d) for d in pj.debug), pj.debug)
+        time.sleep(0.05)
+        after = MailItem(vba.vba_str("<after@example.jp>"), "a", lambda sent: forwarded.append("after"))
+        pj.call("HandleNewMail", after)
+        self.assertEqual(forwarded, ["after"])
+        # SetProcessSince before the first run: the mails since then are handled.
+        pj2 = self.client(forwarded)
+        pj2.call("SetProcessSince", vba.ole_date(datetime.datetime.now() - datetime.timedelta(days=1)))
+        pj2.call("RetryPending", Items([before]))
+        self.assertEqual(forwarded, ["after", "before"])
 
 
 class Readme(unittest.TestCase):

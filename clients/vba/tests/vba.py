@@ -193,9 +193,31 @@ class ServerXMLHTTP(VbObject):
         self.text = ""
         self.response_headers: Dict[str, str] = {}
         self.opened = False
+        self.proxy: Optional[Tuple[str, int]] = None
+        self.bypass: List[str] = []
+
+    def _bypassed(self, host: str) -> bool:
+        for b in self.bypass:
+            if b == "<local>" and "." not in host:
+                return True
+            if b and re.fullmatch(re.escape(b).replace(r"\*", ".*"), host, re.I):
+                return True
+        return False
 
     def vba_get(self, name: str, args: List[Any]) -> Any:
         n = name.lower()
+        if n == "setproxy":
+            # setProxy(2 = SXH_PROXY_SET_PROXY, "host:port", "bypass;list"); 1 = direct; 0 = WinHTTP's own.
+            setting = to_long(args[0])
+            if setting == 2:
+                host, _, port = to_str(args[1]).rpartition(":")
+                if not host or not port.isdigit():
+                    raise VbaError(-2147024809, "The parameter is incorrect (proxy server must be host:port)")
+                self.proxy = (host, int(port))
+                self.bypass = [b.strip() for b in to_str(args[2]).split(";")] if len(args) > 2 else []
+            else:
+                self.proxy = None
+            return EMPTY
         if n == "settimeouts":
             self.timeouts = tuple(to_long(a) for a in args)  # type: ignore[assignment]
             return EMPTY
@@ -233,10 +255,18 @@ class ServerXMLHTTP(VbObject):
         receive_s = self.timeouts[3] / 1000
         with ServerXMLHTTP.log_lock:
             ServerXMLHTTP.log.append({"method": self.method, "url": self.url, "headers": dict(self.headers), "body": None if data is None else data.decode("utf-8")})
+        via = self.proxy if self.proxy is not None and not self._bypassed(u.hostname or "") else None
         try:
             if u.scheme == "https":
                 ctx = ssl.create_default_context(cafile=ServerXMLHTTP.cafile)
-                conn: http.client.HTTPConnection = http.client.HTTPSConnection(u.hostname, u.port or 443, timeout=connect_s, context=ctx)
+                if via is not None:  # a CONNECT tunnel through the proxy
+                    conn: http.client.HTTPConnection = http.client.HTTPSConnection(via[0], via[1], timeout=connect_s, context=ctx)
+                    conn.set_tunnel(u.hostname or "", u.port or 443)
+                else:
+                    conn = http.client.HTTPSConnection(u.hostname, u.port or 443, timeout=connect_s, context=ctx)
+            elif via is not None:  # the absolute URL to the proxy
+                conn = http.client.HTTPConnection(via[0], via[1], timeout=connect_s)
+                path = self.url
             else:
                 conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=connect_s)
             conn.connect()
@@ -2378,6 +2408,18 @@ def arith(result: Any, a: Any, b: Any) -> Any:
     return result
 
 
+OLE_EPOCH = datetime.datetime(1899, 12, 30)
+
+
+def ole_datetime(days: float) -> datetime.datetime:
+    """A VBA Date (days since 1899-12-30, the time as the fraction) as a datetime."""
+    return OLE_EPOCH + datetime.timedelta(days=days)
+
+
+def ole_date(t: datetime.datetime) -> float:
+    return (t - OLE_EPOCH).total_seconds() / 86400.0
+
+
 def builtin(frame: Frame, name: str, a: List[Any]) -> Any:
     pj = frame.pj
     if name == "len":
@@ -2473,6 +2515,12 @@ def builtin(frame: Frame, name: str, a: List[Any]) -> Any:
             n = to_num(v)
             n = vba_round(n) if isinstance(n, float) else n
             return str(abs(int(n))).rjust(len(pattern), "0") if n >= 0 else "-" + str(abs(int(n))).rjust(len(pattern), "0")
+        if pattern == "ddddd h:nn AMPM":
+            # A date in the user's locale; the interpreter's locale is Japanese (ja-JP): the short
+            # date is yyyy/mm/dd and the AM/PM designators are 午前/午後.
+            t = ole_datetime(to_double(v))
+            h12 = t.hour % 12 or 12
+            return f"{t.year:04d}/{t.month:02d}/{t.day:02d} {h12}:{t.minute:02d} {'午前' if t.hour < 12 else '午後'}"
         raise VbaError(0, f"Format pattern {pattern!r} is outside the subset", compile=True)
     if name == "isnumeric":
         v = a[0]

@@ -29,13 +29,17 @@ run: build
 	@echo "ichido: on first start an admin token is written to $(DATA)/admin.token. Use it with:"
 	@echo "  export ICHIDO_TOKEN=\$$(cat $(DATA)/admin.token)"
 	@echo "  curl -H \"Authorization: Bearer \$$ICHIDO_TOKEN\" http://$(LISTEN)/v1/ns/demo/counters"
+	@echo "ichido: the server keeps this terminal (Ctrl+C stops it): run those in a second one; the command is build/ichido until 'sudo make install'."
 	build/ichido serve --listen $(LISTEN) --data $(DATA)
 
 # Builds, then installs build/ichido as $(DESTDIR)$(BINDIR)/ichido (default /usr/local/bin;
 # e.g. make install PREFIX=$$HOME/.local), the systemd unit (ExecStart pointing at that binary) and
 # /etc/ichido/ichido.conf (kept when it already exists). `make -o build install` installs what is
 # built already.
-install: build
+# Installs what `make build` built and never builds: under sudo a build would be root's (root-owned
+# files in build/, the packages installed again). Build first as yourself.
+install:
+	@test -x $(BUILD_DIR)/ichido || { echo "make install: $(BUILD_DIR)/ichido is not built: run 'make build' first (as yourself), then 'sudo make install'" >&2; exit 1; }
 	install -d "$(DESTDIR)$(BINDIR)"
 	install -m 0755 $(INSTALL_STRIP) $(BUILD_DIR)/ichido "$(DESTDIR)$(BINDIR)/ichido"
 	install -d "$(DESTDIR)$(PREFIX)/lib/systemd/system"

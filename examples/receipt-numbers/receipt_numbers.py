@@ -8,8 +8,10 @@ no number is issued twice or skipped.
     ichido counter create receipts --ns forms --max 9999 --format 'R-{seq:4}' --require-key   # once, admin
     python3 receipt_numbers.py responses.csv numbered.csv --id-column response_id
 
-Writes numbered.csv: the input's columns plus "receipt". Needs the ichido package
-(pip install ./clients/python).
+Writes numbered.csv: the input's columns plus "receipt". The rows are numbered one after the
+other, so the numbers follow the rows' order (R-0001 for the first new row); --threads N is
+faster for large files, but then the numbers follow the order the calls finish in. Needs the
+ichido package (pip install ./clients/python).
 """
 
 import argparse
@@ -26,7 +28,9 @@ def main() -> int:
     p.add_argument("output", help="CSV to write, with a receipt column added")
     p.add_argument("--id-column", default="response_id", help="the column that identifies a response")
     p.add_argument("--counter", default="receipts")
-    p.add_argument("--threads", type=int, default=20)
+    p.add_argument("--threads", type=int, default=1,
+                   help="calls at once (default 1: numbers in row order; more is faster, but then the "
+                   "numbers follow the order the calls finish in, not the rows')")
     args = p.parse_args()
 
     with open(args.responses, newline="", encoding="utf-8") as f:

@@ -15,7 +15,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import sys
 import unittest
 from typing import List, Optional, Tuple
@@ -24,7 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "clients", "testing"))
 
-from ichido_testing import Server  # noqa: E402
+from ichido_testing import Server, ichido_binary, readme_recipes  # noqa: E402
 
 README_URL = "http://127.0.0.1:7878"
 
@@ -103,6 +105,34 @@ class ReadmeCurl(unittest.TestCase):
                     self.assertEqual(sorted(answer), sorted(shown), f"the README shows other fields for\n{cmd}")
             sent += 1
         self.assertGreaterEqual(sent, 7)
+
+    def test_the_curl_counter_examples_after_the_first_steps_answer_as_shown(self):
+        # Followed in order, the first steps' counter and key made the curl section answer 200
+        # and replayed: true where it showed 201 and replayed: false.
+        server = Server().start()
+        self.addCleanup(server.stop)
+        cwd = tempfile.mkdtemp(prefix="ichido-readme-order-")
+        self.addCleanup(shutil.rmtree, cwd, True)
+        os.symlink(server.data_dir, os.path.join(cwd, "ichido-data"))
+        os.mkdir(os.path.join(cwd, "bin"))
+        os.symlink(ichido_binary(), os.path.join(cwd, "bin", "ichido"))
+        env = dict(os.environ, PATH=os.path.join(cwd, "bin") + os.pathsep + os.environ["PATH"], ICHIDO_URL=server.url)
+        env.pop("ICHIDO_TOKEN", None)
+        first = subprocess.run(["bash", "-e", "-c", readme_recipes()["sh/first-steps"]], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(first.returncode, 0, first.stderr)
+        env["ICHIDO_TOKEN"] = server.admin_token
+        counters = [(a, c, shown) for a, c, shown in curl_examples() if "/counters/" in c][:2]
+        self.assertEqual(len(counters), 2)
+        for (assigns, cmd, shown), status in zip(counters, ("201", "200")):
+            cmd = cmd.replace(README_URL, server.url).replace("curl ", "curl -sS -w '\\n%{http_code}' ", 1)
+            r = subprocess.run(["bash", "-e", "-c", "\n".join(assigns + [cmd])], env=env, capture_output=True, text=True, timeout=60)
+            body, _, got = r.stdout.rpartition("\n")
+            answer = json.loads(body)
+            with self.subTest(cmd=cmd):
+                self.assertEqual(got, status, body)
+                for field in ("name", "last_value", "value", "formatted", "replayed"):
+                    if field in shown:
+                        self.assertEqual(answer[field], shown[field], field)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, os.path.join(REPO, "clients", "testing"))
 
-from ichido_testing import Server, mail_message_ids  # noqa: E402
+from ichido_testing import LossyProxy, Server, mail_message_ids  # noqa: E402
 
 
 class Examples(unittest.TestCase):
@@ -61,6 +61,28 @@ class Examples(unittest.TestCase):
         again = subprocess.run([sys.executable, script, a, a + ".again"], env=env, capture_output=True, text=True)
         self.assertEqual(again.returncode, 0, again.stderr)
         self.assertEqual(read(a + ".again"), ra, "a re-run gives the same numbers")
+
+    def test_receipt_numbers_follow_the_rows_order(self):
+        # With 20 threads by default, the numbers followed the order the calls finished in:
+        # the first row, whose first request was lost, got R-0007 or later.
+        self.server.admin("PUT", "/v1/ns/forms/counters/receipts", {"max": 9999, "format": "R-{seq:4}", "require_key": True})
+        lost = []
+        proxy = LossyProxy(self.server.port, lambda req: "drop_request" if req["path"].endswith("/next") and req["body"]["key"] == "form-r0" and not lost and not lost.append(1) else "pass")
+        self.addCleanup(proxy.close)
+        env = dict(self.env("forms"), ICHIDO_URL=proxy.url)
+        path = os.path.join(self.dir, "rows.csv")
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(["response_id"])
+            for i in range(30):
+                w.writerow([f"r{i}"])
+        script = os.path.join(REPO, "examples", "receipt-numbers", "receipt_numbers.py")
+        run = subprocess.run([sys.executable, script, path, path + ".out"], env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        with open(path + ".out", newline="", encoding="utf-8") as f:
+            receipts = [r["receipt"] for r in csv.DictReader(f)]
+        self.assertEqual(receipts, [f"R-{n:04d}" for n in range(1, 31)])
+        self.assertEqual(lost, [1], "the first row's first request was lost")
 
     def test_mailbox_once_from_three_machines_handles_each_mail_once(self):
         env = self.env("mailbox")

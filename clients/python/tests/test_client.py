@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "src"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "testing"))
 
 from ichido import Client, IchidoError, LockToken, backoff_base  # noqa: E402
+import ichido  # noqa: E402
 from ichido_testing import LossyProxy, Server, ichido_binary  # noqa: E402
 
 NS = "py"
@@ -362,6 +363,81 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(cm.exception.code, "unreachable")
         self.assertIn("CERTIFICATE_VERIFY_FAILED", cm.exception.message)
 
+
+
+class ErrorsAndDecorator(unittest.TestCase):
+    """Error subclasses beside the codes, and the decorator form of once."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server().start()
+        cls.writer = cls.server.token("writer", "py-deco")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def client(self):
+        c = ichido.Client(self.server.url, self.writer, "py-deco")
+        self.addCleanup(c.close)
+        return c
+
+    def test_each_common_code_raises_its_subclass_with_the_code_unchanged(self):
+        c = self.client()
+        with self.assertRaises(ichido.CounterNotFound) as cm:
+            c.next_number("nope", "k")
+        self.assertIsInstance(cm.exception, ichido.IchidoError)
+        self.assertEqual((cm.exception.code, cm.exception.status), ("counter_not_found", 404))
+        claim = c.begin("held", lease=30)
+        other = ichido.Client(self.server.url, self.writer, "py-deco", owner="other")
+        self.addCleanup(other.close)
+        with self.assertRaises(ichido.InProgress):
+            other.once("held", lambda: 1)
+        with self.assertRaises(ichido.StaleToken) as cm:
+            c.complete("held", int(claim["token"]) + 1000, None)
+        self.assertEqual(cm.exception.code, "stale_token")
+        with self.assertRaises(ichido.LockTimeout):
+            with c.lock("printer", wait=0):
+                with other.lock("printer", wait=0.2):
+                    pass
+        with self.assertRaises(ichido.InvalidArgument):
+            c.next_number("bad/name", "k")
+        pairs = {ichido.CounterExhausted: "counter_exhausted", ichido.Dead: "dead", ichido.LockLost: "lock_lost",
+                 ichido.CompleteUnconfirmed: "complete_unconfirmed", ichido.Unreachable: "unreachable",
+                 ichido.Forbidden: "forbidden", ichido.FingerprintMismatch: "fingerprint_mismatch"}
+        for cls, code in pairs.items():
+            e = ichido.IchidoError(code, "m")
+            self.assertIs(type(e), cls)
+            self.assertEqual(e.code, code)
+        self.assertIs(type(ichido.IchidoError("something_new", "m")), ichido.IchidoError)
+
+    def test_the_decorator_runs_each_key_once_and_returns_the_stored_result(self):
+        c = self.client()
+        calls = []
+
+        @c.once(key=lambda order: f"order-{order['id']}", lease=30)
+        def send_order_mail(order):
+            calls.append(order["id"])
+            return {"mailed": order["id"], "n": len(calls)}
+
+        self.assertEqual(send_order_mail({"id": 7}), {"mailed": 7, "n": 1})
+        self.assertEqual(send_order_mail({"id": 7}), {"mailed": 7, "n": 1}, "the stored result")
+        self.assertEqual(send_order_mail({"id": 8}), {"mailed": 8, "n": 2})
+        self.assertEqual(calls, [7, 8])
+        self.assertEqual(send_order_mail.__name__, "send_order_mail")
+        # The module-level form, with a client from the environment, and the same keys.
+        os.environ.update(ICHIDO_URL=self.server.url, ICHIDO_TOKEN=self.writer, ICHIDO_NS="py-deco")
+        self.addCleanup(lambda: [os.environ.pop(k, None) for k in ("ICHIDO_URL", "ICHIDO_TOKEN", "ICHIDO_NS")])
+
+        @ichido.once(key=lambda order: f"order-{order['id']}")
+        def again(order):
+            calls.append(("again", order["id"]))
+            return "not stored"
+
+        self.assertEqual(again({"id": 7}), {"mailed": 7, "n": 1}, "another function, the same key: the stored result")
+        self.assertEqual(calls, [7, 8])
+        with self.assertRaises(ichido.InvalidArgument):
+            c.once(key="not-callable")
 
 if __name__ == "__main__":
     unittest.main()

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from ichido import Client, IchidoError, IssuedNumber, LockToken, OnceContext
+import ichido
+from ichido import Client, IchidoError, IssuedNumber, LockTimeout, LockToken, OnceContext
 
 
 def number(client: Client, response_id: str) -> str:
@@ -36,3 +37,19 @@ def process(client: Client, message_id: str) -> object:
 
 def stuck(client: Client) -> List[str]:
     return [str(item["key"]) for item in client.expired(50)]
+
+
+def decorated(client: Client) -> object:
+    @client.once(key=lambda order_id: f"order-{order_id}", lease=30)
+    def mail(order_id: int) -> Dict[str, int]:
+        return {"order": order_id}
+
+    @ichido.once(key=lambda order_id: f"order-{order_id}")
+    def mail_again(order_id: int) -> Dict[str, int]:
+        return {"order": order_id}
+
+    try:
+        return [mail(1), mail_again(2)]
+    except LockTimeout as e:
+        holder: object = e.details.get("holder")
+        return holder

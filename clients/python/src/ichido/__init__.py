@@ -8,11 +8,35 @@ automations, over ichido's HTTP API. Standard library only.
     with client.lock("ledger", wait=10, lease=30) as token:         # renewed in the background
         ...
     result = client.once("invoice-42", send_invoice)                # runs once; others get result
+
+    @client.once(key=lambda order: f"order-{order.id}")              # the decorator form
+    def send_order_mail(order): ...
 """
 
 from ._client import (
+    BadAnswer,
     Client,
+    CompleteUnconfirmed,
+    CounterExhausted,
+    CounterExists,
+    CounterNotFound,
+    Dead,
+    FingerprintMismatch,
+    Forbidden,
     IchidoError,
+    InProgress,
+    InvalidArgument,
+    InvalidRequest,
+    KeyRequired,
+    LockLost,
+    LockTimeout,
+    NotHolder,
+    StaleToken,
+    StoreUnavailable,
+    TooManyWaiters,
+    Unauthenticated,
+    Unreachable,
+    once,
     IssuedNumber,
     LockToken,
     OnceContext,
@@ -20,5 +44,8 @@ from ._client import (
     backoff_base,
 )
 
-__all__ = ["Client", "IchidoError", "IssuedNumber", "LockToken", "OnceContext", "RetryInfo", "backoff_base"]
+__all__ = [
+    "Client", "IchidoError", "IssuedNumber", "LockToken", "OnceContext", "RetryInfo", "backoff_base", "once",
+    "CounterNotFound", "CounterExhausted", "CounterExists", "KeyRequired", "LockTimeout", "LockLost", "NotHolder", "InProgress", "Dead", "StaleToken", "FingerprintMismatch", "CompleteUnconfirmed", "Unreachable", "Unauthenticated", "Forbidden", "StoreUnavailable", "TooManyWaiters", "InvalidRequest", "InvalidArgument", "BadAnswer",
+]
 __version__ = "0.1.0"

@@ -13,6 +13,7 @@ request has a timeout.
 from __future__ import annotations
 
 import contextlib
+import functools
 import http.client
 import inspect
 import json
@@ -25,11 +26,32 @@ import time
 import urllib.parse
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Optional, TypeVar, Union
+from typing import Any, Callable, ClassVar, Dict, Iterator, List, Optional, Type, TypeVar, Union, overload
 
 __all__ = [
     "Client",
     "IchidoError",
+    "CounterNotFound",
+    "CounterExhausted",
+    "CounterExists",
+    "KeyRequired",
+    "LockTimeout",
+    "LockLost",
+    "NotHolder",
+    "InProgress",
+    "Dead",
+    "StaleToken",
+    "FingerprintMismatch",
+    "CompleteUnconfirmed",
+    "Unreachable",
+    "Unauthenticated",
+    "Forbidden",
+    "StoreUnavailable",
+    "TooManyWaiters",
+    "InvalidRequest",
+    "InvalidArgument",
+    "BadAnswer",
+    "once",
     "IssuedNumber",
     "LockToken",
     "OnceContext",
@@ -49,7 +71,26 @@ class IchidoError(Exception):
     "counter_exhausted", "stale_token", "forbidden", ...) or one of this client's:
     "lock_timeout", "in_progress", "dead", "lock_lost", "complete_unconfirmed", "unreachable",
     "bad_answer", "invalid_argument". ``status`` is the HTTP status (0 when no answer came);
-    ``details`` the error's details (e.g. ``field`` for invalid_request)."""
+    ``details`` the error's details (e.g. ``field`` for invalid_request).
+
+    The codes users meet most also have a subclass (``except LockTimeout:``, ``except
+    StaleToken:``): ``IchidoError(code, ...)`` is an instance of the code's subclass, and every
+    subclass is an IchidoError with the same ``code``."""
+
+    CODE: ClassVar[str] = ""
+    _by_code: ClassVar[Dict[str, Type["IchidoError"]]] = {}
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if cls.CODE:
+            IchidoError._by_code[cls.CODE] = cls
+
+    def __new__(
+        cls, code: str, message: str = "", status: int = 0, details: Optional[Dict[str, Any]] = None
+    ) -> "IchidoError":
+        if cls is IchidoError:
+            cls = IchidoError._by_code.get(code, IchidoError)
+        return super().__new__(cls)
 
     def __init__(
         self, code: str, message: str, status: int = 0, details: Optional[Dict[str, Any]] = None
@@ -62,6 +103,126 @@ class IchidoError(Exception):
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
+
+
+class CounterNotFound(IchidoError):
+    """No counter of that name in the namespace."""
+
+    CODE = "counter_not_found"
+
+
+class CounterExhausted(IchidoError):
+    """The counter reached its max."""
+
+    CODE = "counter_exhausted"
+
+
+class CounterExists(IchidoError):
+    """A counter of that name exists with another config."""
+
+    CODE = "counter_exists"
+
+
+class KeyRequired(IchidoError):
+    """The counter needs a key."""
+
+    CODE = "key_required"
+
+
+class LockTimeout(IchidoError):
+    """The lock was not acquired within the wait (details['holder'])."""
+
+    CODE = "lock_timeout"
+
+
+class LockLost(IchidoError):
+    """The lease of a held lock was lost while the work ran."""
+
+    CODE = "lock_lost"
+
+
+class NotHolder(IchidoError):
+    """The token does not hold the lock (any more)."""
+
+    CODE = "not_holder"
+
+
+class InProgress(IchidoError):
+    """Another holder processes the item."""
+
+    CODE = "in_progress"
+
+
+class Dead(IchidoError):
+    """The item failed too often; an admin must reset it."""
+
+    CODE = "dead"
+
+
+class StaleToken(IchidoError):
+    """The claim's lease lapsed and another holder took the item over."""
+
+    CODE = "stale_token"
+
+
+class FingerprintMismatch(IchidoError):
+    """The key was used before for other content."""
+
+    CODE = "fingerprint_mismatch"
+
+
+class CompleteUnconfirmed(IchidoError):
+    """The work succeeded but its completion is not confirmed."""
+
+    CODE = "complete_unconfirmed"
+
+
+class Unreachable(IchidoError):
+    """No answer from ichido after the retries."""
+
+    CODE = "unreachable"
+
+
+class Unauthenticated(IchidoError):
+    """No token, or an unknown, expired or revoked one."""
+
+    CODE = "unauthenticated"
+
+
+class Forbidden(IchidoError):
+    """The token's role or namespace does not allow the call."""
+
+    CODE = "forbidden"
+
+
+class StoreUnavailable(IchidoError):
+    """ichido's store is unavailable; nothing changed."""
+
+    CODE = "store_unavailable"
+
+
+class TooManyWaiters(IchidoError):
+    """Too many requests wait already."""
+
+    CODE = "too_many_waiters"
+
+
+class InvalidRequest(IchidoError):
+    """The server refused the request's fields (details['field'])."""
+
+    CODE = "invalid_request"
+
+
+class InvalidArgument(IchidoError):
+    """This client refused an argument before sending anything."""
+
+    CODE = "invalid_argument"
+
+
+class BadAnswer(IchidoError):
+    """The answer was not what ichido answers."""
+
+    CODE = "bad_answer"
 
 
 @dataclass(frozen=True)
@@ -331,7 +492,56 @@ class Client:
             if not failed:
                 token.check()
 
+    @overload
     def once(
+        self,
+        key: str,
+        fn: Callable[..., Any],
+        *,
+        lease: float = 60.0,
+        wait: float = 0.0,
+        fingerprint: Optional[str] = None,
+        owner: Optional[str] = None,
+        max_attempts: Optional[int] = None,
+    ) -> Json: ...
+
+    @overload
+    def once(
+        self,
+        key: Callable[..., str],
+        fn: None = None,
+        *,
+        lease: float = 60.0,
+        wait: float = 0.0,
+        fingerprint: Optional[str] = None,
+        owner: Optional[str] = None,
+        max_attempts: Optional[int] = None,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Json]]: ...
+
+    def once(
+        self,
+        key: Union[str, Callable[..., str]],
+        fn: Optional[Callable[..., Any]] = None,
+        *,
+        lease: float = 60.0,
+        wait: float = 0.0,
+        fingerprint: Optional[str] = None,
+        owner: Optional[str] = None,
+        max_attempts: Optional[int] = None,
+    ) -> Any:
+        """``once(key, fn)`` runs fn once for the item; ``@client.once(key=lambda order:
+        f"order-{order.id}")`` is the decorator form: each call of the decorated function is made
+        once per key, computed from its arguments (as Powertools' ``@idempotent_function``)."""
+        options: Dict[str, Any] = dict(lease=lease, wait=wait, fingerprint=fingerprint, owner=owner, max_attempts=max_attempts)
+        if fn is None:
+            if not callable(key):
+                raise IchidoError("invalid_argument", "once(key=...) as a decorator takes a function of the arguments that returns the key")
+            return _once_decorator(lambda: self, key, options)
+        if not isinstance(key, str):
+            raise IchidoError("invalid_argument", f"key must be a non-empty string that names the item (got {key!r})")
+        return self._once(key, fn, **options)
+
+    def _once(
         self,
         key: str,
         fn: Callable[..., Any],
@@ -634,6 +844,51 @@ class Client:
             if isinstance(err, dict):
                 raise IchidoError(str(err.get("code")), str(err.get("message")), status, err.get("details") or {})
             raise IchidoError(f"http_{status}", f"HTTP {status}: {text[:200]}", status)
+
+
+def _once_decorator(
+    client: Callable[[], "Client"], key: Callable[..., str], options: Dict[str, Any]
+) -> Callable[[Callable[..., Any]], Callable[..., Json]]:
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Json]:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Json:
+            k = key(*args, **kwargs)
+            return client().once(str(k), lambda: fn(*args, **kwargs), **options)
+
+        return wrapper
+
+    return decorate
+
+
+_default_client: Optional[Client] = None
+_default_mu = threading.Lock()
+
+
+def once(
+    key: Callable[..., str],
+    *,
+    client: Optional[Client] = None,
+    lease: float = 60.0,
+    wait: float = 0.0,
+    fingerprint: Optional[str] = None,
+    owner: Optional[str] = None,
+    max_attempts: Optional[int] = None,
+) -> Callable[[Callable[..., Any]], Callable[..., Json]]:
+    """``@ichido.once(key=lambda order: f"order-{order.id}")``: the decorated function runs once
+    per key; later calls (any process, any machine) return the first call's stored result. Uses
+    ``client``, else one Client() made from $ICHIDO_URL/$ICHIDO_TOKEN/$ICHIDO_NS at the first call."""
+
+    def get() -> Client:
+        global _default_client
+        if client is not None:
+            return client
+        with _default_mu:
+            if _default_client is None:
+                _default_client = Client()
+            return _default_client
+
+    options: Dict[str, Any] = dict(lease=lease, wait=wait, fingerprint=fingerprint, owner=owner, max_attempts=max_attempts)
+    return _once_decorator(get, key, options)
 
 
 def _takes_an_argument(fn: Callable[..., Any]) -> bool:

@@ -8,6 +8,19 @@ over. Run it from cron or a loop on every machine:
     python3 mailbox_once.py --maildir /srv/shared/support --ledger /srv/shared/handled.csv
     python3 mailbox_once.py --imap imap.example.co.jp --user support --password-env IMAP_PASSWORD \
         --ledger handled.csv
+    python3 mailbox_once.py --imap outlook.office365.com --user support@example.co.jp \
+        --oauth-token-env IMAP_ACCESS_TOKEN --ledger handled.csv      # Exchange Online
+
+Old mail is never handled again: only mails delivered in the last --days days (7; fewer than the
+30 days ichido keeps a completed record, so a mail whose record was purged is never looked at),
+and none delivered before the first run: that run records its time in --state (default
+LEDGER.since) and leaves the mails already there alone, unless --since DATE says from when.
+
+Exchange Online does not accept passwords for IMAP (basic authentication is off): give an OAuth
+2.0 access token for https://outlook.office365.com/.default (an app registration with the
+IMAP.AccessAsApp permission and access to the mailbox; get it with your tenant's tooling) in the
+environment variable named by --oauth-token-env, which logs in with XOAUTH2; or read the mailbox
+with Microsoft Graph instead.
 
 The work here appends "Message-ID,Subject,machine" to the ledger CSV; put the real work (forward
 to the ticket system, save attachments) in handle(). Needs the ichido package
@@ -17,6 +30,7 @@ imaplib's standard calls (BODY.PEEK, so mails stay unread) and was not run again
 
 import argparse
 import csv
+import datetime
 import email
 import email.header
 import email.message
@@ -26,7 +40,7 @@ import os
 import socket
 import sys
 import time
-from typing import Iterator, Tuple
+from typing import Iterator, Optional, Tuple
 
 from ichido import Client, IchidoError
 
@@ -48,16 +62,27 @@ def subject_of(msg: email.message.Message) -> str:
     return str(email.header.make_header(email.header.decode_header(raw_header(msg, "Subject"))))
 
 
-def maildir_messages(path: str) -> Iterator[Tuple[str, str]]:
+def maildir_messages(path: str, cutoff: float) -> Iterator[Tuple[str, str]]:
     for msg in mailbox.Maildir(path, factory=None, create=False):
-        yield raw_header(msg, "Message-ID"), subject_of(msg)
+        if msg.get_date() >= cutoff:  # the delivery time
+            yield raw_header(msg, "Message-ID"), subject_of(msg)
 
 
-def imap_messages(host: str, user: str, password: str, folder: str) -> Iterator[Tuple[str, str]]:
-    with imaplib.IMAP4_SSL(host) as imap:
-        imap.login(user, password)
+def xoauth2(user: str, token: str) -> bytes:
+    """The XOAUTH2 initial response (RFC 7628 style, as Microsoft and Google take it)."""
+    return f"user={user}\x01auth=Bearer {token}\x01\x01".encode()
+
+
+def imap_messages(host: str, user: str, password: Optional[str], token: Optional[str], folder: str,
+                  cutoff: float, port: int = 993) -> Iterator[Tuple[str, str]]:
+    with imaplib.IMAP4_SSL(host, port) as imap:
+        if token is not None:
+            imap.authenticate("XOAUTH2", lambda _: xoauth2(user, token))
+        else:
+            imap.login(user, password or "")
         imap.select(folder, readonly=True)
-        _, data = imap.search(None, "ALL")
+        # SINCE is a date (no time): the day of the cutoff; the Maildir path compares exactly.
+        _, data = imap.search(None, "SINCE", time.strftime("%d-%b-%Y", time.localtime(cutoff)))
         for num in data[0].split():
             _, parts = imap.fetch(num, "(BODY.PEEK[HEADER.FIELDS (MESSAGE-ID SUBJECT)])")
             header = email.message_from_bytes(parts[0][1])
@@ -75,7 +100,25 @@ def main() -> int:
     p.add_argument("--ledger", required=True)
     p.add_argument("--lease", type=float, default=300.0, help="seconds a claim lasts if this machine dies")
     p.add_argument("--until-done", action="store_true", help="come back to mails others hold until all are done")
+    p.add_argument("--oauth-token-env", help="IMAP: log in with XOAUTH2, the access token in this environment variable")
+    p.add_argument("--days", type=float, default=7.0, help="look only at mails delivered in the last DAYS days (7)")
+    p.add_argument("--since", help="the first run: handle mails delivered since this date (YYYY-MM-DD[THH:MM]) instead of none")
+    p.add_argument("--state", help="where the first run's time is kept (default: LEDGER.since)")
     args = p.parse_args()
+    state = args.state or args.ledger + ".since"
+    if args.since:
+        since = datetime.datetime.fromisoformat(args.since).timestamp()
+        with open(state, "w", encoding="utf-8") as f:
+            f.write(f"{since}\n")
+    elif os.path.exists(state):
+        with open(state, encoding="utf-8") as f:
+            since = float(f.read().strip())
+    else:
+        since = time.time()
+        with open(state, "w", encoding="utf-8") as f:
+            f.write(f"{since}\n")
+        print(f"first run: the mails already in the mailbox are left alone (kept in {state}; --since DATE to handle older ones)", file=sys.stderr)
+    cutoff = max(since, time.time() - args.days * 86400)
     client = Client()
     machine = socket.gethostname()
 
@@ -86,8 +129,10 @@ def main() -> int:
 
     def messages() -> Iterator[Tuple[str, str]]:
         if args.maildir:
-            return maildir_messages(args.maildir)
-        return imap_messages(args.imap, args.user, os.environ[args.password_env], args.folder)
+            return maildir_messages(args.maildir, cutoff)
+        token = os.environ[args.oauth_token_env] if args.oauth_token_env else None
+        password = None if token is not None else os.environ[args.password_env]
+        return imap_messages(args.imap, args.user, password, token, args.folder, cutoff)
 
     while True:
         busy = 0

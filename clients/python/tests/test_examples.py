@@ -10,12 +10,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, os.path.join(REPO, "clients", "testing"))
+sys.path.insert(0, os.path.join(REPO, "clients", "python", "src"))
 
+from ichido import Client  # noqa: E402
 from ichido_testing import LossyProxy, Server, mail_message_ids  # noqa: E402
 
 
@@ -95,13 +98,58 @@ class Examples(unittest.TestCase):
             box.add(f"Message-ID: {mid}\r\nSubject: {subject}\r\n\r\n本文\r\n".encode("utf-8"))
         ledger = os.path.join(self.dir, "handled.csv")
         script = os.path.join(REPO, "examples", "shared-mailbox", "mailbox_once.py")
-        procs = [subprocess.Popen([sys.executable, script, "--maildir", box._path, "--ledger", ledger, "--lease", "5", "--until-done"], env=env)
-                 for _ in range(3)]
+        procs = [subprocess.Popen([sys.executable, script, "--maildir", box._path, "--ledger", ledger, "--lease", "5", "--until-done",
+                                   "--since", "2000-01-01", "--state", os.path.join(self.dir, f"since-{n}")], env=env)
+                 for n in range(3)]
         self.assertEqual([p.wait(timeout=120) for p in procs], [0, 0, 0])
         with open(ledger, newline="", encoding="utf-8") as f:
             rows = list(csv.reader(f))
         self.assertEqual(sorted(r[0] for r in rows), sorted(ids), "each mail handled exactly once")
         self.assertEqual(sorted(r[1] for r in rows), sorted(f"問い合わせ {n}" for n in range(40)))
+
+    def test_mailbox_once_never_handles_an_old_mail_again_and_leaves_the_first_runs_mails_alone(self):
+        server = Server(args=["--once-retention", "1s"]).start()
+        self.addCleanup(server.stop)
+        env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "src"), ICHIDO_URL=server.url,
+                   ICHIDO_TOKEN=server.token("writer", "mailbox"), ICHIDO_NS="mailbox")
+        box = mailbox.Maildir(os.path.join(self.dir, "old"), create=True)
+        old_key = box.add(b"Message-ID: <old@example.jp>\r\nSubject: old\r\n\r\nx\r\n")
+        box.add(b"Message-ID: <new@example.jp>\r\nSubject: new\r\n\r\nx\r\n")
+        eight_days_ago = time.time() - 8 * 86400
+        path = os.path.join(box._path, box._lookup(old_key))
+        os.utime(path, (eight_days_ago, eight_days_ago))
+        ledger = os.path.join(self.dir, "old.csv")
+        script = os.path.join(REPO, "examples", "shared-mailbox", "mailbox_once.py")
+        # The old mail was handled 8 days ago; its completed record is purged (1 s here, 30 days by default).
+        with Client(server.url, env["ICHIDO_TOKEN"], "mailbox") as c:
+            c.once("<old@example.jp>", lambda: {"handled_by": "long ago"})
+        deadline = time.monotonic() + 30
+        while server.admin("GET", "/v1/ns/mailbox/once?key=%3Cold%40example.jp%3E")[0] != 404:
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.2)
+        run = subprocess.run([sys.executable, script, "--maildir", box._path, "--ledger", ledger, "--since", "2000-01-01"],
+                             env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        with open(ledger, newline="", encoding="utf-8") as f:
+            self.assertEqual([r[0] for r in csv.reader(f)], ["<new@example.jp>"])
+        # A first run (no state, no --since) leaves the mails already there alone.
+        fresh = os.path.join(self.dir, "fresh.csv")
+        box.add(b"Message-ID: <already@example.jp>\r\nSubject: a\r\n\r\nx\r\n")
+        run = subprocess.run([sys.executable, script, "--maildir", box._path, "--ledger", fresh], env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn("first run", run.stderr)
+        self.assertFalse(os.path.exists(fresh) and open(fresh, encoding="utf-8").read(), "nothing handled")
+        self.assertEqual(mailbox_once().xoauth2("a@example.jp", "T"), b"user=a@example.jp\x01auth=Bearer T\x01\x01")
+
+
+def mailbox_once():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("mailbox_once", os.path.join(REPO, "examples", "shared-mailbox", "mailbox_once.py"))
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 if __name__ == "__main__":

@@ -406,6 +406,7 @@ class Live(unittest.TestCase):
                 conn.request("POST", u.path, body=body, headers={k: v for k, v in self.headers.items() if k.lower() != "host"})
                 res = conn.getresponse()
                 data = res.read()
+                conn.close()
                 self.send_response(res.status)
                 for k, v in res.getheaders():
                     if k.lower() not in ("connection", "transfer-encoding"):

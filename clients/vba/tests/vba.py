@@ -196,6 +196,11 @@ class ServerXMLHTTP(VbObject):
         self.proxy: Optional[Tuple[str, int]] = None
         self.bypass: List[str] = []
 
+    @staticmethod
+    def _close(conn: Optional[http.client.HTTPConnection]) -> None:
+        if conn is not None:
+            conn.close()
+
     def _bypassed(self, host: str) -> bool:
         for b in self.bypass:
             if b == "<local>" and "." not in host:
@@ -256,11 +261,12 @@ class ServerXMLHTTP(VbObject):
         with ServerXMLHTTP.log_lock:
             ServerXMLHTTP.log.append({"method": self.method, "url": self.url, "headers": dict(self.headers), "body": None if data is None else data.decode("utf-8")})
         via = self.proxy if self.proxy is not None and not self._bypassed(u.hostname or "") else None
+        conn: Optional[http.client.HTTPConnection] = None
         try:
             if u.scheme == "https":
                 ctx = ssl.create_default_context(cafile=ServerXMLHTTP.cafile)
                 if via is not None:  # a CONNECT tunnel through the proxy
-                    conn: http.client.HTTPConnection = http.client.HTTPSConnection(via[0], via[1], timeout=connect_s, context=ctx)
+                    conn = http.client.HTTPSConnection(via[0], via[1], timeout=connect_s, context=ctx)
                     conn.set_tunnel(u.hostname or "", u.port or 443)
                 else:
                     conn = http.client.HTTPSConnection(u.hostname, u.port or 443, timeout=connect_s, context=ctx)
@@ -280,12 +286,16 @@ class ServerXMLHTTP(VbObject):
             self.text = vba_str(raw.decode("utf-8", errors="replace"))
             conn.close()
         except socket_timeout:
+            self._close(conn)
             raise VbaError(-2147012894, "The operation timed out")
         except ConnectionRefusedError:
+            self._close(conn)
             raise VbaError(-2147012867, "A connection with the server could not be established")
         except ssl.SSLError as e:
+            self._close(conn)
             raise VbaError(-2147012851, f"The certificate authority is invalid or incorrect ({e})")
         except (OSError, http.client.HTTPException) as e:
+            self._close(conn)
             raise VbaError(-2147012866, f"The connection with the server was terminated abnormally ({e})")
 
 

@@ -240,6 +240,15 @@ class Live(unittest.TestCase):
         pj.call("IchidoConnect", url or self.server.url, self.writer, "vba")
         return pj
 
+    def mailbox_client(self, url):
+        """examples/shared-mailbox set up a day ago (SetupIchido, the first run) and connected to url."""
+        pj = project(MAILBOX)
+        pj.settings[("ichido", "mailbox", "since")] = str(vba.ole_date(datetime.datetime.now() - datetime.timedelta(days=1)))
+        pj.settings[("ichido", "connection", "url")] = url
+        pj.settings[("ichido", "connection", "token")] = self.server.token("writer", "mailbox")
+        pj.call("ConnectIchido")
+        return pj
+
     def proxy(self, policy):
         p = LossyProxy(self.server.port, policy)
         self.addCleanup(p.close)
@@ -436,11 +445,7 @@ class Live(unittest.TestCase):
         # Outlook for minutes per mail. In an event (HandleNewMail) a call is one attempt of at most
         # 3 s; the mail is left for the retry pass, which forwards it once the server answers.
         hang = self.proxy(lambda req: "hang")
-        pj = project(MAILBOX)
-        pj.settings[("ichido", "mailbox", "since")] = str(vba.ole_date(datetime.datetime.now() - datetime.timedelta(days=1)))
-        pj.settings[("ichido", "connection", "url")] = hang.url
-        pj.settings[("ichido", "connection", "token")] = self.server.token("writer", "mailbox")
-        pj.call("ConnectIchido")
+        pj = self.mailbox_client(hang.url)
         forwarded = []
         mail = MailItem(vba.vba_str("<event-1@example.jp>"), "s", lambda sent: forwarded.append(1))
         done = threading.Event()
@@ -468,11 +473,7 @@ class Live(unittest.TestCase):
     def test_an_unconfirmed_completion_in_an_event_is_recorded_by_the_retry_pass_not_forwarded_again(self):
         dropped = []
         proxy = self.proxy(lambda req: "drop_answer" if req["path"].endswith("/once/complete") and not dropped and not dropped.append(1) else "pass")
-        pj = project(MAILBOX)
-        pj.settings[("ichido", "mailbox", "since")] = str(vba.ole_date(datetime.datetime.now() - datetime.timedelta(days=1)))
-        pj.settings[("ichido", "connection", "url")] = proxy.url
-        pj.settings[("ichido", "connection", "token")] = self.server.token("writer", "mailbox")
-        pj.call("ConnectIchido")
+        pj = self.mailbox_client(proxy.url)
         forwarded = []
         mail = MailItem(vba.vba_str("<event-2@example.jp>"), "s", lambda sent: forwarded.append(1))
         pj.call("HandleNewMail", mail)

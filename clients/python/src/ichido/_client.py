@@ -26,7 +26,7 @@ import time
 import urllib.parse
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Dict, Iterator, List, Optional, Type, TypeVar, Union, overload
+from typing import Any, Callable, ClassVar, Dict, Generator, Iterator, List, Optional, Tuple, Type, TypeVar, Union, overload
 
 __all__ = [
     "Client",
@@ -760,10 +760,53 @@ class Client:
         wait: float = 0.0,
         deadline: Optional[float] = None,
     ) -> _Answer:
-        """One API call with the retry rule. ``body``: a dict, or a function of the elapsed ms (for
-        waiting calls). ``retry``: True (safe to repeat), "unchanged" (only 503/429, answers that
-        say nothing changed), False. ``deadline``: retry until then (monotonic) instead of
-        max_attempts."""
+        """One API call with the retry rule (``_plan``), over this thread's connection."""
+        plan = self._plan(method, path, body, retry=retry, wait=wait, deadline=deadline)
+        step = next(plan)
+        while True:
+            if step[0] == "sleep":
+                time.sleep(step[1])
+                outcome: Any = None
+            else:
+                outcome = self._send(*step[1])
+            try:
+                step = plan.send(outcome)
+            except StopIteration as done:
+                answer: _Answer = done.value
+                return answer
+
+    def _send(self, method: str, target: str, headers: Dict[str, str], data: Optional[bytes], timeout: float) -> "_Outcome":
+        sent_at = time.monotonic()
+        try:
+            conn = self._connection(timeout)
+            conn.request(method, target, body=data, headers=headers)
+            res = conn.getresponse()
+            status = res.status
+            text = res.read().decode("utf-8", errors="replace")
+            retry_after = _retry_after(res.getheader("Retry-After"))
+            if res.will_close:
+                self._drop_connection()
+            return _Outcome(sent_at, status, text, retry_after, None)
+        except (OSError, http.client.HTTPException) as e:
+            self._drop_connection()
+            return _Outcome(sent_at, 0, "", 0.0, e)
+
+    def _plan(
+        self,
+        method: str,
+        path: str,
+        body: Union[None, Dict[str, Any], Callable[[int], Dict[str, Any]]],
+        *,
+        retry: Union[bool, str] = False,
+        wait: float = 0.0,
+        deadline: Optional[float] = None,
+    ) -> Generator[Tuple[str, Any], Any, _Answer]:
+        """The retry rule of one API call, for the sync and the async client alike: yields
+        ("send", (method, target, headers, data, timeout)) and gets an _Outcome back, or
+        ("sleep", seconds); returns the answer or raises IchidoError. ``body``: a dict, or a
+        function of the elapsed ms (for waiting calls). ``retry``: True (safe to repeat),
+        "unchanged" (only 503/429, answers that say nothing changed), False. ``deadline``: retry
+        until then (monotonic) instead of max_attempts."""
         target = f"{self._prefix}/v1/ns/{urllib.parse.quote(self.ns, safe='')}{path}"
         started = time.monotonic()
         attempt = 0
@@ -779,26 +822,8 @@ class Client:
             if payload is not None:
                 data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
                 headers["Content-Type"] = "application/json"
-            sent_at = time.monotonic()
-            status = 0
-            text = ""
-            retry_after = 0.0
-            failure: Optional[BaseException] = None
-            try:
-                conn = self._connection(timeout)
-                conn.request(method, target, body=data, headers=headers)
-                res = conn.getresponse()
-                status = res.status
-                text = res.read().decode("utf-8", errors="replace")
-                try:
-                    retry_after = float(res.getheader("Retry-After") or 0)
-                except ValueError:
-                    retry_after = 0.0
-                if res.will_close:
-                    self._drop_connection()
-            except (OSError, http.client.HTTPException) as e:
-                failure = e
-                self._drop_connection()
+            got: _Outcome = yield ("send", (method, target, headers, data, timeout))
+            status, text, failure = got.status, got.text, got.failure
             answer: Any = None
             if failure is None:
                 try:
@@ -811,7 +836,7 @@ class Client:
                             "bad_answer", f"HTTP {status} from {self.url} is not JSON; is the url an ichido server?", status
                         )
                     out = _Answer(answer)
-                    out.sent_at = sent_at
+                    out.sent_at = got.sent_at
                     return out
             transient = failure is not None or status in _RETRYABLE_STATUS
             if retry is True:
@@ -821,7 +846,7 @@ class Client:
             else:
                 may_retry = False
             base = backoff_base(attempt - 1)
-            delay = max(base / 2 + random.random() * base / 2, retry_after)
+            delay = max(base / 2 + random.random() * base / 2, got.retry_after)
             if deadline is not None:
                 left = deadline - time.monotonic()
                 in_time = left > 0.1
@@ -832,7 +857,7 @@ class Client:
             if may_retry and in_time:
                 if self.on_retry is not None:
                     self.on_retry(RetryInfo(call=f"{method} {path}", attempt=attempt + 1, delay=delay, reason=reason))
-                time.sleep(delay)
+                yield ("sleep", delay)
                 continue
             if failure is not None:
                 raise IchidoError(
@@ -844,6 +869,24 @@ class Client:
             if isinstance(err, dict):
                 raise IchidoError(str(err.get("code")), str(err.get("message")), status, err.get("details") or {})
             raise IchidoError(f"http_{status}", f"HTTP {status}: {text[:200]}", status)
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What one attempt got: no answer (failure) or a status, its body and Retry-After."""
+
+    sent_at: float
+    status: int
+    text: str
+    retry_after: float
+    failure: Optional[BaseException]
+
+
+def _retry_after(value: Optional[str]) -> float:
+    try:
+        return float(value or 0)
+    except ValueError:
+        return 0.0
 
 
 def _once_decorator(

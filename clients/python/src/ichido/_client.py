@@ -317,6 +317,98 @@ class _Answer(dict):  # type: ignore[type-arg]
     sent_at: float = 0.0
 
 
+def _issued(a: Dict[str, Any], key: str) -> IssuedNumber:
+    value = a.get("value")
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0 or not isinstance(a.get("formatted"), str):
+        raise IchidoError("bad_answer", f"the answer has no valid number: {dict(a)}")
+    return IssuedNumber(
+        value=value,
+        formatted=a["formatted"],
+        period=a.get("period", ""),
+        key=a.get("key", key),
+        replayed=a.get("replayed") is True,
+        issued_at=a.get("issued_at", ""),
+    )
+
+
+def _granted(name: str, wait: float, grant: Dict[str, Any]) -> int:
+    """The fencing token of an acquire answer, or IchidoError("lock_timeout")."""
+    if not grant.get("acquired"):
+        holder = grant.get("holder") or {}
+        raise IchidoError(
+            "lock_timeout",
+            f"lock {name} was not acquired within {wait} s (held by {holder.get('owner', '?')} "
+            f"until {holder.get('lease_expires_at', '?')})",
+            200,
+            {"holder": grant.get("holder")},
+        )
+    return int(grant["token"])
+
+
+def _settled(key: str, claim: Dict[str, Any]) -> bool:
+    """True when the begin answer says completed (the result is in it), False when acquired;
+    raises "in_progress", "dead" or "bad_answer" otherwise."""
+    outcome = claim.get("outcome")
+    if outcome == "completed":
+        return True
+    if outcome == "in_progress":
+        raise IchidoError(
+            "in_progress",
+            f"{key} is being processed by {claim.get('owner')} (lease until {claim.get('lease_expires_at')})",
+            200,
+            {k: claim.get(k) for k in ("owner", "lease_expires_at", "retry_after_ms")},
+        )
+    if outcome == "dead":
+        raise IchidoError(
+            "dead",
+            f"{key} failed {claim.get('attempts')} times (last error: {claim.get('last_error')}); "
+            "an admin must reset it",
+            200,
+            {k: claim.get(k) for k in ("attempts", "last_error")},
+        )
+    if outcome != "acquired":
+        raise IchidoError("bad_answer", f"unexpected begin answer: {dict(claim)}")
+    return False
+
+
+def _begin_body(
+    key: str, owner: str, lease: float, wait: float, fingerprint: Optional[str], max_attempts: Optional[int], request_id: Optional[str]
+) -> Callable[[int], Dict[str, Any]]:
+    """The begin body as a function of the elapsed ms; one request_id for all retries."""
+    _check_key("key", key)
+    rid = request_id or uuid.uuid4().hex
+
+    def body(elapsed: int) -> Dict[str, Any]:
+        b: Dict[str, Any] = {"key": key, "owner": owner, "lease_ms": _ms(lease), "wait_ms": max(0, _ms(wait) - elapsed), "request_id": rid}
+        if fingerprint is not None:
+            b["fingerprint"] = fingerprint
+        if max_attempts is not None:
+            b["max_attempts"] = max_attempts
+        return b
+
+    return body
+
+
+def _acquire_body(name: str, owner: str, lease: float, wait: float, request_id: Optional[str]) -> Callable[[int], Dict[str, Any]]:
+    _check_name("lock name", name)
+    rid = request_id or uuid.uuid4().hex
+    return lambda elapsed: {"owner": owner, "wait_ms": max(0, _ms(wait) - elapsed), "lease_ms": _ms(lease), "request_id": rid}
+
+
+def _unconfirmed(e: IchidoError, key: str, token: int, result: Json) -> IchidoError:
+    """complete's failure: "complete_unconfirmed" when no definitive answer came, else e itself."""
+    if e.status == 0 or e.status in _RETRYABLE_STATUS:
+        return IchidoError(
+            "complete_unconfirmed",
+            f"the work for {key} succeeded but ichido did not confirm recording it ({e.message}); "
+            "record it with complete(key, token, result) before the lease ends, or the item "
+            "will be processed again",
+            e.status,
+            {"key": key, "token": int(token), "result": result},
+        )
+    return e
+
+
 class _LeaseKeeper:
     """Renews a lease every third of it in a thread until stop(); ``lost`` says why once a
     renewal answered ``lost_code`` or failed until the lease ended."""
@@ -439,20 +531,7 @@ class Client:
         body: Dict[str, Any] = {"key": key}
         if note is not None:
             body["note"] = note
-        a = self._call("POST", f"/counters/{counter}/next", body, retry=True)
-        value = a.get("value")
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0 or not isinstance(
-            a.get("formatted"), str
-        ):
-            raise IchidoError("bad_answer", f"the answer has no valid number: {dict(a)}")
-        return IssuedNumber(
-            value=value,
-            formatted=a["formatted"],
-            period=a.get("period", ""),
-            key=a.get("key", key),
-            replayed=a.get("replayed") is True,
-            issued_at=a.get("issued_at", ""),
-        )
+        return _issued(self._call("POST", f"/counters/{counter}/next", body, retry=True), key)
 
     @contextlib.contextmanager
     def lock(
@@ -465,16 +544,7 @@ class Client:
         ``check()`` raises it at once, for long work that can stop early)."""
         _check_name("lock name", name)
         grant = self.acquire(name, wait=wait, lease=lease, owner=owner)
-        if not grant.get("acquired"):
-            holder = grant.get("holder") or {}
-            raise IchidoError(
-                "lock_timeout",
-                f"lock {name} was not acquired within {wait} s (held by {holder.get('owner', '?')} "
-                f"until {holder.get('lease_expires_at', '?')})",
-                200,
-                {"holder": grant.get("holder")},
-            )
-        number = int(grant["token"])
+        number = _granted(name, wait, grant)
         keeper = _LeaseKeeper(
             lease, grant.sent_at, lambda: self.renew_lock(name, number, lease=lease), "not_holder"
         )
@@ -564,26 +634,8 @@ class Client:
         claim = self.begin(
             key, lease=lease, wait=wait, fingerprint=fingerprint, owner=owner, max_attempts=max_attempts
         )
-        outcome = claim.get("outcome")
-        if outcome == "completed":
+        if _settled(key, claim):
             return claim.get("result")
-        if outcome == "in_progress":
-            raise IchidoError(
-                "in_progress",
-                f"{key} is being processed by {claim.get('owner')} (lease until {claim.get('lease_expires_at')})",
-                200,
-                {k: claim.get(k) for k in ("owner", "lease_expires_at", "retry_after_ms")},
-            )
-        if outcome == "dead":
-            raise IchidoError(
-                "dead",
-                f"{key} failed {claim.get('attempts')} times (last error: {claim.get('last_error')}); "
-                "an admin must reset it",
-                200,
-                {k: claim.get(k) for k in ("attempts", "last_error")},
-            )
-        if outcome != "acquired":
-            raise IchidoError("bad_answer", f"unexpected begin answer: {dict(claim)}")
         token = int(claim["token"])
         keeper = _LeaseKeeper(
             lease, claim.sent_at, lambda: self.renew_once(key, token, lease=lease), "stale_token"
@@ -622,21 +674,8 @@ class Client:
         request_id: Optional[str] = None,
     ) -> _Answer:
         """{acquired, token, lease_expires_at, holder, replayed}. One request_id for all retries."""
-        _check_name("lock name", name)
-        rid = request_id or uuid.uuid4().hex
-        who = owner or self.owner
-        return self._call(
-            "POST",
-            f"/locks/{name}/acquire",
-            lambda elapsed: {
-                "owner": who,
-                "wait_ms": max(0, _ms(wait) - elapsed),
-                "lease_ms": _ms(lease),
-                "request_id": rid,
-            },
-            retry=True,
-            wait=wait,
-        )
+        body = _acquire_body(name, owner or self.owner, lease, wait, request_id)
+        return self._call("POST", f"/locks/{name}/acquire", body, retry=True, wait=wait)
 
     def release(self, name: str, token: int) -> _Answer:
         return self._call("POST", f"/locks/{name}/release", {"token": int(token)}, retry="unchanged")
@@ -658,24 +697,7 @@ class Client:
         request_id: Optional[str] = None,
     ) -> _Answer:
         """The begin answer: outcome acquired / in_progress / completed / dead."""
-        _check_key("key", key)
-        rid = request_id or uuid.uuid4().hex
-        who = owner or self.owner
-
-        def body(elapsed: int) -> Dict[str, Any]:
-            b: Dict[str, Any] = {
-                "key": key,
-                "owner": who,
-                "lease_ms": _ms(lease),
-                "wait_ms": max(0, _ms(wait) - elapsed),
-                "request_id": rid,
-            }
-            if fingerprint is not None:
-                b["fingerprint"] = fingerprint
-            if max_attempts is not None:
-                b["max_attempts"] = max_attempts
-            return b
-
+        body = _begin_body(key, owner or self.owner, lease, wait, fingerprint, max_attempts, request_id)
         return self._call("POST", "/once/begin", body, retry=True, wait=wait)
 
     def complete(self, key: str, token: int, result: Json = None, *, until: Optional[float] = None) -> _Answer:
@@ -691,16 +713,10 @@ class Client:
                 deadline=None if until is None else time.monotonic() + until,
             )
         except IchidoError as e:
-            if e.status == 0 or e.status in _RETRYABLE_STATUS:
-                raise IchidoError(
-                    "complete_unconfirmed",
-                    f"the work for {key} succeeded but ichido did not confirm recording it ({e.message}); "
-                    "record it with complete(key, token, result) before the lease ends, or the item "
-                    "will be processed again",
-                    e.status,
-                    {"key": key, "token": int(token), "result": result},
-                ) from e
-            raise
+            mapped = _unconfirmed(e, key, token, result)
+            if mapped is e:
+                raise
+            raise mapped from e
 
     def fail(self, key: str, token: int, error: str, *, retry: bool = True) -> _Answer:
         return self._call(

@@ -13,6 +13,7 @@ automations, over ichido's HTTP API. Standard library only.
     def send_order_mail(order): ...
 """
 
+from ._async import AsyncClient
 from ._client import (
     BadAnswer,
     Client,
@@ -45,7 +46,7 @@ from ._client import (
 )
 
 __all__ = [
-    "Client", "IchidoError", "IssuedNumber", "LockToken", "OnceContext", "RetryInfo", "backoff_base", "once",
+    "AsyncClient", "Client", "IchidoError", "IssuedNumber", "LockToken", "OnceContext", "RetryInfo", "backoff_base", "once",
     "CounterNotFound", "CounterExhausted", "CounterExists", "KeyRequired", "LockTimeout", "LockLost", "NotHolder", "InProgress", "Dead", "StaleToken", "FingerprintMismatch", "CompleteUnconfirmed", "Unreachable", "Unauthenticated", "Forbidden", "StoreUnavailable", "TooManyWaiters", "InvalidRequest", "InvalidArgument", "BadAnswer",
 ]
 __version__ = "0.1.0"

@@ -14,44 +14,56 @@ BUILD_DIR ?= build
 # Debug symbols are stripped from the installed copy (build/ichido keeps them); INSTALL_STRIP= keeps them.
 INSTALL_STRIP ?= -s
 
-.PHONY: all deps build run check test soak bench bench-counters fuzz clean install uninstall deb
+.PHONY: all deps build binary run check test test-image image soak bench bench-counters fuzz clean install uninstall deb
 
 all: build
 
+# Everything: the server, the tools, the tests and the benchmarks, with what they need installed.
 deps:
-	@scripts/install-deps
+	@scripts/install-deps test
 
 build: deps
-	@cmake --preset release $(CMAKE_FLAGS) >/dev/null
+	@cmake --preset release -DICHIDO_TESTS=ON -DICHIDO_BENCH=ON $(CMAKE_FLAGS) >/dev/null
 	@cmake --build build
 
-run: build
+# The server alone (build/ichido), with only the packages building and running it needs: a new
+# build directory is configured without the tests and benchmarks (make build adds them later).
+binary:
+	@scripts/install-deps
+	@[ -f build/CMakeCache.txt ] || cmake --preset release -DICHIDO_TESTS=OFF -DICHIDO_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
+	@cmake --build build --target ichido
+
+run: binary
 	@echo "ichido: on first start an admin token is written to $(DATA)/admin.token. Use it with:"
 	@echo "  export ICHIDO_TOKEN=\$$(cat $(DATA)/admin.token)"
 	@echo "  curl -H \"Authorization: Bearer \$$ICHIDO_TOKEN\" http://$(LISTEN)/v1/ns/demo/counters"
 	@echo "ichido: the server keeps this terminal (Ctrl+C stops it): run those in a second one; the command is build/ichido until 'sudo make install'."
 	build/ichido serve --listen $(LISTEN) --data $(DATA)
 
-# Builds, then installs build/ichido as $(DESTDIR)$(BINDIR)/ichido (default /usr/local/bin;
-# e.g. make install PREFIX=$$HOME/.local), the systemd unit (ExecStart pointing at that binary) and
-# /etc/ichido/ichido.conf (kept when it already exists). `make -o build install` installs what is
-# built already.
-# Installs what `make build` built and never builds: under sudo a build would be root's (root-owned
-# files in build/, the packages installed again). Build first as yourself.
+# Installs build/ichido as $(DESTDIR)$(BINDIR)/ichido (default /usr/local/bin; e.g. make install
+# PREFIX=$$HOME/.local), the systemd unit (ExecStart pointing at that binary),
+# /etc/ichido/ichido.conf (kept when it already exists), and in $(PREFIX)/share/ichido the drop-in
+# for ports below 1024 and certbot's deploy hook (README, "Deployment").
+# Installs what `make binary` (or `make build`, `make run`) built and never builds: under sudo a
+# build would be root's (root-owned files in build/, the packages installed again). Build first as
+# yourself.
 install:
-	@test -x $(BUILD_DIR)/ichido || { echo "make install: $(BUILD_DIR)/ichido is not built: run 'make build' first (as yourself), then 'sudo make install'" >&2; exit 1; }
+	@test -x $(BUILD_DIR)/ichido || { echo "make install: $(BUILD_DIR)/ichido is not built: run 'make binary' first (as yourself), then 'sudo make install'" >&2; exit 1; }
 	install -d "$(DESTDIR)$(BINDIR)"
 	install -m 0755 $(INSTALL_STRIP) $(BUILD_DIR)/ichido "$(DESTDIR)$(BINDIR)/ichido"
 	install -d "$(DESTDIR)$(PREFIX)/lib/systemd/system"
 	sed 's|/usr/bin/ichido|$(BINDIR)/ichido|' deploy/ichido.service > "$(DESTDIR)$(PREFIX)/lib/systemd/system/ichido.service"
 	test -e "$(DESTDIR)/etc/ichido/ichido.conf" || install -D -m 0640 deploy/ichido.conf "$(DESTDIR)/etc/ichido/ichido.conf"
+	install -D -m 0644 deploy/bind-low-port.conf "$(DESTDIR)$(PREFIX)/share/ichido/bind-low-port.conf"
+	install -D -m 0755 deploy/certbot-deploy-hook "$(DESTDIR)$(PREFIX)/share/ichido/certbot-deploy-hook"
 	@echo "installed $(DESTDIR)$(BINDIR)/ichido and the systemd unit ichido.service. To run it as a service, as root once:"
 	@echo "  useradd --system --user-group --home-dir /var/lib/ichido --shell /usr/sbin/nologin ichido"
 	@echo "  systemctl daemon-reload && systemctl enable --now ichido   # admin token: /var/lib/ichido/admin.token"
 
-# Removes the binary and the unit; keeps /etc/ichido/ichido.conf and any data directory.
+# Removes the binary, the unit and $(PREFIX)/share/ichido; keeps /etc/ichido and any data directory.
 uninstall:
 	rm -f "$(DESTDIR)$(BINDIR)/ichido" "$(DESTDIR)$(PREFIX)/lib/systemd/system/ichido.service"
+	rm -rf "$(DESTDIR)$(PREFIX)/share/ichido"
 
 # Tests run side by side (ctest -j): most of them wait on fsync, sockets or child processes, not
 # on the CPU. TEST_JOBS=1 runs them one at a time.
@@ -74,7 +86,7 @@ check: build
 # The Debian packages are installed first so that a fresh machine's first run does not spend a
 # test's timeout on apt. Prints the ten slowest at the end.
 test: build
-	scripts/install-deps browser deploy postgres fuzz analysis
+	scripts/install-deps browser deploy postgres fuzz analysis proxy
 	@ICHIDO_CONTRACT_MIN_OPERATIONS=all ICHIDO_FUZZ_SECONDS=$(FUZZ_SECONDS) \
 	  ctest --test-dir build -j $(TEST_JOBS) --timeout 600 --output-on-failure \
 	  --output-junit $(CURDIR)/build/Testing/test.xml; status=$$?; \
@@ -101,9 +113,25 @@ bench-counters: build
 	bench/counters
 
 # A Debian package (build/ichido_VERSION-1_ARCH.deb) that creates the ichido user and starts the service.
-deb: build
+deb: binary
 	scripts/install-deps deploy
 	scripts/make-deb $(BUILD_DIR)
+
+# The container image (Containerfile) as $(IMAGE), with podman or docker, whichever is here
+# (podman from Debian when neither is). Its Debian base image comes from a registry as usual;
+# make test-image makes it locally instead (tests/image/run).
+IMAGE ?= ichido:latest
+CONTAINER_ENGINE ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || (command -v docker >/dev/null 2>&1 && echo docker) || echo podman)
+image:
+	@command -v $(CONTAINER_ENGINE) >/dev/null || scripts/install-deps image
+	$(CONTAINER_ENGINE) build -t $(IMAGE) -f Containerfile .
+
+# The image built from scratch and tried (tests/image/run, ~N min): a Debian base image made with
+# mmdebstrap, the image, a container that issues R-0001, a new container on the same volume
+# that issues R-0002, SIGTERM, the health check, PostgreSQL mode. Not part of make test.
+test-image:
+	scripts/install-deps image
+	tests/image/run
 
 clean:
 	rm -rf build build-debug build-fuzz build-analysis

@@ -63,7 +63,7 @@ class Packaging(unittest.TestCase):
 
     def test_mypy_strict_over_the_package_and_typed_code_using_it(self):
         mypy = shutil.which("mypy")
-        self.assertIsNotNone(mypy, "mypy is missing: run scripts/install-deps")
+        self.assertIsNotNone(mypy, "mypy is missing: run scripts/install-deps test")
         env = dict(os.environ, MYPYPATH=os.path.join(PACKAGE, "src"))
         d = tempfile.mkdtemp(prefix="ichido-mypy-")
         self.addCleanup(shutil.rmtree, d, True)

@@ -33,9 +33,11 @@ process.on('exit', () => {
 });
 
 export class Server {
-  constructor({ auth = true, args = [], dataDir } = {}) {
+  // listen: --listen (default 127.0.0.1:0); "localhost:0" serves 127.0.0.1 and ::1 on one port.
+  constructor({ auth = true, args = [], dataDir, listen = '127.0.0.1:0' } = {}) {
     this.auth = auth;
     this.args = args;
+    this.listen = listen;
     this.dir = dataDir ? null : mkdtempSync(join(tmpdir(), 'ichido-client-test-'));
     this.dataDir = dataDir || join(this.dir, 'data');
     this.proc = null;
@@ -46,7 +48,7 @@ export class Server {
 
   // Starts the server; resolves once it listens (bounded: 20 s).
   async start() {
-    const args = ['serve', '--listen', '127.0.0.1:0', '--data', this.dataDir, ...this.args];
+    const args = ['serve', '--listen', this.listen, '--data', this.dataDir, ...this.args];
     if (!this.auth) args.push('--no-auth');
     this.proc = spawn(join(here, 'tether.sh'), [ichidoBinary(), ...args], {
       stdio: ['pipe', 'pipe', 'pipe'],

@@ -40,9 +40,11 @@ def ichido_binary() -> str:
 
 
 class Server:
-    def __init__(self, auth: bool = True, args: Optional[List[str]] = None) -> None:
+    def __init__(self, auth: bool = True, args: Optional[List[str]] = None, listen: str = "127.0.0.1:0") -> None:
+        """listen: --listen; "localhost:0" serves 127.0.0.1 and ::1 on one port."""
         self.auth = auth
         self.args = args or []
+        self.listen = listen
         self.dir = tempfile.mkdtemp(prefix="ichido-py-test-")
         self.data_dir = os.path.join(self.dir, "data")
         self.proc: Optional[subprocess.Popen[bytes]] = None
@@ -53,7 +55,7 @@ class Server:
         self.log = ""
 
     def start(self) -> "Server":
-        args = [TETHER, ichido_binary(), "serve", "--listen", "127.0.0.1:0", "--data", self.data_dir, *self.args]
+        args = [TETHER, ichido_binary(), "serve", "--listen", self.listen, "--data", self.data_dir, *self.args]
         if not self.auth:
             args.append("--no-auth")
         log_path = os.path.join(self.dir, "server.log")

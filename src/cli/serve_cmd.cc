@@ -14,7 +14,8 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
   auto cfg = std::make_shared<server::ServeConfig>();
   CLI::App* cmd = tree.add_local_command(
       tree.root(), "serve",
-      "Run the ichido server in the foreground until SIGINT/SIGTERM (then drain and exit)",
+      "Run the ichido server in the foreground until SIGINT/SIGTERM (then drain and exit); SIGHUP "
+      "reloads the TLS certificate",
       "ichido serve --listen 127.0.0.1:7878 --data ./ichido-data --no-auth",
       [cfg, serve = std::move(serve)] { return serve(*cfg); });
   auto config_file = std::make_shared<std::string>();
@@ -24,7 +25,9 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
   cmd->parse_complete_callback([cmd, config_file] {
     if (!config_file->empty()) apply_config_file(*cmd, *config_file);
   });
-  cmd->add_option("--listen", cfg->listen, "HOST:PORT to listen on; port 0 picks a free port")
+  cmd->add_option("--listen", cfg->listen,
+                  "HOST:PORT to listen on; localhost listens on 127.0.0.1 and ::1; port 0 picks "
+                  "a free port")
       ->capture_default_str();
   cmd->add_option("--data", cfg->data_dir,
                   "Directory of the embedded store (created if missing); with --store it only "
@@ -80,7 +83,9 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
                 "Accept requests without a token (allowed only when listening on loopback)");
   cmd->add_option(
       "--tls-cert", cfg->tls_cert,
-      "PEM certificate chain: serve HTTPS (TLS 1.2+) instead of HTTP (needs --tls-key)");
+      "PEM certificate chain: serve HTTPS (TLS 1.2+) instead of HTTP (needs --tls-key). SIGHUP "
+      "reads it and the key again (after a renewal); a replacement that does not load is "
+      "logged and the current one kept");
   cmd->add_option("--tls-key", cfg->tls_key, "PEM private key of --tls-cert");
   cmd->add_flag("--metrics-open", cfg->metrics_open,
                 "Serve /metrics without a token (otherwise it needs a reader token)");
@@ -161,6 +166,19 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
                   "Requests waiting for any lock at most (more: 429 too_many_waiters)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  // Every setting can also come from the environment (a container's usual way): ICHIDO_ and
+  // the flag's name in capitals, '-' as '_' (ICHIDO_LISTEN, ICHIDO_TLS_CERT, ICHIDO_CONFIG).
+  // A flag on the command line wins, then the environment, then --config. Not --init: it is one
+  // start's decision, and a variable would repeat it at every start (decision 174).
+  for (CLI::Option* opt : cmd->get_options()) {
+    const std::string name = opt->get_single_name();
+    if (name.empty() || name == "help" || name == "init" || !opt->get_envname().empty()) continue;
+    std::string env = "ICHIDO_";
+    for (const char c : name) {
+      env += c == '-' ? '_' : static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+    }
+    opt->envname(env);
+  }
 }
 
 }  // namespace ichido::cli

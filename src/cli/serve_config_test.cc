@@ -1,13 +1,18 @@
 // `ichido serve --config FILE`: the file format, precedence of flags, and errors that name the
-// file, the line and the key.
+// file, the line and the key. Settings from the environment (ICHIDO_<FLAG>) and their place
+// between the command line and the file.
 #include "cli/serve_config.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "cli/app.h"
 
@@ -139,6 +144,74 @@ TEST_F(ServeConfigFile, AMissingFileIsAUsageError) {
   EXPECT_NE(serr_.str().find("cannot read the configuration file /nonexistent/ichido.conf"),
             std::string::npos)
       << serr_.str();
+}
+
+// Sets environment variables for one test and removes them after it.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars)
+      : vars_(vars) {
+    for (const auto& [k, v] : vars_) ::setenv(k, v, 1);
+  }
+  ~ScopedEnv() {
+    for (const auto& [k, v] : vars_) ::unsetenv(k);
+  }
+
+ private:
+  std::vector<std::pair<const char*, const char*>> vars_;
+};
+
+TEST_F(ServeConfigFile, EverySettingReadsItsEnvironmentVariable) {
+  ScopedEnv env({{"ICHIDO_LISTEN", "0.0.0.0:7878"},
+                 {"ICHIDO_DATA", "/var/lib/ichido"},
+                 {"ICHIDO_TLS_CERT", "/c.pem"},
+                 {"ICHIDO_TLS_KEY", "/k.pem"},
+                 {"ICHIDO_METRICS_OPEN", "true"},
+                 {"ICHIDO_LOG_FORMAT", "json"},
+                 {"ICHIDO_ONCE_RETENTION", "90d"},
+                 {"ICHIDO_MAX_CONNECTIONS", "20"},
+                 {"ICHIDO_DRAIN_TIMEOUT_MS", "8000"},
+                 {"ICHIDO_STORE", "postgres://db/ichido"}});
+  ASSERT_FALSE(parse({"serve"}).has_value()) << serr_.str();
+  EXPECT_EQ(cli_.run(out_), 0);
+  EXPECT_EQ(served_.listen, "0.0.0.0:7878");
+  EXPECT_EQ(served_.data_dir, "/var/lib/ichido");
+  EXPECT_EQ(served_.tls_cert, "/c.pem");
+  EXPECT_EQ(served_.tls_key, "/k.pem");
+  EXPECT_TRUE(served_.metrics_open);
+  EXPECT_EQ(served_.log_format, "json");
+  EXPECT_EQ(served_.once_retention_ms, std::int64_t{90} * 24 * 3600 * 1000);
+  EXPECT_EQ(served_.max_connections, 20u);
+  EXPECT_EQ(served_.drain_timeout_ms, 8000u);
+  EXPECT_EQ(served_.store_url, "postgres://db/ichido");
+}
+
+TEST_F(ServeConfigFile, TheCommandLineWinsOverTheEnvironmentWhichWinsOverTheFile) {
+  write("listen = \"0.0.0.0:9000\"\ndata = \"/from/file\"\nthreads = 3\n");
+  ScopedEnv env({{"ICHIDO_LISTEN", "127.0.0.1:2"}, {"ICHIDO_DATA", "/from/env"}});
+  ASSERT_FALSE(parse({"serve", "--config", path_, "--listen", "127.0.0.1:1"}).has_value())
+      << serr_.str();
+  EXPECT_EQ(cli_.run(out_), 0);
+  EXPECT_EQ(served_.listen, "127.0.0.1:1");  // the command line
+  EXPECT_EQ(served_.data_dir, "/from/env");  // the environment over the file
+  EXPECT_EQ(served_.threads, 3);             // the file where nothing else says
+}
+
+TEST_F(ServeConfigFile, TheConfigFileCanBeNamedByTheEnvironment) {
+  write("data = \"/from/file\"\n");
+  ScopedEnv env({{"ICHIDO_CONFIG", path_.c_str()}});
+  ASSERT_FALSE(parse({"serve"}).has_value()) << serr_.str();
+  EXPECT_EQ(cli_.run(out_), 0);
+  EXPECT_EQ(served_.data_dir, "/from/file");
+}
+
+// --init replaces a lost store with a new, empty one: one start's decision, never a variable
+// that every later start of a container would repeat.
+TEST_F(ServeConfigFile, InitIsNotReadFromTheEnvironment) {
+  ScopedEnv env({{"ICHIDO_INIT", "true"}});
+  ASSERT_FALSE(parse({"serve"}).has_value()) << serr_.str();
+  EXPECT_EQ(cli_.run(out_), 0);
+  EXPECT_FALSE(served_.init);
 }
 
 }  // namespace

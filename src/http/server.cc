@@ -1,5 +1,10 @@
 #include "http/server.h"
 
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/x509.h>
+
 #include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -7,6 +12,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -204,12 +210,12 @@ asio::awaitable<boost::system::error_code> write_answer(Stream& stream, const An
 }  // namespace
 
 HttpServer::HttpServer(asio::io_context& ioc, Api& api, Metrics& metrics, Limits limits)
-    : ioc_(ioc), api_(api), metrics_(metrics), limits_(limits), acceptor_(ioc) {}
+    : ioc_(ioc), api_(api), metrics_(metrics), limits_(limits) {}
 
 HttpServer::~HttpServer() = default;
 
 Result<tcp::acceptor> bind_listener(asio::io_context& ioc, const std::string& host,
-                                    std::uint16_t port) {
+                                    std::uint16_t port, boost::system::error_code* os_error) {
   boost::system::error_code ec;
   auto addr = asio::ip::make_address(host, ec);
   if (ec) return Error(errc::invalid_request, "cannot parse the listen address '" + host + "'");
@@ -217,32 +223,39 @@ Result<tcp::acceptor> bind_listener(asio::io_context& ioc, const std::string& ho
   tcp::acceptor acceptor(ioc);
   acceptor.open(ep.protocol(), ec);
   if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  // [::]:PORT still takes IPv4 too (the system's default); ::1 and other IPv6 addresses are
+  // IPv6 only anyway, and saying so keeps a wildcard from claiming 0.0.0.0's port.
+  if (!ec && addr.is_v6() && !addr.is_unspecified())
+    acceptor.set_option(asio::ip::v6_only(true), ec);
   if (!ec) acceptor.bind(ep, ec);
   if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (os_error) *os_error = ec;
   if (ec) {
+    const std::string shown = addr.is_v6() ? "[" + host + "]" : host;
     return Error(errc::internal,
-                 "cannot listen on " + host + ":" + std::to_string(port) + ": " + ec.message());
+                 "cannot listen on " + shown + ":" + std::to_string(port) + ": " + ec.message());
   }
   return acceptor;
 }
 
-Result<tcp::endpoint> HttpServer::listen(const std::string& host, std::uint16_t port) {
-  auto l = bind_listener(ioc_, host, port);
-  if (!l.ok()) return std::move(l).error();
-  return adopt(std::move(*l));
-}
+// TLS 1.2: ECDHE key exchange (forward secrecy) with AES-GCM or ChaCha20-Poly1305 only —
+// Mozilla's "intermediate" profile without its finite-field DHE suites (decision 171). TLS 1.3
+// suites are all AEAD and forward secret; OpenSSL's defaults are kept.
+constexpr const char* kTls12Ciphers =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
 
-tcp::endpoint HttpServer::adopt(tcp::acceptor listener) {
-  acceptor_ = std::move(listener);
-  return acceptor_.local_endpoint();
-}
-
-Result<void> HttpServer::enable_tls(const std::string& cert_file, const std::string& key_file) {
-  auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+Result<std::shared_ptr<asio::ssl::context>> make_tls_context(const std::string& cert_file,
+                                                             const std::string& key_file) {
+  auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
   ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
                    asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
                    asio::ssl::context::no_tlsv1_1 | asio::ssl::context::single_dh_use);
   SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
+  if (SSL_CTX_set_cipher_list(ctx->native_handle(), kTls12Ciphers) != 1) {
+    return Error(errc::internal, "This OpenSSL offers none of the TLS 1.2 suites ichido uses.");
+  }
   boost::system::error_code ec;
   ctx->use_certificate_chain_file(cert_file, ec);
   if (ec) {
@@ -255,25 +268,92 @@ Result<void> HttpServer::enable_tls(const std::string& cert_file, const std::str
                  "Cannot load the TLS private key from " + key_file + ": " + ec.message());
   }
   if (SSL_CTX_check_private_key(ctx->native_handle()) != 1) {
-    return Error(errc::invalid_request, "The TLS private key does not match the certificate.");
+    ERR_clear_error();
+    return Error(errc::invalid_request, "The TLS private key in " + key_file +
+                                            " does not match the certificate in " + cert_file +
+                                            ".");
   }
-  tls_ = std::move(ctx);
-  return {};
+  return ctx;
+}
+
+std::string describe_tls_certificate(asio::ssl::context& ctx) {
+  X509* cert = SSL_CTX_get0_certificate(ctx.native_handle());
+  if (!cert) return "no certificate";
+  std::string out;
+  char name[256] = {};
+  X509_NAME_oneline(X509_get_subject_name(cert), name, sizeof name);
+  out += name;
+  if (BIO* bio = BIO_new(BIO_s_mem())) {
+    if (ASN1_TIME_print(bio, X509_get0_notAfter(cert)) == 1) {
+      char* data = nullptr;
+      const long n = BIO_get_mem_data(bio, &data);
+      out += ", valid until " + std::string(data, static_cast<std::size_t>(n));
+    }
+    BIO_free(bio);
+  }
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int md_len = 0;
+  if (X509_digest(cert, EVP_sha256(), md, &md_len) == 1) {
+    static constexpr char kHex[] = "0123456789ABCDEF";
+    out += ", SHA-256 ";
+    for (unsigned int i = 0; i < md_len; ++i) {
+      if (i) out += ':';
+      out += kHex[md[i] >> 4];
+      out += kHex[md[i] & 0xf];
+    }
+  }
+  return out;
+}
+
+Result<tcp::endpoint> HttpServer::listen(const std::string& host, std::uint16_t port) {
+  auto l = bind_listener(ioc_, host, port);
+  if (!l.ok()) return std::move(l).error();
+  return adopt(std::move(*l));
+}
+
+tcp::endpoint HttpServer::adopt(tcp::acceptor listener) {
+  acceptors_.push_back(std::make_unique<tcp::acceptor>(std::move(listener)));
+  return acceptors_.back()->local_endpoint();
+}
+
+Result<std::string> HttpServer::enable_tls(const std::string& cert_file,
+                                           const std::string& key_file) {
+  auto ctx = make_tls_context(cert_file, key_file);
+  if (!ctx.ok()) return std::move(ctx).error();
+  tls_cert_file_ = cert_file;
+  tls_key_file_ = key_file;
+  tls_on_ = true;
+  std::string about = describe_tls_certificate(**ctx);
+  MutexLock lk(tls_mu_);
+  tls_ = std::move(*ctx);
+  return about;
+}
+
+Result<std::string> HttpServer::reload_tls() {
+  if (!tls_on_) return Error(errc::invalid_request, "TLS is off (no --tls-cert)");
+  auto ctx = make_tls_context(tls_cert_file_, tls_key_file_);
+  if (!ctx.ok()) return std::move(ctx).error();
+  std::string about = describe_tls_certificate(**ctx);
+  MutexLock lk(tls_mu_);
+  tls_ = std::move(*ctx);
+  return about;
 }
 
 void HttpServer::start() {
-  asio::co_spawn(acceptor_.get_executor(), accept_loop(), [](std::exception_ptr e) {
-    if (e) {
-      try {
-        std::rethrow_exception(e);
-      } catch (const std::exception& ex) {
-        std::cerr << "ichido: accept loop stopped: " << ex.what() << "\n";
+  for (auto& acceptor : acceptors_) {
+    asio::co_spawn(acceptor->get_executor(), accept_loop(*acceptor), [](std::exception_ptr e) {
+      if (e) {
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& ex) {
+          std::cerr << "ichido: accept loop stopped: " << ex.what() << "\n";
+        }
       }
-    }
-  });
+    });
+  }
 }
 
-asio::awaitable<void> HttpServer::accept_loop() {
+asio::awaitable<void> HttpServer::accept_loop(tcp::acceptor& acceptor) {
   while (!draining_.load()) {
     // The connection's executor: the next I/O thread's io_context, or a strand.
     const asio::any_io_executor conn_ex =
@@ -281,7 +361,7 @@ asio::awaitable<void> HttpServer::accept_loop() {
             ? asio::any_io_executor(asio::make_strand(ioc_))
             : asio::any_io_executor(
                   conn_contexts_[next_context_++ % conn_contexts_.size()]->get_executor());
-    auto [ec, socket] = co_await acceptor_.async_accept(conn_ex, use_tuple);
+    auto [ec, socket] = co_await acceptor.async_accept(conn_ex, use_tuple);
     if (ec) {
       if (ec == asio::error::operation_aborted || draining_.load()) co_return;
       // EMFILE and friends: the connection waits in the kernel's backlog. Back off briefly
@@ -293,7 +373,7 @@ asio::awaitable<void> HttpServer::accept_loop() {
     }
     if (metrics_.active_connections() >= static_cast<std::int64_t>(limits_.max_connections)) {
       metrics_.count_refused_connection();
-      if (tls_) {  // no channel to answer on without a handshake
+      if (tls_on_) {  // no channel to answer on without a handshake
         boost::system::error_code ignore;
         socket.close(ignore);
       } else {
@@ -576,14 +656,20 @@ asio::awaitable<void> HttpServer::session(std::shared_ptr<Conn> conn) {
     const auto ep = conn->stream.socket().remote_endpoint(ec);
     if (!ec) remote = ep.address().to_string() + ":" + std::to_string(ep.port());
   }
-  if (!tls_) {
+  if (!tls_on_) {
     // Non-blocking at the user level too, so write_now() never blocks the I/O thread.
     boost::system::error_code ignore;
     conn->stream.socket().non_blocking(true, ignore);
     co_await serve(conn, conn->stream, remote);
   } else {
-    // TLS over the connection's tcp_stream (by reference, so drain can still cancel it).
-    asio::ssl::stream<beast::tcp_stream&> tls(conn->stream, *tls_);
+    // TLS over the connection's tcp_stream (by reference, so drain can still cancel it), with
+    // the context of the moment: a reload_tls() meanwhile does not touch this connection.
+    std::shared_ptr<asio::ssl::context> ctx;
+    {
+      MutexLock lk(tls_mu_);
+      ctx = tls_;
+    }
+    asio::ssl::stream<beast::tcp_stream&> tls(conn->stream, *ctx);
     conn->stream.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
     auto [ec] = co_await tls.async_handshake(asio::ssl::stream_base::server, use_tuple);
     if (!ec) {
@@ -602,10 +688,12 @@ asio::awaitable<void> HttpServer::session(std::shared_ptr<Conn> conn) {
 
 void HttpServer::begin_drain() {
   if (draining_.exchange(true)) return;
-  asio::post(acceptor_.get_executor(), [this] {
-    boost::system::error_code ignore;
-    acceptor_.close(ignore);
-  });
+  for (auto& acceptor : acceptors_) {
+    asio::post(acceptor->get_executor(), [a = acceptor.get()] {
+      boost::system::error_code ignore;
+      a->close(ignore);
+    });
+  }
   MutexLock lk(mu_);
   for (auto& [id, weak] : conns_) {
     if (auto conn = weak.lock()) {

@@ -3,15 +3,20 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ichido/result.h"
 
 namespace ichido::server {
 
 struct ListenAddress {
-  std::string host;  // a numeric address ("localhost" becomes 127.0.0.1)
+  // Numeric addresses, one listener each. "localhost" is both loopback addresses, 127.0.0.1
+  // then ::1, on one port: a client finds the server whichever of the two its resolver gives
+  // first (decision 170).
+  std::vector<std::string> hosts;
   std::uint16_t port = 0;
-  bool loopback = false;
+  bool loopback = false;   // every address is a loopback address
+  bool localhost = false;  // given as "localhost": ::1 is skipped where IPv6 is unavailable
 };
 
 // Errors: invalid_request (field listen).

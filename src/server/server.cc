@@ -247,6 +247,40 @@ void raise_fd_limit(const ServerLog& log, std::size_t max_connections) {
   }
 }
 
+// Binds every address of `addr` on one port. With port 0 the first listener picks the port and
+// the others take the same one (all again, on a new port, when another program holds it on a
+// later address). "localhost" where IPv6 is unavailable listens on 127.0.0.1 alone and says so.
+Result<std::vector<boost::asio::ip::tcp::acceptor>> bind_listeners(boost::asio::io_context& ioc,
+                                                                   const ListenAddress& addr,
+                                                                   const ServerLog& log) {
+  namespace asio = boost::asio;
+  constexpr int kAttempts = 10;
+  for (int attempt = 1;; ++attempt) {
+    std::vector<asio::ip::tcp::acceptor> out;
+    auto first = http::bind_listener(ioc, addr.hosts[0], addr.port);
+    if (!first.ok()) return std::move(first).error();
+    const std::uint16_t port = first->local_endpoint().port();
+    out.push_back(std::move(*first));
+    bool again = false;
+    for (std::size_t i = 1; i < addr.hosts.size() && !again; ++i) {
+      boost::system::error_code os;
+      auto more = http::bind_listener(ioc, addr.hosts[i], port, &os);
+      if (more.ok()) {
+        out.push_back(std::move(*more));
+      } else if (addr.localhost && (os == asio::error::address_family_not_supported ||
+                                    os == boost::system::errc::address_not_available)) {
+        log("localhost: no IPv6 loopback here (" + os.message() + "); listening on " +
+            addr.hosts[0] + " only");
+      } else if (addr.port == 0 && os == asio::error::address_in_use && attempt < kAttempts) {
+        again = true;
+      } else {
+        return std::move(more).error();
+      }
+    }
+    if (!again) return out;
+  }
+}
+
 }  // namespace
 
 int run_server(const ServeConfig& cfg) {
@@ -282,15 +316,19 @@ int run_server(const ServeConfig& cfg) {
   // the threads share no scheduler. `ioc`, the first, also runs the listener, the signals and
   // the background coroutines.
   boost::asio::io_context ioc(1);
+  // SIGHUP (systemctl reload, certbot's deploy hook) reloads the TLS certificate and key; it is
+  // caught from here on, so one that arrives while the store opens is answered once serving
+  // instead of ending the process (its default action).
+  boost::asio::signal_set hup(ioc, SIGHUP);
   std::vector<std::unique_ptr<boost::asio::io_context>> more_ioc;  // threads 2..N
   for (int i = 1; i < threads; ++i)
     more_ioc.push_back(std::make_unique<boost::asio::io_context>(1));
   // The port first: a start that cannot listen must not create a data directory or a token.
-  auto listener = http::bind_listener(ioc, addr->host, addr->port);
-  if (!listener.ok()) {
-    log("cannot start: " + listener.error().message +
+  auto listeners = bind_listeners(ioc, *addr, log);
+  if (!listeners.ok()) {
+    log("cannot start: " + listeners.error().message +
         " (is another server running there? choose another --listen)");
-    return listener.error().code == errc::invalid_request ? kExitUsage : kExitCannotListen;
+    return listeners.error().code == errc::invalid_request ? kExitUsage : kExitCannotListen;
   }
   raise_fd_limit(log, cfg.max_connections);
 
@@ -384,18 +422,21 @@ int run_server(const ServeConfig& cfg) {
   limits.max_connections = cfg.max_connections;
   http::HttpServer server(ioc, api, metrics, limits);
   if (!cfg.tls_cert.empty()) {
-    if (auto r = server.enable_tls(cfg.tls_cert, cfg.tls_key); !r.ok()) {
+    auto r = server.enable_tls(cfg.tls_cert, cfg.tls_key);
+    if (!r.ok()) {
       log("cannot start: " + r.error().message);
       (*store)->close();
       return kExitUsage;
     }
+    log("TLS certificate: " + *r);
   }
   {
     std::vector<boost::asio::io_context*> contexts{&ioc};
     for (auto& c : more_ioc) contexts.push_back(c.get());
     server.serve_connections_on(std::move(contexts));
   }
-  auto ep = server.adopt(std::move(*listener));
+  std::vector<boost::asio::ip::tcp::endpoint> endpoints;
+  for (auto& l : *listeners) endpoints.push_back(server.adopt(std::move(l)));
   server.start();
   boost::asio::co_spawn(ioc, purge_once_records(log, api.once(), cfg.once_retention_ms),
                         boost::asio::detached);
@@ -440,6 +481,24 @@ int run_server(const ServeConfig& cfg) {
   signals.async_wait([&](boost::system::error_code ec, int s) {
     if (!ec) on_signal(s);
   });
+  // SIGHUP: new TLS connections get the certificate and key read again from their files; open
+  // ones keep theirs. A replacement that cannot be loaded (unreadable, not PEM, a key that does
+  // not match) is logged and the current certificate stays in use (decision 171).
+  std::function<void()> on_hup = [&] {
+    hup.async_wait([&](boost::system::error_code ec, int) {
+      if (ec) return;
+      if (!server.tls_enabled()) {
+        log("received SIGHUP: nothing to reload (no --tls-cert)");
+      } else if (auto r = server.reload_tls(); r.ok()) {
+        log("received SIGHUP: reloaded the TLS certificate: " + *r);
+      } else {
+        log("received SIGHUP: cannot reload the TLS certificate, still serving the previous one: " +
+            r.error().message);
+      }
+      on_hup();
+    });
+  };
+  on_hup();
 
   std::vector<std::thread> pool;
   // An exception escaping a handler must not unwind past joinable threads (std::terminate);
@@ -467,12 +526,17 @@ int run_server(const ServeConfig& cfg) {
   // the process complete.
   const std::string auth_note = std::string(cfg.tls_cert.empty() ? "" : " (TLS)") +
                                 (cfg.no_auth ? " (no authentication)" : "");
-  std::string shown =
-      ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string();
-  std::printf("ichido listening on %s:%u\n", shown.c_str(), static_cast<unsigned>(ep.port()));
+  std::string shown_all;
+  for (const auto& ep : endpoints) {
+    const std::string shown =
+        (ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string()) +
+        ":" + std::to_string(ep.port());
+    std::printf("ichido listening on %s\n", shown.c_str());
+    shown_all += (shown_all.empty() ? "" : " and ") + shown;
+  }
   std::fflush(stdout);
-  log("listening on " + shown + ":" + std::to_string(ep.port()) + " with " +
-      std::to_string(threads) + " I/O threads" + auth_note);
+  log("listening on " + shown_all + " with " + std::to_string(threads) + " I/O threads" +
+      auth_note);
   run_io(ioc);
   keep.clear();
   for (auto& c : more_ioc) c->stop();

@@ -157,7 +157,7 @@ bool ServerProcess::start(std::string* error) {
   std::vector<std::string> args = {binary_.empty() ? std::string(ichido_binary()) : binary_,
                                    "serve",
                                    "--listen",
-                                   "127.0.0.1:0",
+                                   listen_,
                                    "--data",
                                    data_dir_};
   if (!pg_schema_.empty()) {

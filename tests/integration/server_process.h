@@ -60,6 +60,9 @@ class ServerProcess {
   void set_env(std::vector<std::pair<std::string, std::string>> env) { env_ = std::move(env); }
   // Runs another build of ichido than ichido_binary() (before start()).
   void set_binary(std::string path) { binary_ = std::move(path); }
+  // --listen (before start()); default 127.0.0.1:0. "localhost:0" listens on 127.0.0.1 and ::1,
+  // port() is the port of both.
+  void set_listen(std::string listen) { listen_ = std::move(listen); }
 
   // Starts the server and waits (bounded, 20 s) until it prints its listening line.
   // Returns false (with the log in `error`) when it exits or never becomes ready.
@@ -86,6 +89,7 @@ class ServerProcess {
   bool owns_schema_ = true;  // drop pg_schema_ in the destructor
   std::vector<std::pair<std::string, std::string>> env_;
   std::string binary_;  // empty: ichido_binary()
+  std::string listen_ = "127.0.0.1:0";
   std::vector<std::string> extra_args_;
   bool auth_ = false;
   pid_t pid_ = -1;

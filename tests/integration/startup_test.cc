@@ -127,6 +127,30 @@ TEST(Startup, APortInUseIsFoundBeforeTheDataDirectoryIsTouched) {
                                     "never started";
 }
 
+// `--listen localhost:PORT` serves both loopback addresses on one port (decision 170): a client
+// finds the server whichever of 127.0.0.1 and ::1 its resolver gives first for "localhost".
+TEST(Startup, LocalhostListensOnBothLoopbackAddresses) {
+  TempDir dir;
+  ServerProcess server(dir.path() + "/data");
+  server.set_listen("localhost:0");
+  std::string err;
+  ASSERT_TRUE(server.start(&err)) << err;
+  const std::string port = std::to_string(server.port());
+  EXPECT_TRUE(eventually([&] {
+    return server.log().find("ichido listening on [::1]:" + port + "\n") != std::string::npos;
+  })) << server.log();
+  for (const std::string host : {"127.0.0.1", "[::1]"}) {
+    auto [rc, out] =
+        run_command("curl -sS --max-time 10 http://" + host + ":" + port + "/healthz 2>&1");
+    EXPECT_EQ(rc, 0) << host << ": " << out;
+    EXPECT_NE(out.find("\"status\":\"ok\""), std::string::npos) << host << ": " << out;
+  }
+  EXPECT_NE(server.log().find("listening on 127.0.0.1:" + port + " and [::1]:" + port),
+            std::string::npos)
+      << server.log();
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
 TEST(Startup, TheTokenCliRefusesADirectoryWithoutAStoreUnlessInit) {
   TempDir dir;
   const std::string typo = dir.path() + "/ichido-dta";

@@ -315,7 +315,9 @@ test('errors: IchidoError with code, status, details; bad arguments fail before 
 
 test('https: the client talks to `ichido serve --tls-cert` with the CA in NODE_EXTRA_CA_CERTS', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'ichido-node-tls-'));
-  const tls = new Server({ args: ['--tls-cert', join(dir, 'cert.pem'), '--tls-key', join(dir, 'key.pem')] });
+  // On localhost (127.0.0.1 and ::1): Node 18 connects to the first address the resolver gives,
+  // ::1 on Debian's /etc/hosts.
+  const tls = new Server({ listen: 'localhost:0', args: ['--tls-cert', join(dir, 'cert.pem'), '--tls-key', join(dir, 'key.pem')] });
   try {
     execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' });
     await tls.start();

@@ -352,7 +352,8 @@ class ClientTest(unittest.TestCase):
              "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", key, "-out", cert],
             check=True, capture_output=True,
         )
-        tls = Server(args=["--tls-cert", cert, "--tls-key", key]).start()
+        # On localhost: 127.0.0.1 and ::1, whichever the resolver gives first for the name.
+        tls = Server(listen="localhost:0", args=["--tls-cert", cert, "--tls-key", key]).start()
         self.addCleanup(tls.stop)
         c = Client(f"https://localhost:{tls.port}", tls.admin_token, "tls", cafile=cert)
         self.addCleanup(c.close)

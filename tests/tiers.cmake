@@ -7,6 +7,7 @@
 # starts the long ones first. A new test that takes more than ~5 s belongs here: `make test`
 # prints the ten slowest tests at its end (scripts/slowest-tests).
 set(ICHIDO_SLOW_TESTS
+  "^TlsReload\\.SighupServesTheNewCertificate" 9
 )
 
 # ichido_tier_of(NAME LABELS OUT_LABELS OUT_COST): LABELS with `fast` replaced by `slow` when

@@ -118,13 +118,17 @@ deb: binary
 	scripts/make-deb $(BUILD_DIR)
 
 # The container image (Containerfile) as $(IMAGE), with podman or docker, whichever is here
-# (podman from Debian when neither is). Its Debian base image comes from a registry as usual;
-# make test-image makes it locally instead (tests/image/run).
+# (podman from Debian when neither is); DEBIAN_SUITE=bookworm builds it on Debian 12. Its Debian
+# base image comes from a registry as usual; make test-image makes it locally instead
+# (tests/image/run). Podman keeps the HEALTHCHECK only in the docker format. Engine options go
+# in CONTAINER_ENGINE, e.g. "podman --runtime runc".
 IMAGE ?= ichido:latest
+DEBIAN_SUITE ?= trixie
 CONTAINER_ENGINE ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || (command -v docker >/dev/null 2>&1 && echo docker) || echo podman)
+IMAGE_FORMAT = $(if $(filter podman,$(notdir $(firstword $(CONTAINER_ENGINE)))),--format docker,)
 image:
-	@command -v $(CONTAINER_ENGINE) >/dev/null || scripts/install-deps image
-	$(CONTAINER_ENGINE) build -t $(IMAGE) -f Containerfile .
+	@command -v $(firstword $(CONTAINER_ENGINE)) >/dev/null || scripts/install-deps image
+	$(CONTAINER_ENGINE) build $(IMAGE_FORMAT) --build-arg DEBIAN_SUITE=$(DEBIAN_SUITE) -t $(IMAGE) -f Containerfile .
 
 # The image built from scratch and tried (tests/image/run, ~N min): a Debian base image made with
 # mmdebstrap, the image, a container that issues R-0001, a new container on the same volume

@@ -130,7 +130,7 @@ image:
 	@command -v $(firstword $(CONTAINER_ENGINE)) >/dev/null || scripts/install-deps image
 	$(CONTAINER_ENGINE) build $(IMAGE_FORMAT) --build-arg DEBIAN_SUITE=$(DEBIAN_SUITE) -t $(IMAGE) -f Containerfile .
 
-# The image built from scratch and tried (tests/image/run, ~N min): a Debian base image made with
+# The image built from scratch and tried (tests/image/run; README, "Deployment", says how long): a Debian base image made with
 # mmdebstrap, the image, a container that issues R-0001, a new container on the same volume
 # that issues R-0002, SIGTERM, the health check, PostgreSQL mode. Not part of make test.
 test-image:

@@ -1,4 +1,4 @@
-# Which tests are slow by nature, and how long each takes: read by CMake (ichido_add_test) and by
+# Which tests are slow by nature, and how long each takes: read by CMake (ichido_test_labels) and by
 # CTest (ichido_discover_tests), both in cmake/test_tiers.cmake.
 #
 # A test named here (a regular expression over the CTest name) is not in `make check`: it loses

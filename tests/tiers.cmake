@@ -7,7 +7,39 @@
 # starts the long ones first. A new test that takes more than ~5 s belongs here: `make test`
 # prints the ten slowest tests at its end (scripts/slowest-tests).
 set(ICHIDO_SLOW_TESTS
+  # Stress and exhaustive tests of the embedded store and the server (also their pg. variants).
+  "^KeyIndexTest\\.AWriterAReaderAndSnapshotsAtOnce$" 45
+  "^SqlitePowerLossTest\\.CompletedOnceRecords" 30
+  "^SqlitePowerLossTest\\.EveryAnsweredNumber" 23
+  "^(pg\\.)?LocksTest\\.ThirtyTwoClientsFiftyRoundsNeverOverlap$" 30
+  "^Backup\\.UnderLoadIsOneSnapshot" 25
+  "^(pg\\.)?LocksTest\\.FiveThousandWaitersOnOneLock" 23
+  "^SqliteStoreTest\\.CheckpointsRunBesideTheWriter" 14
+  "^SmallFile\\.EveryFlippedBitIsRefused$" 12
+  "^KeyTable\\.AgreesWithAMap" 9
   "^TlsReload\\.SighupServesTheNewCertificate" 9
+  "^pg\\.OnceTest\\.ThousandKeysEightWorkers" 30
+  # PostgreSQL failing under several nodes (each runs clusters of its own).
+  "^PgFailure\\.PrimaryKilledAndSynchronousStandbyPromoted" 70
+  "^PgFailure\\.NodesBehindPgBouncer" 50
+  "^PgFailure\\.PostgresDownAndBackUnderLoad" 50
+  "^PgFailure\\.ACommitWhoseAnswerIsLost" 45
+  "^PgFailure\\.ASegmentSentBeforeTheLastSync" 45
+  "^Nodes\\.ACutListenConnection" 20
+  # Whole suites in one test: the clients, the soaks, packaging, the browser, fuzzing.
+  "^soak_quick$" 180
+  "^soak_quick_pg$" 200
+  "^clients_python$" 200
+  "^clients_gas$" 150
+  "^clients_vba$" 110
+  "^clients_node$" 100
+  "^clients_node_types$" 50
+  "^deploy_package$" 120
+  "^browser_dashboard$" 60
+  "^browser_cors$" 40
+  "^docs_readme_shell$" 40
+  "^fuzz_build$" 300
+  "^bench_one_conn$" 35
 )
 
 # ichido_tier_of(NAME LABELS OUT_LABELS OUT_COST): LABELS with `fast` replaced by `slow` when

@@ -1,4 +1,4 @@
-// `ichido counter …`: sequential numbers (see API.md, "Counters"). The *_call functions map
+// `ichido counter …`: sequential numbers (see docs/API.md, "Counters"). The *_call functions map
 // parsed options to one HTTP call; add_counter_commands declares the options.
 #pragma once
 

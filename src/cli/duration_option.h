@@ -11,7 +11,7 @@
 
 namespace ichido::cli {
 
-// The server's bounds (API.md), checked here so that the error speaks of the option, not of a
+// The server's bounds (docs/API.md), checked here so that the error speaks of the option, not of a
 // JSON field in milliseconds.
 inline constexpr std::int64_t kLeaseMinMs = 1000;
 inline constexpr std::int64_t kLeaseMaxMs = 3'600'000;

@@ -1,4 +1,4 @@
-// `ichido lock …`: named locks with leases and fencing tokens (see API.md, "Locks").
+// `ichido lock …`: named locks with leases and fencing tokens (see docs/API.md, "Locks").
 // acquire/release/renew/get/list/force-release map to one HTTP call each; `lock run` is flock(1)
 // across machines: wait for the lock, run a command while renewing the lease, release on exit.
 #pragma once
@@ -24,8 +24,8 @@ struct LockAcquireArgs {
   std::string owner;
   std::int64_t wait_ms = 0;
   std::optional<std::int64_t> lease_ms;
-  // Sent as "request_id" (API.md, "Retrying a claim whose answer was lost"): one per invocation,
-  // the same on each of its retries. Empty: none is sent and the call is not retried.
+  // Sent as "request_id" (docs/API.md, "Retrying a claim whose answer was lost"): one per
+  // invocation, the same on each of its retries. Empty: none is sent and the call is not retried.
   std::string request_id;
 };
 

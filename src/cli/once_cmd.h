@@ -1,6 +1,6 @@
-// `ichido once …`: process each item exactly once (see API.md, "Once"). The *_call functions map
-// parsed options to one HTTP call; `once run` (once_run.cc) wraps a whole command in
-// begin → run → complete/fail, renewing the lease while it runs.
+// `ichido once …`: process each item exactly once (see docs/API.md, "Once"). The *_call functions
+// map parsed options to one HTTP call; `once run` (once_run.cc) wraps a whole command in begin →
+// run → complete/fail, renewing the lease while it runs.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +24,8 @@ struct OnceBeginArgs {
   std::optional<std::string> fingerprint;
   std::optional<std::int64_t> wait_ms;
   std::optional<std::int64_t> max_attempts;
-  // Sent as "request_id" (API.md, "Retrying a claim whose answer was lost"): one per invocation,
-  // the same on each of its retries. Empty: none is sent and the call is not retried.
+  // Sent as "request_id" (docs/API.md, "Retrying a claim whose answer was lost"): one per
+  // invocation, the same on each of its retries. Empty: none is sent and the call is not retried.
   std::string request_id;
 };
 

@@ -7,7 +7,7 @@
 //   - never retried: every other answer, 4xx included: they are definitive;
 //   - only calls that are safe to send twice are retried: GETs and PUTs, a counter `next` with a
 //     key, `complete`/`renew` with a token, and `acquire`/`begin` carrying a `request_id` that
-//     is the same on every retry of one invocation (API.md, "Retrying a claim whose answer was
+//     is the same on every retry of one invocation (docs/API.md, "Retrying a claim whose answer was
 //     lost");
 //   - the n-th retry (n = 0, 1, 2, ...) waits min(5 s, 0.5 s x (1 + n^2)) scaled by a random
 //     factor in [0.5, 1] (jitter: many scripts failing together do not come back together), or

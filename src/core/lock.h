@@ -20,7 +20,7 @@
 //       equal the current record's (held, or lapsed and not taken over) is a *replay* of that
 //       grant: it answers the record as it is (same token, current lease end) and writes only
 //       the mark of L9 (the first time) — the retry of a caller whose first answer was lost
-//       (API.md, "request_id").
+//       (docs/API.md, "request_id").
 //   L9. `replayed` marks a grant a replay (L8) answered (never shown to clients; a new grant
 //       starts unmarked). A release on behalf of a client that went away before its grant's
 //       answer reached it (ReleaseLockCmd::for_gone_client) changes nothing when the grant is

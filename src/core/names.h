@@ -23,7 +23,7 @@ Result<void> validate_name(std::string_view value, std::string_view field);
 // Idempotency keys and once keys: valid UTF-8, 1–512 bytes, no NUL.
 Result<void> validate_key(std::string_view value, std::string_view field = "key");
 
-// A claim's request_id (lock acquire, once begin; API.md "Retrying a claim whose answer was
+// A claim's request_id (lock acquire, once begin; docs/API.md "Retrying a claim whose answer was
 // lost"): valid UTF-8, 1–128 bytes, no NUL (field "request_id").
 inline constexpr std::size_t kMaxRequestIdBytes = 128;
 Result<void> validate_request_id(std::string_view value);

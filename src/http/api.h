@@ -2,7 +2,7 @@
 // services and the route table; the socket side (server.h) only moves bytes. Built once at
 // start-up; handle() is safe to call concurrently from any connection.
 //
-// Order of checks for /v1 calls (API.md, "Common rules"): the token first (401 unauthenticated
+// Order of checks for /v1 calls (docs/API.md, "Common rules"): the token first (401 unauthenticated
 // before anything else), then the route (404/405), then role and namespace scope (403), then
 // the handler. Every admin call, and every authentication or authorization failure (at most
 // kMaxFailureAuditsPerSecond of them, so a flood cannot turn into a flood of disk writes), is

@@ -1,4 +1,4 @@
-// Handlers of the Counters section of API.md: JSON <-> service calls.
+// Handlers of the Counters section of docs/API.md: JSON <-> service calls.
 #include <boost/json.hpp>
 
 #include "core/counter.h"

@@ -1,4 +1,4 @@
-// Handlers of the Locks section of API.md: JSON <-> LockService calls.
+// Handlers of the Locks section of docs/API.md: JSON <-> LockService calls.
 #include <boost/json.hpp>
 
 #include "core/lock.h"

@@ -1,4 +1,4 @@
-// Handlers of the Once section of API.md: JSON <-> OnceService calls.
+// Handlers of the Once section of docs/API.md: JSON <-> OnceService calls.
 #include <boost/json.hpp>
 
 #include "core/once.h"

@@ -1,5 +1,5 @@
 // Locks end to end: the real binary, real sockets, real concurrent clients, real kill -9, and
-// `ichido lock run` from parallel shells. Time-based behaviour uses the smallest lease API.md
+// `ichido lock run` from parallel shells. Time-based behaviour uses the smallest lease docs/API.md
 // allows (1 s) and waits for events with bounded polls of the API, never a fixed sleep standing in
 // for synchronisation.
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 // Once records end to end: the real binary, real sockets, real concurrent clients, real kill -9,
-// and real `ichido once run` processes. Leases use the smallest lease API.md allows (1000 ms);
+// and real `ichido once run` processes. Leases use the smallest lease docs/API.md allows (1000 ms);
 // waiting for an event is a bounded poll or a server-side wait, never a sleep standing in for
 // synchronisation.
 #include <gtest/gtest.h>

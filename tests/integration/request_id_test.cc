@@ -1,7 +1,7 @@
-// request_id end to end (API.md, "Retrying a claim whose answer was lost"): a claim whose answer
-// is really lost on the way back — the server committed the grant and answered, a proxy dropped
-// the answer — is retried with the same request_id and owner and gets the same grant again, at
-// once, for lock acquire and once begin, with and without wait_ms, across a kill -9, after the
+// request_id end to end (docs/API.md, "Retrying a claim whose answer was lost"): a claim whose
+// answer is really lost on the way back — the server committed the grant and answered, a proxy
+// dropped the answer — is retried with the same request_id and owner and gets the same grant again,
+// at once, for lock acquire and once begin, with and without wait_ms, across a kill -9, after the
 // lease lapsed (with and without a new holder). A different request_id is an ordinary claim.
 #include <gtest/gtest.h>
 

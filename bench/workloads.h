@@ -63,7 +63,7 @@ struct WorkloadParams {
   bool verify = true;
   // Keys PREFIX RUNID-CONN-SEQ (false: each connection's keys in a place of their own in a key
   // index) or PREFIX RUNID-SEQ(12 digits)-CONN (true: all connections' keys in one time order, so
-  // a batch's new keys share the last pages of a key index; docs/performance.md, tenth step).
+  // a batch's new keys share the last pages of a key index: what the keys' order costs).
   bool keys_in_time_order = false;
 };
 

@@ -16,7 +16,7 @@ namespace ichido::core {
 namespace {
 
 // Appends `v` as printf's "%0*lld" with `width` would (zeros after a '-'; width 0: none), without
-// printf: it showed in the profile of `next` (issue 15).
+// printf, which shows in the profile of `next`.
 void append_padded(std::string& out, long long v, int width) {
   char digits[24];
   int n = 0;
@@ -152,7 +152,7 @@ namespace {
 
 // The last date local_date() found, per thread, with the instants [from, until) that have that
 // same date in that zone: the writer asks on every `next`, and a zone lookup with its conversion
-// costs ≈ 900 instructions (docs/performance.md, twentieth step); the range is exact (one local
+// costs ≈ 900 instructions (callgrind); the range is exact (one local
 // day under one UTC offset), so an answer from it is the one a lookup would give.
 struct LocalDateMemo {
   std::string tz;

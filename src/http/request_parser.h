@@ -1,5 +1,5 @@
 // The server's HTTP/1 request parser: Beast's basic_parser, producing a BeastRequest whose header
-// holds only the fields the API reads (issue 15).
+// holds only the fields the API reads.
 //
 // Beast's `request_parser<string_body>` stores every header field in the message: one
 // allocation, a list link and a red-black tree insert per field, and a free per field when the

@@ -172,7 +172,7 @@ Result<void> parse_target(std::string_view target, Request& out) {
   const std::string_view path = target.substr(0, q);
   if (path.empty() || path.front() != '/') return invalid();
   // One table lookup a byte; a path without an escape (most) is then cut into segments that are
-  // made straight from it, with no search for '%' and no second copy (issue 15).
+  // made straight from it, with no search for '%' and no second copy.
   std::size_t slashes = 0;
   bool escaped = false;
   for (std::size_t i = 0; i < path.size(); ++i) {

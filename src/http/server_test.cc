@@ -181,8 +181,8 @@ TEST(HttpSessionWatch, EveryBodyThatAsksForAWaitIsWatched) {
 
 using BeastResponse = beast_http::response<beast_http::string_body>;
 
-// How answers were made when they were Beast messages (Api::to_beast until the twentieth step of
-// issue 15): the reference make_answer() and serialize_head() are held to below.
+// An answer made as a Beast message (a beast_http::response, serialized by Beast): the reference
+// that make_answer() and serialize_head() are held to below.
 BeastResponse beast_answer(Response r, unsigned version, bool keep_alive,
                            std::string_view cors_origin) {
   BeastResponse res{static_cast<beast_http::status>(r.status), version};

@@ -31,9 +31,9 @@ struct PendingAnswer {
 
 // The answers that a store thread's open HandoffBatch holds, grouped by the executor (the I/O
 // thread) they go to. At the batch's end each group is posted as one function that runs its
-// answers in the order the store gave them (issue 15: one post per I/O thread a batch instead of
-// one per job; each post takes the event loop's lock and queues an operation). One per store
-// thread and executor type.
+// answers in the order the store gave them: one post per I/O thread a batch instead of one per
+// job, since each post takes the event loop's lock and queues an operation (decision 148). One
+// per store thread and executor type.
 template <class Executor>
 class DeferredAnswers {
  public:
@@ -109,8 +109,7 @@ boost::asio::awaitable<Result<T>> call_store(Start start) {
         // One block for the awaiting handler, its executor and the result: the callback and the
         // posted function each hold one pointer to it (a std::function keeps a shared_ptr
         // inline, and asio moves a posted function several times — into its operation, out of
-        // it — as one pointer instead of a variant of strings). Was three blocks: the handler's,
-        // the callback's box and the result's (issue 15).
+        // it — as one pointer instead of a variant of strings).
         struct Box final : detail::PendingAnswer {
           explicit Box(Handler&& h)
               : handler(std::move(h)), ex(asio::get_associated_executor(handler)) {}

@@ -123,7 +123,7 @@ void TableStore::next(NextCmd cmd, Callback<NextReply> done) {
         // The rules decide as for a new key first; the number already issued to the key is
         // looked up only when the insert finds the key taken or the rules refuse a new number
         // (a known key is answered even by an exhausted counter). A new key then costs one
-        // search of the key index, not two (docs/performance.md, twenty-first step).
+        // search of the key index, not two.
         const auto replay = [&]() -> Result<std::optional<NextReply>> {
           auto found = t.find_issued_by_key(row->id, *cmd.next.key);
           if (!found.ok()) return std::move(found).error();

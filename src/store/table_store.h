@@ -81,8 +81,8 @@ struct Job {
 
 // A write job's keys, prefetch and announcements: what only a store shared by several processes
 // uses (a PostgreSQL store: TableStore's `coordinates`). Built through TableStore::extras(), which
-// skips building them for a single-process store: that saved up to eight allocations and string
-// copies a write (issue 15).
+// skips building them for a single-process store: that saves up to eight allocations and string
+// copies a write.
 struct JobExtras {
   std::vector<std::int64_t> keys;
   std::function<void(Tables&)> prefetch;
@@ -200,8 +200,7 @@ class TableStore : public Store {
   // One heap block per job for the function, the callback and the result: apply and finish
   // hold a plain pointer to it (small enough for std::function's inline storage, so neither
   // allocates), Job::state owns it. The function is held as its own type, not boxed again in a
-  // std::function. (Was three blocks: a shared result slot and two std::function boxes holding
-  // shared_ptr copies; then two, the state and the function's box; issue 15.)
+  // std::function, which would allocate a box of its own.
   template <class T, class Fn>
   static Job make_job(Fn fn, Callback<T> done) {
     struct State {

@@ -1,4 +1,4 @@
-// CORS in a real browser (issue 18): a page served from another origin (another port) calls
+// CORS in a real browser (decision 102): a page served from another origin (another port) calls
 // ichido with fetch and an Authorization header, as Excel Office Scripts and other in-browser
 // automations do. Debian's chromium, headless, driven by playwright-core.
 //

@@ -1,4 +1,4 @@
-// HTTP interop with the clients office automations use (issue 18), over real sockets:
+// HTTP interop with the clients office automations use (decisions 100-102), over real sockets:
 // `Expect: 100-continue` (curl over 1 KiB, .NET HttpClient, PowerShell), a UTF-8 byte order mark
 // before a JSON body (VBA's ADODB.Stream, Windows tools), and CORS for browser automations
 // (--cors-origin; the browser side is tests/browser/cors.test.mjs).

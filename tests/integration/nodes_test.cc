@@ -1,6 +1,6 @@
-// Several stateless ichido nodes on one PostgreSQL database (issue 10): real `ichido serve`
-// processes sharing one schema, real concurrent clients, real crashes. Each test says what one
-// node alone would guarantee and checks that N nodes together keep it.
+// Several stateless ichido nodes on one PostgreSQL database (decisions 070-077): real
+// `ichido serve` processes sharing one schema, real concurrent clients, real crashes. Each test
+// says what one node alone would guarantee and checks that N nodes together keep it.
 //
 // These tests need PostgreSQL: CTest runs them against the `pg` fixture's cluster
 // (pg_nodes_tests, with ICHIDO_TEST_STORE=postgres).
@@ -714,9 +714,10 @@ TEST(Nodes, ACutListenConnectionIsReEstablishedAndWakeUpsGoOn) {
   EXPECT_LT(w.granted_at() - released, kWokenWithin);
 }
 
-// The wake-up latency across nodes (issue 10 target: p99 <= 100 ms), printed: each round a
-// fresh lock is held through node B, a waiter parks on node A, and B releases; the figure is
-// from sending the release to the waiter's grant (so it includes the release's own commit).
+// The wake-up latency across nodes, printed (the README's "within milliseconds"; the test itself
+// bounds only the slowest round, by kWokenWithin): each round a fresh lock is held through node
+// B, a waiter parks on node A, and B releases; the figure is from sending the release to the
+// waiter's grant (so it includes the release's own commit).
 TEST(Nodes, WakeUpLatencyAcrossNodesIsMeasured) {
   Deployment d(2);
   d.start_all();

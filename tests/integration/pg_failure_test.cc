@@ -1,4 +1,4 @@
-// The database fails under the nodes (issue 10): PostgreSQL stopped and restarted under load, a
+// The database fails under the nodes (decision 073): PostgreSQL stopped and restarted under load, a
 // primary killed and its synchronous standby promoted, a COMMIT whose answer is lost, and the
 // nodes behind PgBouncer in transaction pooling mode. Each test runs a cluster of its own
 // (scripts/pg-test-cluster) and real `ichido serve` processes; nodes are never restarted.

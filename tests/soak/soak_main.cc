@@ -1,5 +1,5 @@
 // ichido-soak: the fault harness's driver (docs/reliability.md). Runs the real `ichido serve`
-// under a mixed load (workload.h) and, while the load runs, injects the faults of issue 11:
+// under a mixed load (workload.h) and, while the load runs, injects faults:
 //   - kill -9 at random moments (also within milliseconds of start-up), then a restart on the
 //     same data directory, `--cycles` times;
 //   - disk full: the data directory lives on a small tmpfs that is filled to the last byte while

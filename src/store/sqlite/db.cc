@@ -81,7 +81,7 @@ namespace {
 // is refused with SQLITE_MISUSE and changes nothing). Memory statistics off: with them on, every
 // sqlite3_malloc and sqlite3_free takes a global mutex to keep counts nobody here reads
 // (sqlite3_memory_used, the soft heap limit): ≈ 16 mutex pairs per counter `next`, 1.6–3.3 % of
-// a request's instructions (docs/performance.md, seventh step).
+// a request's instructions (callgrind).
 bool configure_library() {
   sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
   return true;

@@ -1,5 +1,6 @@
-// key_index: the key table as the embedded store's threads share it (decision 143 §4–§7, step 5
-// in part: the locking, the snapshot copy and the load at start-up; no store uses it yet).
+// key_index: the key table as the embedded store's threads share it (decision 143 §4–§7): the
+// locking, the snapshot copy and the load at start-up. SqliteStore holds one (sqlite_store.h,
+// "Keys").
 //
 // The writer looks keys up, inserts the slots of its batch and removes them again when the
 // batch rolls back, and removes a deleted row's slot after its commit. Readers look keys up.

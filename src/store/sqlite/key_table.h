@@ -1,5 +1,6 @@
 // key_table: the embedded store's own index from a caller's key to the row that holds it
-// (decision 143, step 1 of 7: the table and its hash alone; no store uses it yet).
+// (decision 143): the table and its hash. KeyIndex (key_index.h) shares it between the store's
+// threads, and key_table_file.h writes and reads its snapshot.
 //
 // The unique b-tree indexes on callers' keys (`issued_by_key`, once_records' `UNIQUE (ns, key)`)
 // put every new key at a random leaf page: ≈ 37 key comparisons and a whole 4 KiB WAL frame per
@@ -57,7 +58,8 @@ using SipHasher13 = SipHasher<1, 3>;
 using SipHasher24 = SipHasher<2, 4>;
 
 // The table's hash secret: callers choose keys, and an unkeyed hash would let them build long
-// probe chains. Drawn once when the table is first built and kept with it (its file, step 2).
+// probe chains. Drawn once when the table is first built and kept with it (in its snapshot file,
+// key_table_file.h).
 struct KeySecret {
   std::uint64_t k0 = 0;
   std::uint64_t k1 = 0;

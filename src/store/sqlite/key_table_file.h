@@ -1,5 +1,5 @@
 // key_table_file: the key table's snapshot on disk, `keys.idx` beside the database (decision
-// 143 §6–§7, step 2 of 7: the file alone; no store writes or reads it yet).
+// 143 §6–§7). KeyIndex (key_index.h) writes it and loads it at start-up.
 //
 // The table is not written on the commit path. A snapshot holds every slot of the rows with
 // kseq ≤ `last_kseq`; at start-up the store loads it and adds the rows with a larger kseq from

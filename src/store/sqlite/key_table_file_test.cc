@@ -1,4 +1,4 @@
-// The key table's snapshot file (decision 143, step 2): what is written is read back slot for
+// The key table's snapshot file (decision 143): what is written is read back slot for
 // slot, and every damage a crash, a disk or a person can do to it — any length cut off, any bit
 // flipped, bytes appended, another file in its place, slots that cannot form a table — is
 // refused with its reason, never loaded as a table that could miss a key.

@@ -1,4 +1,4 @@
-// The key table of decision 143 (step 1): SipHash against the reference vectors, and the table
+// The key table of decision 143: SipHash against the reference vectors, and the table
 // against a plain map under random inserts, lookups, deletions and rolled-back batches, with
 // hashes forced to collide so that the confirmation, the probing past wrong candidates and the
 // backward shift are exercised on long runs.

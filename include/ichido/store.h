@@ -1,6 +1,6 @@
-// Store: where ichido's state lives. One interface, several implementations (embedded SQLite, an
-// in-memory reference store, and later PostgreSQL); one conformance suite
-// (src/store/testing/conformance_test.cc) runs every rule against each of them.
+// Store: where ichido's state lives. One interface, several implementations (embedded SQLite,
+// PostgreSQL for several nodes, an in-memory reference store); one conformance suite
+// (src/store/testing/) runs every rule against each of them.
 //
 // Contract shared by every method:
 //   - Asynchronous: the method returns at once; `done` is called exactly once, on a store-owned

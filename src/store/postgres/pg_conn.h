@@ -1,6 +1,6 @@
 // PgConn: one libpq connection in pipeline mode, for the PostgreSQL store (write lanes, readers,
-// the health monitor) and for anything else that needs a connection of its own (the token CLI,
-// and later the LISTEN connection that wakes waiters across nodes).
+// the health monitor, the LISTEN connection that wakes waiters across nodes) and for anything
+// else that needs a connection of its own (the token CLI).
 //
 // Every statement goes through the extended protocol in pipeline mode: `send` queues a statement
 // whose result nobody waits for (a write whose only possible answer is "done" — its failure is

@@ -217,21 +217,22 @@ boost::asio::awaitable<Response> Api::route(Request& req, Routed& routed, bool* 
 }
 
 boost::asio::awaitable<Answer> Api::handle(const BeastRequest& breq, std::string remote,
-                                           std::string_view* route_out) {
-  return serve(breq, std::move(remote), nullptr, route_out);
+                                           std::string_view* route_out, service::Client* client) {
+  return serve(breq, std::move(remote), nullptr, route_out, client);
 }
 
 boost::asio::awaitable<std::optional<Answer>> Api::admit(const BeastRequest& header,
                                                          std::string remote,
                                                          std::string_view* route_out) {
   bool admitted = false;
-  auto res = co_await serve(header, std::move(remote), &admitted, route_out);
+  auto res = co_await serve(header, std::move(remote), &admitted, route_out, nullptr);
   if (admitted) co_return std::nullopt;
   co_return std::move(res);
 }
 
 boost::asio::awaitable<Answer> Api::serve(const BeastRequest& breq, std::string remote,
-                                          bool* admitted_out, std::string_view* route_out) {
+                                          bool* admitted_out, std::string_view* route_out,
+                                          service::Client* client) {
   const unsigned version = breq.version();
   const bool keep_alive = breq.keep_alive();
   const auto started = std::chrono::steady_clock::now();
@@ -245,6 +246,7 @@ boost::asio::awaitable<Answer> Api::serve(const BeastRequest& breq, std::string 
     req.method = breq.method();
     req.method_string = std::string(breq.method_string());
     req.remote = std::move(remote);
+    req.client = client;
     if (breq.target().size() > opt_.max_target_bytes) {
       res = Response::error(Error(errc::uri_too_long,
                                   "The request URL is too long; send long values in a JSON body "
@@ -272,11 +274,13 @@ boost::asio::awaitable<Answer> Api::serve(const BeastRequest& breq, std::string 
     *admitted_out = true;
     co_return Answer();
   }
-  // The server cancels a waiting request whose client hung up (server.cc, watch_peer): no
-  // answer is sent, so none is counted in /metrics, and the request log says 499 (nginx's
-  // "client closed request"), not the 500 that the handler's "cancelled" error would map to.
-  const bool client_gone = (co_await boost::asio::this_coro::cancellation_state).cancelled() !=
-                           boost::asio::cancellation_type::none;
+  // The server cancels a waiting request whose client hung up (server.cc, watch_peer), and a
+  // service that found it gone before granting it something (service/client.h) made sure the
+  // server sends nothing: no answer is sent, so none is counted in /metrics, and the request log
+  // says 499 (nginx's "client closed request"), not the 500 that the handler's "cancelled" error
+  // would map to.
+  const boost::asio::cancellation_state cs = co_await boost::asio::this_coro::cancellation_state;
+  const bool client_gone = service::client_gone(cs, client);
   if (opt_.request_log) {
     RequestLog::Entry e;
     e.at = opt_.clock->now_ms();

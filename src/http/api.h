@@ -26,6 +26,7 @@
 #include "http/request_log.h"
 #include "http/router.h"
 #include "service/admin_service.h"
+#include "service/client.h"
 #include "service/counter_service.h"
 #include "service/lock_service.h"
 #include "service/once_service.h"
@@ -75,9 +76,12 @@ class Api {
 
   // Never throws: a failure inside a handler becomes a 500 internal error response.
   // `route_out`, when given, receives the matched route's pattern ("" when none matched): a view
-  // of the route table, valid as long as this Api.
+  // of the route table, valid as long as this Api. `client`: the request's connection when it may
+  // wait (may_wait), which must outlive the call; an empty Answer (nothing to send) comes back
+  // when the client is gone by the end.
   boost::asio::awaitable<Answer> handle(const BeastRequest& req, std::string remote = {},
-                                        std::string_view* route_out = nullptr);
+                                        std::string_view* route_out = nullptr,
+                                        service::Client* client = nullptr);
   // `Expect: 100-continue` (RFC 9110 §10.1.1): decides from the header alone (`header`, whose
   // body is not read yet) whether the request is refused whatever its body — the URL, the token
   // (401), the route (404/405), the role or scope (403): then that final answer, counted and
@@ -132,7 +136,7 @@ class Api {
   // they passed (the returned response is then meaningless). handle() is this coroutine itself,
   // not a coroutine around it: every frame of a request that waits stays allocated while it waits.
   boost::asio::awaitable<Answer> serve(const BeastRequest& req, std::string remote, bool* admitted,
-                                       std::string_view* route_out);
+                                       std::string_view* route_out, service::Client* client);
   // The request's Origin when CORS is on and cors_origins allows it, else empty (no allocation).
   std::string_view cors_origin(const BeastRequest& req) const;
   Response cors_preflight(const BeastRequest& req, std::string_view origin) const;

@@ -49,9 +49,12 @@ boost::asio::awaitable<Response> post_acquire(service::LockService& svc, const R
         ICHIDO_FIELD(wait_ms, f.opt_int(core::field::kWaitMs));
         ICHIDO_FIELD(lease_ms, f.opt_int(core::field::kLeaseMs));
         ICHIDO_FIELD(request_id, f.opt_string("request_id"));
-        return service::AcquireLockRequest{
-            ref_of(p), std::move(owner).value_or(""), wait_ms.value_or(0),
-            lease_ms.value_or(core::kLockDefaultLeaseMs), std::move(request_id)};
+        return service::AcquireLockRequest{ref_of(p),
+                                           std::move(owner).value_or(""),
+                                           wait_ms.value_or(0),
+                                           lease_ms.value_or(core::kLockDefaultLeaseMs),
+                                           std::move(request_id),
+                                           req.client};
       });
   if (!cmd.ok()) co_return Response::error(cmd.error());
   auto r = co_await svc.acquire(std::move(*cmd));

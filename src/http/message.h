@@ -17,6 +17,10 @@
 #include "http/json_writer.h"
 #include "ichido/result.h"
 
+namespace ichido::service {
+class Client;
+}
+
 namespace ichido::http {
 
 namespace beast_http = boost::beast::http;
@@ -49,6 +53,10 @@ struct Request {
   // set to the route's success status). Handlers pass it to their admin store command, which
   // writes it in the same transaction as the effect, and then mark the response `audited`.
   std::optional<core::AuditEntry> audit;
+  // The connection of a request that may wait (Api::may_wait), for the services' last look at
+  // whether its client is still there before they grant it something (service/client.h); null
+  // for other requests and outside a server (tests, fuzzing).
+  service::Client* client = nullptr;
 
   // The first value of query parameter `name`, if present.
   const std::string* param(const std::string& name) const {

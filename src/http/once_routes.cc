@@ -113,7 +113,7 @@ boost::asio::awaitable<Response> post_begin(service::OnceService& svc, const Req
   });
   if (!cmd.ok()) co_return Response::error(cmd.error());
   // Named locals, never temporaries inside co_await (g++ 12; see counters_routes.cc).
-  auto r = co_await svc.begin(std::move(*cmd), wait_ms);
+  auto r = co_await svc.begin(std::move(*cmd), wait_ms, req.client);
   if (!r.ok()) co_return Response::error(r.error());
   co_return begin_response(*r);
 }

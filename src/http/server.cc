@@ -1,9 +1,12 @@
 #include "http/server.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/x509.h>
+#include <sys/socket.h>
 
 #include <array>
 #include <boost/asio/as_tuple.hpp>
@@ -39,8 +42,23 @@ namespace beast = boost::beast;
 using tcp = asio::ip::tcp;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
-struct HttpServer::Conn {
+struct HttpServer::Conn final : service::Client {
   explicit Conn(tcp::socket s) : stream(std::move(s)), idle_timer(stream.get_executor()) {}
+  // service::Client, for a request that may wait: the kernel's state of the connection, now —
+  // past any watch callback its I/O thread has not run yet (a lone write on this thread holds it
+  // for a commit, decision 141). Anything but ESTABLISHED means the peer's FIN or reset arrived:
+  // gone, as for the watch (a half-close counts). Then the session sends nothing (client_gone).
+  bool gone() override {
+    if (client_gone) return true;
+    tcp_info info{};
+    socklen_t len = sizeof info;
+    if (!stream.socket().is_open() ||
+        (::getsockopt(stream.socket().native_handle(), IPPROTO_TCP, TCP_INFO, &info, &len) == 0 &&
+         info.tcpi_state != TCP_ESTABLISHED)) {
+      client_gone = true;
+    }
+    return client_gone;
+  }
   beast::tcp_stream stream;
   bool busy = false;  // a request is being read or answered; touched only on its executor
   // Plain TCP's idle timeout (arm_idle_timer): when the current idle read began, whether one is
@@ -56,7 +74,7 @@ struct HttpServer::Conn {
   beast::flat_buffer buffer;
   // The session coroutine's cancellation slot: emitted when the client of a waiting request
   // goes away (plain TCP, watch_plain), which cancels the wait inside the handler.
-  asio::cancellation_signal gone;
+  asio::cancellation_signal gone_signal;
   // watch_plain's state; touched only on its executor.
   std::uint64_t watch_gen = 0;  // a watch whose generation is not this one is over
   bool client_gone = false;
@@ -114,7 +132,7 @@ void watch_plain(std::shared_ptr<HttpServer::Conn> conn, std::size_t limit) {
       if (rec == asio::error::would_block || rec == asio::error::try_again) break;
       if (rec) {  // EOF (also a half-close) or reset: the client went away
         conn->client_gone = true;
-        conn->gone.emit(asio::cancellation_type::terminal);
+        conn->gone_signal.emit(asio::cancellation_type::terminal);
         return;
       }
       buffer.commit(n);
@@ -390,13 +408,13 @@ asio::awaitable<void> HttpServer::accept_loop(tcp::acceptor& acceptor) {
     }
     metrics_.connection_opened();
     auto ex = conn->stream.get_executor();
-    asio::co_spawn(
-        ex, session(conn),
-        asio::bind_cancellation_slot(conn->gone.slot(), [this, id = conn->id](std::exception_ptr) {
-          metrics_.connection_closed();
-          MutexLock lk(mu_);
-          conns_.erase(id);
-        }));
+    asio::co_spawn(ex, session(conn),
+                   asio::bind_cancellation_slot(conn->gone_signal.slot(),
+                                                [this, id = conn->id](std::exception_ptr) {
+                                                  metrics_.connection_closed();
+                                                  MutexLock lk(mu_);
+                                                  conns_.erase(id);
+                                                }));
   }
 }
 
@@ -566,9 +584,9 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
       if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
         // Plain TCP: the light watch (watch_plain).
         watch_plain(conn, limits_.max_header_bytes + limits_.max_body_bytes);
-        res = co_await api_.handle(req, remote, &route);
+        res = co_await api_.handle(req, remote, &route, conn.get());
         ++conn->watch_gen;
-        if (conn->client_gone) break;  // its wait was cancelled; nothing to answer
+        if (conn->client_gone) break;  // gone while it waited; nothing to answer
         boost::system::error_code ignore;
         tcp_layer.socket().cancel(ignore);  // the watch's pending wait
       } else {
@@ -576,12 +594,13 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
         // with the handler (watch_peer), which reads a pipelined request through the stream.
         using namespace asio::experimental::awaitable_operators;
         // Named locals, not temporaries, inside co_await (g++ 12).
-        auto handling = api_.handle(req, remote, &route);
+        auto handling = api_.handle(req, remote, &route, conn.get());
         auto watching =
             watch_peer(stream, buffer, limits_.max_header_bytes + limits_.max_body_bytes);
         auto raced = std::move(handling) || std::move(watching);
         auto outcome = co_await std::move(raced);
-        if (outcome.index() == 1) break;  // the client went away; its wait was cancelled
+        // The client went away: its wait was cancelled, or the service found it gone.
+        if (outcome.index() == 1 || conn->client_gone) break;
         res = std::move(std::get<0>(outcome));
       }
     } else {

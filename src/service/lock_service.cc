@@ -163,7 +163,7 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::take_turn(
   const TimePoint lease_end =
       now + milliseconds(std::max<TimeMs>(0, r->record.lease_expires_at - r->now));
   if (r->acquired) {
-    if (cancelled(cs) && !r->replayed) {
+    if (!r->replayed && client_gone(cs, req.client)) {
       // W5: granted to a client that is gone. Released (unless the client's retry was answered
       // this grant meanwhile: L9) with the turn kept, so the line does not ask the store about a
       // grant on its way out; then the front finds out (turn returned).
@@ -396,7 +396,7 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire_queued(AcquireL
     const TimePoint now = Clock::now();
     if (!r.ok()) {
       if (me) {  // D4; a grant made for it meanwhile is its answer (or released if gone)
-        auto left = co_await leave_queue(req, me, cancelled(cs));
+        auto left = co_await leave_queue(req, me, client_gone(cs, req.client));
         if (left.ok() && left->acquired) co_return left;
       }
       co_return std::move(r).error();
@@ -415,7 +415,7 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire_queued(AcquireL
         if (was_front) poke_front_locked(line, lease_end);  // the next one waits for this lease
         erase_if_idle_locked(key);
       }
-      if (cancelled(cs) && !r->replayed) {  // W5: granted to a client that is gone
+      if (!r->replayed && client_gone(cs, req.client)) {  // W5: granted to a gone client
         co_await release_for_gone_client(req.ref, r->record.token);
         co_return cancelled_error();
       }
@@ -459,7 +459,7 @@ asio::awaitable<Result<AcquireLockOutcome>> LockService::acquire_queued(AcquireL
         }
         expiry = front ? std::min(me->deadline, me->lease_end) : me->deadline;
       }
-      if (leave) co_return co_await leave_queue(req, me, cancelled(cs));  // D3
+      if (leave) co_return co_await leave_queue(req, me, client_gone(cs, req.client));  // D3
       if (poll) break;
       me->timer.expires_at(expiry);
       auto [ec] = co_await me->timer.async_wait(asio::as_tuple(asio::use_awaitable));

@@ -21,6 +21,9 @@
 //       (its turn is held until that release is done). That release is made "for a gone client"
 //       (core/lock.h L9): when the client's retry was answered the grant meanwhile (W6), the
 //       retry holds it and the release changes nothing — in the store, so also across nodes.
+//       Whether the client is gone when a grant comes back is decided by looking at the
+//       connection itself (Client::gone), so a client whose end of stream arrived while the
+//       grant committed is gone, on whatever thread the commit ran (decision 160).
 //   W6. A request with a request_id that would park (or answer "not acquired" at once) first
 //       asks the store whether it is a replay of the current grant (core/lock.h L8): a retry
 //       whose first answer was lost gets that grant at once, without waiting for itself. The
@@ -70,6 +73,7 @@
 
 #include "base/mutex.h"
 #include "ichido/store.h"
+#include "service/client.h"
 
 namespace ichido::service {
 
@@ -84,6 +88,9 @@ struct AcquireLockRequest {
   std::int64_t wait_ms = 0;
   std::int64_t lease_ms = core::kLockDefaultLeaseMs;
   std::optional<std::string> request_id;  // W6
+  // The caller's connection when it may wait, for W5's look before a grant is answered
+  // (service/client.h); null: the coroutine's cancellation alone says whether it is gone.
+  Client* client = nullptr;
 };
 
 struct AcquireLockOutcome {

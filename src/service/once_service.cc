@@ -31,7 +31,8 @@ std::string OnceService::wait_key(const OnceRef& ref) {
 }
 
 boost::asio::awaitable<Result<BeginOnceReply>> OnceService::begin(BeginOnceCmd cmd,
-                                                                  std::int64_t wait_ms) {
+                                                                  std::int64_t wait_ms,
+                                                                  Client* client) {
   using steady = std::chrono::steady_clock;
   if (auto r = validate_once_ref(cmd.ref); !r.ok()) co_return std::move(r).error();
   if (auto r = core::validate_owner(cmd.begin.owner); !r.ok()) co_return std::move(r).error();
@@ -55,7 +56,7 @@ boost::asio::awaitable<Result<BeginOnceReply>> OnceService::begin(BeginOnceCmd c
   // its hand-over would strand the other waiters.
   co_await boost::asio::this_coro::throw_if_cancelled(false);
   boost::asio::cancellation_state cs = co_await boost::asio::this_coro::cancellation_state;
-  auto gone = [&] { return cs.cancelled() != boost::asio::cancellation_type::none; };
+  auto gone = [&] { return client_gone(cs, client); };
 
   const std::string key = wait_key(cmd.ref);
   const auto deadline = steady::now() + std::chrono::milliseconds(wait_ms);
@@ -82,6 +83,10 @@ boost::asio::awaitable<Result<BeginOnceReply>> OnceService::begin(BeginOnceCmd c
       if (undone.ok() && *undone) waits_.notify_one(key);
       co_return Error(errc::internal, "The request was cancelled because its client went away.");
     }
+    if (r->outcome == core::BeginOutcome::acquired && !r->replayed) {
+      // H3: the item changed hands; the others waiting need not sleep past its new lease.
+      waits_.shorten(key, steady::now() + std::chrono::milliseconds(cmd.begin.lease_ms + 1));
+    }
     if (r->outcome != core::BeginOutcome::in_progress) co_return r;
     if (woken && gone()) waits_.notify_one(key);  // H1
     const auto now = steady::now();
@@ -89,6 +94,9 @@ boost::asio::awaitable<Result<BeginOnceReply>> OnceService::begin(BeginOnceCmd c
     // Wake up when the holder's lease lapses, at the latest (+1 ms: the lease is live up to and
     // including lease_expires_at - 1).
     const auto lease_end = now + std::chrono::milliseconds(r->retry_after_ms + 1);
+    // H3: a waiter woken by a notification reads the holder's lease afresh (another node's
+    // holder, say): the others follow it too.
+    if (woken) waits_.shorten(key, lease_end);
     // Woken by a notification that brought nothing for it (another node's change, the re-check,
     // or a newcomer took the item first): it waits again in its old place, at the front.
     auto woke = co_await waits_.wait(key, std::min(deadline, lease_end), seen, /*front=*/woken);
@@ -135,8 +143,13 @@ boost::asio::awaitable<Result<core::OnceRecord>> OnceService::renew(RenewOnceCmd
   if (auto r = validate_once_ref(cmd.ref); !r.ok()) co_return std::move(r).error();
   if (auto r = validate_token(cmd.token); !r.ok()) co_return std::move(r).error();
   if (auto r = core::validate_lease_ms(cmd.lease_ms); !r.ok()) co_return std::move(r).error();
-  co_return co_await call_store<core::OnceRecord>(
+  const std::string key = wait_key(cmd.ref);
+  const auto lease_end =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(cmd.lease_ms + 1);
+  auto r = co_await call_store<core::OnceRecord>(
       [&](auto cb) { store_.renew_once(std::move(cmd), std::move(cb)); });
+  if (r.ok()) waits_.shorten(key, lease_end);  // H3: a renewal may shorten the lease
+  co_return r;
 }
 
 boost::asio::awaitable<Result<core::OnceRecord>> OnceService::get(OnceRef ref) {

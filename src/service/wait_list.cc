@@ -17,6 +17,8 @@ struct WaitList::Waiter {
   asio::steady_timer timer;  // touched only on its executor
   bool notified = false;     // guarded by WaitList::mu_
   bool shutdown = false;     // guarded by WaitList::mu_
+  // When the wait ends unless woken (guarded by WaitList::mu_): shorten() moves it earlier.
+  std::chrono::steady_clock::time_point deadline;
 };
 
 void WaitList::wake(const std::shared_ptr<Waiter>& w) {
@@ -37,7 +39,9 @@ asio::awaitable<Result<WakeReason>> WaitList::wait(const std::string& key,
                                                    std::chrono::steady_clock::time_point deadline,
                                                    std::uint64_t seen_generation, bool front) {
   auto ex = co_await asio::this_coro::executor;
+  const asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
   auto w = std::make_shared<Waiter>(ex);
+  w->deadline = deadline;
   w->timer.expires_at(deadline);
   {
     MutexLock lk(mu_);
@@ -56,10 +60,21 @@ asio::awaitable<Result<WakeReason>> WaitList::wait(const std::string& key,
     }
     ++total_;
   }
-  auto [ec] = co_await w->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  bool cancelled = false;
+  for (;;) {
+    auto [ec] = co_await w->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    MutexLock lk(mu_);
+    if (w->shutdown) co_return WakeReason::shutdown;              // shutdown() already removed it
+    if (w->notified) co_return WakeReason::notified;              // notify_* already removed it
+    cancelled = cs.cancelled() != asio::cancellation_type::none;  // the client went away
+    // Otherwise a stopped timer was shorten()'s: wait again, until the (new) deadline.
+    if (cancelled || ec != asio::error::operation_aborted ||
+        std::chrono::steady_clock::now() >= w->deadline) {
+      break;
+    }
+    w->timer.expires_at(w->deadline);
+  }
   MutexLock lk(mu_);
-  if (w->shutdown) co_return WakeReason::shutdown;  // shutdown() already removed it
-  if (w->notified) co_return WakeReason::notified;  // notify_* already removed it
   auto it = by_key_.find(key);
   if (it != by_key_.end()) {
     auto& q = it->second;
@@ -67,7 +82,7 @@ asio::awaitable<Result<WakeReason>> WaitList::wait(const std::string& key,
     if (q.empty()) by_key_.erase(it);
     --total_;
   }
-  co_return ec == asio::error::operation_aborted ? WakeReason::cancelled : WakeReason::timed_out;
+  co_return cancelled ? WakeReason::cancelled : WakeReason::timed_out;
 }
 
 std::size_t WaitList::notify_front_of_each(std::string_view prefix) {
@@ -111,6 +126,21 @@ std::size_t WaitList::notify_all(const std::string& key) {
   for (auto& w : it->second) wake(w);
   total_ -= n;
   by_key_.erase(it);
+  return n;
+}
+
+std::size_t WaitList::shorten(const std::string& key,
+                              std::chrono::steady_clock::time_point deadline) {
+  MutexLock lk(mu_);
+  auto it = by_key_.find(key);
+  if (it == by_key_.end()) return 0;
+  std::size_t n = 0;
+  for (auto& w : it->second) {
+    if (w->deadline <= deadline) continue;
+    w->deadline = deadline;
+    asio::post(w->timer.get_executor(), [w] { w->timer.cancel(); });
+    ++n;
+  }
   return n;
 }
 

@@ -71,6 +71,11 @@ class WaitList {
   // a notification on every key (all generations move); returns how many were woken. For
   // changes whose exact key is unknown (another node's, decision 075).
   std::size_t notify_front_of_each(std::string_view prefix);
+  // Every waiter of `key` parked until later than `deadline` wakes at `deadline` instead (then
+  // `timed_out`, as at its own deadline), keeping its place: for when the thing it waits for
+  // changes hands and may now lapse sooner (a new holder's shorter lease). Returns how many
+  // were moved.
+  std::size_t shorten(const std::string& key, std::chrono::steady_clock::time_point deadline);
   // Wakes every waiter with `shutdown`; later waits do not park. Idempotent.
   void shutdown();
 

@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -177,6 +180,45 @@ TEST(WaitList, NotifyFrontOfEachWakesTheOldestOfEachMatchingKeyAndFrontKeepsTheP
   EXPECT_EQ(woken.size(), 3u);
   list.shutdown();
   ioc.poll();
+}
+
+// shorten(): waiters parked past the new deadline wake at it (timed_out), keeping their places
+// until then; one parked until earlier is left alone; a waiter whose client goes away after its
+// deadline moved is still told `cancelled`.
+TEST(WaitList, ShortenMovesLaterDeadlinesEarlierOnly) {
+  asio::io_context ioc;
+  WaitList list(100, 1000);
+  std::vector<std::optional<WakeReason>> reasons(3);
+  asio::cancellation_signal gone;
+  const auto far = clock::now() + std::chrono::hours(1);
+  const auto near = clock::now() + std::chrono::hours(1) - std::chrono::minutes(1);
+  for (int i = 0; i < 3; ++i) {
+    auto body = [&, i]() -> asio::awaitable<void> {
+      auto r = co_await list.wait("k", i == 1 ? near : far, list.generation("k"));
+      if (r.ok()) reasons[i] = *r;
+    };
+    if (i == 2) {
+      asio::co_spawn(ioc, body, asio::bind_cancellation_slot(gone.slot(), asio::detached));
+    } else {
+      asio::co_spawn(ioc, body, asio::detached);
+    }
+  }
+  ioc.poll();
+  ASSERT_EQ(list.waiting("k"), 3u);
+  // Moved, but still in the future: nobody wakes, and the places are kept.
+  EXPECT_EQ(list.shorten("k", far - std::chrono::seconds(1)), 2u);  // not the one parked nearer
+  ioc.poll();
+  EXPECT_EQ(list.waiting("k"), 3u);
+  EXPECT_FALSE(reasons[0] || reasons[1] || reasons[2]);
+  gone.emit(asio::cancellation_type::terminal);
+  ioc.poll();
+  EXPECT_EQ(reasons[2], WakeReason::cancelled);
+  // Moved to the past: both left wake now, timed out.
+  EXPECT_EQ(list.shorten("k", clock::now() - std::chrono::milliseconds(1)), 2u);
+  ioc.poll();
+  EXPECT_EQ(reasons[0], WakeReason::timed_out);
+  EXPECT_EQ(reasons[1], WakeReason::timed_out);
+  EXPECT_EQ(list.total(), 0u);
 }
 
 }  // namespace

@@ -7,10 +7,12 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -76,9 +78,31 @@ class RawConn {
     return out;
   }
 
-  // Reads until the server closes the connection or `limit` passes. `closed` tells which.
-  std::string read_all(std::chrono::milliseconds limit, bool* closed = nullptr) {
+  // Whether bytes (or the server's end of stream) are waiting to be read now.
+  bool readable_now() const {
+    pollfd p{fd_, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  }
+
+  // From now on the kernel stamps every segment it receives (SO_TIMESTAMPNS), so that
+  // read_all_stamped() can tell when the first byte of an answer arrived: before or after
+  // something the test did at a known moment (realtime_ns()).
+  void stamp_receives() {
+    int one = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
+  }
+  // CLOCK_REALTIME in nanoseconds: the clock of the kernel's receive stamps.
+  static std::int64_t realtime_ns() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_REALTIME, &ts);
+    return std::int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+  }
+  // read_all(), and when the first byte of what it returns was received by the kernel
+  // (realtime_ns() terms; 0 when nothing came). Needs stamp_receives() before the bytes came.
+  std::string read_all_stamped(std::chrono::milliseconds limit, std::int64_t* first_at_ns,
+                               bool* closed = nullptr) {
     std::string out;
+    *first_at_ns = 0;
     const auto deadline = std::chrono::steady_clock::now() + limit;
     for (;;) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -87,15 +111,37 @@ class RawConn {
       pollfd p{fd_, POLLIN, 0};
       if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
       char buf[65536];
-      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(timespec))];
+      iovec iov{buf, sizeof buf};
+      msghdr m{};
+      m.msg_iov = &iov;
+      m.msg_iovlen = 1;
+      m.msg_control = control;
+      m.msg_controllen = sizeof control;
+      const ssize_t n = ::recvmsg(fd_, &m, 0);
       if (n <= 0) {
         if (closed) *closed = true;
         return out;
+      }
+      if (*first_at_ns == 0) {
+        for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+          if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+            timespec ts{};
+            std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
+            *first_at_ns = std::int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+          }
+        }
       }
       out.append(buf, static_cast<std::size_t>(n));
     }
     if (closed) *closed = false;
     return out;
+  }
+
+  // Reads until the server closes the connection or `limit` passes. `closed` tells which.
+  std::string read_all(std::chrono::milliseconds limit, bool* closed = nullptr) {
+    std::int64_t first_at_ns = 0;
+    return read_all_stamped(limit, &first_at_ns, closed);
   }
 
  private:

@@ -210,6 +210,46 @@ Result<void> raise_token_sequence(Db& db, std::int64_t floor) {
   return raise_token_sequence_impl(db, floor);
 }
 
+Result<void> check_before_writing(const std::string& dir, std::uint64_t quick_check_max_bytes,
+                                  const std::string& vfs) {
+  const std::string db_path = db_path_of(dir);
+  struct stat st {};
+  if (::stat(db_path.c_str(), &st) != 0 || st.st_size == 0) return {};
+  auto damaged = [&](const std::string& what) {
+    return needs_operator(errc::store_corrupt,
+                          db_path + " is damaged (" + what +
+                              "). Restore it from a backup (ichido restore); ichido check --data " +
+                              dir + " lists the problems.");
+  };
+  Db db;
+  if (auto r = db.open_untouched(db_path, vfs); !r.ok()) {
+    if (db.damaged()) return damaged(db.describe());
+    return startup("cannot read " + db_path + ": " + db.describe());
+  }
+  // A failed read says store_corrupt when SQLite found damage (Db::error); the connection's
+  // last code may be gone by then (the statement was reset).
+  auto version = schema_version(db);
+  if (!version.ok()) {
+    if (version.error().code == errc::store_corrupt) return damaged("its schema cannot be read");
+    return startup("cannot read " + db_path + ": " + version.error().message);
+  }
+  if (*version > 0) {
+    if (auto seq = current_token(db); !seq.ok()) {
+      if (seq.error().code == errc::store_corrupt) {
+        return damaged("its token sequence cannot be read");
+      }
+      return startup("cannot read the token sequence of " + db_path + ": " + seq.error().message);
+    }
+  }
+  if (quick_check_max_bytes > 0 &&
+      static_cast<std::uint64_t>(st.st_size) <= quick_check_max_bytes) {
+    auto problems = integrity_check(db, /*quick=*/true, 5);
+    if (!problems.ok()) return std::move(problems).error();
+    if (!problems->empty()) return damaged(problems->front());
+  }
+  return {};
+}
+
 Result<OpenedDir> open_data_dir(Db& db, const std::string& dir, const OpenDirOptions& o,
                                 TimeMs now) {
   std::error_code ec;

@@ -81,6 +81,17 @@ struct OpenedDir {
 Result<OpenedDir> open_data_dir(Db& db, const std::string& dir, const OpenDirOptions& options,
                                 TimeMs now);
 
+// Looks for damage in `dir`'s database before anything is written to the directory: a start
+// that ends in "damaged" leaves every file as it found it — no page, no -wal or -shm file, no
+// identity or token mark (writing into a damaged b-tree may spread the damage, and an operator
+// wants to keep the copy for recovery). Reads, through Db::open_untouched, the schema and the
+// token sequence (what open_data_dir reads before it writes) and, when the file is at most
+// `quick_check_max_bytes` (0: never), runs PRAGMA quick_check over every page. Nothing to do
+// without a database. Errors: store_corrupt (needs_operator) naming the damage, `ichido check`
+// and `ichido restore`; store_unavailable when the file cannot be read.
+Result<void> check_before_writing(const std::string& dir, std::uint64_t quick_check_max_bytes,
+                                  const std::string& vfs = "");
+
 // Moves the token sequence up to `floor` (never down), in the caller's transaction if any.
 Result<void> raise_token_sequence(Db& db, std::int64_t floor);
 

@@ -1,5 +1,7 @@
 #include "store/sqlite/db.h"
 
+#include <sys/stat.h>
+
 #include <cstring>
 
 #include "store/sqlite/wal_buffer_vfs.h"
@@ -132,9 +134,9 @@ Result<void> Db::open(const std::string& path, bool create, const std::string& v
       "configure the database");
 }
 
-Result<void> Db::open_read_only(const std::string& path) {
-  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr) !=
-      SQLITE_OK) {
+Result<void> Db::open_for_reading(const std::string& name, int flags, const std::string& vfs) {
+  if (sqlite3_open_v2(name.c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | flags,
+                      vfs.empty() ? nullptr : vfs.c_str()) != SQLITE_OK) {
     Error e = error("open the database");
     close();
     return e;
@@ -142,6 +144,26 @@ Result<void> Db::open_read_only(const std::string& path) {
   sqlite3_extended_result_codes(db_, 1);
   sqlite3_busy_timeout(db_, 5000);
   return {};
+}
+
+Result<void> Db::open_read_only(const std::string& path) { return open_for_reading(path, 0, ""); }
+
+Result<void> Db::open_untouched(const std::string& path, const std::string& vfs) {
+  struct stat st {};
+  const bool wal = ::stat((path + "-wal").c_str(), &st) == 0 && st.st_size > 0;
+  std::string uri = "file:";
+  for (const char c : path) {  // the characters a URI path must escape (sqlite.org/uri.html)
+    if (c == '%' || c == '?' || c == '#') {
+      static constexpr char kHex[] = "0123456789ABCDEF";
+      uri += '%';
+      uri += kHex[static_cast<unsigned char>(c) >> 4];
+      uri += kHex[static_cast<unsigned char>(c) & 0xf];
+    } else {
+      uri += c;
+    }
+  }
+  uri += wal ? "?mode=ro" : "?mode=ro&immutable=1";
+  return open_for_reading(uri, SQLITE_OPEN_URI, vfs);
 }
 
 Result<Query> Db::query(std::string_view sql) {

@@ -88,6 +88,12 @@ class Db {
   // Opens an existing database for reading only, changing nothing (no pragmas that write):
   // what `ichido check` and `ichido backup` use, also while a server writes the same file.
   Result<void> open_read_only(const std::string& path);
+  // Opens an existing database for reading without writing anything to its directory: no lock,
+  // no -wal or -shm file is created (SQLite's immutable mode) — unless a WAL with frames is
+  // there, which must be read (it may hold committed changes the main file lacks): then SQLite
+  // reads it as any reader does, rebuilding its index in the -shm file if needed. For looking at
+  // a store that may be damaged before anything is written to it (data_dir.h).
+  Result<void> open_untouched(const std::string& path, const std::string& vfs = "");
   void close();
 
   // A cached statement for `sql`, prepared on first use (the cache is keyed by the SQL text).
@@ -116,6 +122,9 @@ class Db {
   bool in_transaction() const { return db_ && !sqlite3_get_autocommit(db_); }
 
  private:
+  // sqlite3_open_v2 read-only (plus `flags`) with the settings every connection gets.
+  Result<void> open_for_reading(const std::string& name, int flags, const std::string& vfs);
+
   sqlite3* db_ = nullptr;
   std::function<void()> on_damage_;
   struct TextHash {

@@ -408,6 +408,33 @@ TEST_F(SqliteFaultTest, ADiskFullBatchChangesNothingAndTheStoreGoesOn) {
   EXPECT_EQ(KeysAfterRestart(), (std::vector<std::string>{"gate", "d"}));
 }
 
+// A write refused for lack of space makes the store not ready (a load balancer stops sending
+// writes here) while it stays healthy (the process is fine); a write that succeeds makes it
+// ready again. Free space alone counts only a second after the failure: right after it, the
+// store is not ready whatever the file system says.
+TEST_F(SqliteFaultTest, AWriteRefusedForLackOfSpaceMakesTheStoreNotReadyUntilAWriteSucceeds) {
+  auto s = Open();
+  ASSERT_TRUE(s);
+  MakeCounter(*s);
+  ASSERT_TRUE(s->check_ready().ok());
+  fault_plan().disk_full.store(true);
+  auto refused = SyncStore(*s).next(Next("a"));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, errc::store_unavailable);
+  auto ready = s->check_ready();
+  ASSERT_FALSE(ready.ok()) << "ready while writes are refused for lack of space";
+  EXPECT_EQ(ready.error().code, errc::store_unavailable);
+  EXPECT_NE(ready.error().message.find("is full"), std::string::npos) << ready.error().message;
+  EXPECT_TRUE(s->check_health().ok()) << "a full disk is not fatal";
+  auto read = SyncStore(*s).get_counter(Ref());
+  EXPECT_TRUE(read.ok()) << "reads go on";
+  fault_plan().disk_full.store(false);
+  EXPECT_FALSE(s->check_ready().ok()) << "nothing has been written since";
+  auto written = SyncStore(*s).next(Next("b"));
+  ASSERT_TRUE(written.ok()) << written.error().message;
+  EXPECT_TRUE(s->check_ready().ok()) << s->check_ready().error().message;
+}
+
 // The writer keeps the open once records it read or wrote (WriterCache::open_once_): a failed
 // batch must take its changes out of that memory too. A `fail` (retry) that a full disk refused
 // left the record processing under its holder; another owner's begin is told it is in progress

@@ -81,6 +81,8 @@ Result<void> SqliteStore::start() {
                    " is in use by another ichido process (it holds " + lock_path + ")");
   }
   db_path_ = db_path_of(opt_.dir);
+  // Damage first, before anything is written (data_dir.h): a damaged store is left as found.
+  ICHIDO_TRY(check_before_writing(opt_.dir, opt_.quick_check_max_bytes, opt_.vfs));
   write_db_ = std::make_unique<Db>();
   OpenDirOptions dir_opt;
   dir_opt.init = opt_.init;
@@ -91,19 +93,6 @@ Result<void> SqliteStore::start() {
   identity_ = opened->identity;
   reserved_token_ = opened->identity.token_high_water;
   token_floor_ = opened->read_only ? opened->token_floor : 0;
-  struct stat st {};
-  if (opt_.quick_check_max_bytes > 0 && ::stat(db_path_.c_str(), &st) == 0 &&
-      static_cast<std::uint64_t>(st.st_size) <= opt_.quick_check_max_bytes) {
-    auto damage = integrity_check(*write_db_, /*quick=*/true, 5);
-    if (!damage.ok()) return std::move(damage).error();
-    if (!damage->empty()) {
-      return Error(errc::store_corrupt,
-                   db_path_ + " is damaged (" + damage->front() +
-                       "). Restore it from a backup (ichido restore); ichido check --data " +
-                       opt_.dir + " lists the problems.")
-          .with("needs_operator", std::string("true"));
-    }
-  }
   write_db_->set_on_damage([this] { corrupt_.store(true); });
   read_only_.store(sqlite3_db_readonly(write_db_->raw(), "main") == 1);
   ICHIDO_TRY(open_keys());
@@ -399,6 +388,7 @@ std::optional<Error> SqliteStore::commit_batch(std::vector<Job>& batch) {
                                      .count()));
   if (commit_error) {
     Error e = std::move(*commit_error);
+    note_failed_write(rc);
     if (db.read_only()) read_only_.store(true);
     cache_.clear();
     if (db.in_transaction()) (void)db.exec("ROLLBACK", "roll back");
@@ -437,10 +427,21 @@ std::optional<Error> SqliteStore::commit_batch(std::vector<Job>& batch) {
     }
   }
   read_only_.store(false);
+  no_space_.store(false);
   token_floor_ = 0;
   commits_.fetch_add(1);
   committed_commands_.fetch_add(batch.size());
   return std::nullopt;
+}
+
+void SqliteStore::note_failed_write(int rc) {
+  if ((rc & 0xff) != SQLITE_FULL) return;
+  struct statvfs fs {};
+  const std::uint64_t free_bytes =
+      ::statvfs(opt_.dir.c_str(), &fs) == 0 ? std::uint64_t{fs.f_bavail} * fs.f_frsize : 0;
+  no_space_free_.store(free_bytes);
+  no_space_at_.store(opt_.clock->now_ms());
+  no_space_.store(true);
 }
 
 void SqliteStore::finish_batch(std::vector<Job>& batch, const std::optional<Error>& outcome) {
@@ -468,6 +469,7 @@ SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs no
                                               std::optional<Error>& failure) {
   Db& db = *write_db_;
   auto give_up = [&](const Error& e) {
+    note_failed_write(sqlite3_extended_errcode(db.raw()));
     cache_.clear();
     if (db.in_transaction()) (void)db.exec("ROLLBACK", "roll back");
     keys_->rollback_batch();
@@ -844,13 +846,23 @@ Result<void> SqliteStore::check_ready() {
                  "The store cannot write: " + db_path_ +
                      " or its directory is read-only; an operator must make it writable.");
   }
-  if (opt_.min_free_disk > 0) {
+  if (opt_.min_free_disk > 0 || no_space_.load()) {
     struct statvfs fs {};
-    if (::statvfs(opt_.dir.c_str(), &fs) == 0) {
-      const std::uint64_t free_bytes = static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
-      if (free_bytes < opt_.min_free_disk) {
-        return unavailable("less free disk than --min-free-disk (" + std::to_string(free_bytes) +
-                           " < " + std::to_string(opt_.min_free_disk) + " bytes)");
+    const bool known = ::statvfs(opt_.dir.c_str(), &fs) == 0;
+    const std::uint64_t free_bytes = known ? std::uint64_t{fs.f_bavail} * fs.f_frsize : 0;
+    if (known && free_bytes < opt_.min_free_disk) {
+      return unavailable("less free disk than --min-free-disk (" + std::to_string(free_bytes) +
+                         " < " + std::to_string(opt_.min_free_disk) + " bytes)");
+    }
+    // After a write that failed for lack of space: not ready until a write succeeds, or until
+    // space has come back (then the next write tells).
+    if (no_space_.load()) {
+      const bool came_back = known && opt_.clock->now_ms() - no_space_at_.load() >= 1000 &&
+                             free_bytes >= no_space_free_.load() + kNoSpaceRecovered;
+      if (!came_back) {
+        return unavailable("the disk of " + opt_.dir +
+                           " is full: a write failed for lack of space, and none has succeeded "
+                           "since; free some space");
       }
     }
   }

@@ -19,7 +19,10 @@
 //     fsync the file's state is not known, and carrying on could acknowledge writes that are not
 //     durable. check_health() then fails (/healthz 503), so a supervisor restarts the process.
 //   - Disk full: the batch is rolled back (all its jobs 503, nothing changed) and the store keeps
-//     serving; space may come back.
+//     serving; space may come back. Until a write succeeds again check_ready() fails (/readyz
+//     503, /healthz stays 200), so that a load balancer stops sending writes here — or until,
+//     a second or more after the failure, the file system has kNoSpaceRecovered more bytes free
+//     than it had then: space came back, and a node nobody writes to any more says so.
 //   - Damage (SQLITE_CORRUPT/NOTADB) on any connection: that call answers store_corrupt and the
 //     store is unhealthy (/healthz and /readyz 503) until an operator acts.
 //   - Read-only (file, directory or mount): writes answer 503 saying so, /readyz fails; a later
@@ -109,7 +112,8 @@ struct Options {
   // Readiness fails while the data directory's file system has less free space than this
   // (0: never; writes still fail cleanly when the disk is full).
   std::uint64_t min_free_disk = 0;
-  // PRAGMA quick_check at open when the database is at most this large (0: never).
+  // PRAGMA quick_check at open, before anything is written (data_dir.h check_before_writing),
+  // when the database is at most this large (0: never).
   std::uint64_t quick_check_max_bytes = 256ull << 20;
   int readers = 2;                 // read threads / connections
   std::size_t max_batch = 1024;    // jobs per commit at most
@@ -136,6 +140,10 @@ struct Options {
   // server logs them). May be called from the snapshot thread.
   std::function<void(const std::string&)> on_notice;
 };
+
+// check_ready() after a failed write for lack of space: space came back once the file system has
+// this many more bytes free than it had then (and a second has passed).
+inline constexpr std::uint64_t kNoSpaceRecovered = 1u << 20;
 
 class SqliteStore final : public TableStore {
   friend class SqliteStoreTestPeer;  // tests submit hand-made jobs
@@ -191,6 +199,9 @@ class SqliteStore final : public TableStore {
   Attempt apply_batch(std::vector<Job>& batch, TimeMs now, bool isolate,
                       std::optional<Error>& failure);
   Result<void> reserve_tokens();  // data_dir.h D4, before COMMIT
+  // After a failed write whose SQLite code is `rc`: lack of space (SQLITE_FULL) makes the store
+  // not ready until a write succeeds (see "Disk full" above).
+  void note_failed_write(int rc);
 
   // Constant after construction.
   const Options opt_;
@@ -229,6 +240,12 @@ class SqliteStore final : public TableStore {
   std::atomic<bool> failed_{false};   // a commit failed with an I/O error: no more writes
   std::atomic<bool> corrupt_{false};  // some connection found damage
   std::atomic<bool> read_only_{false};
+  // A write failed for lack of space (SQLITE_FULL) and none has succeeded since: /readyz says
+  // not ready. When, in the store's clock (ms), and how many bytes the file system had free
+  // then; check_ready() also takes space that came back as ready (no_space_ready).
+  std::atomic<bool> no_space_{false};
+  std::atomic<TimeMs> no_space_at_{0};
+  std::atomic<std::uint64_t> no_space_free_{0};
   std::atomic<std::uint64_t> commits_{0};
   std::atomic<std::uint64_t> committed_commands_{0};
   std::atomic<std::uint64_t> failed_commits_{0};

@@ -52,6 +52,20 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
                   "(default: --store). Give the database itself when --store is a PgBouncer in "
                   "transaction mode, which cannot carry LISTEN (env ICHIDO_LISTEN_STORE)")
       ->envname("ICHIDO_LISTEN_STORE");
+  cmd->add_option_function<std::string>(
+      "--store-timeout",
+      [cfg](const std::string& text) {
+        auto ms = parse_duration_ms(text);
+        if (!ms || *ms < 1000 || *ms > 600000) {
+          throw CLI::ValidationError("--store-timeout",
+                                     "'" + text + "' is not a duration from 1s to 10m like 5s");
+        }
+        cfg->store_timeout_ms = *ms;
+      },
+      "With --store: the longest a request waits for PostgreSQL (default 5s); then it answers "
+      "503 store_unavailable (details.outcome \"unknown\" when its commit may have happened: "
+      "retry with the same key). A node whose database stops answering also reports /readyz 503 "
+      "within about 3 s, and is ready again a moment after the database answers");
   cmd->add_flag("--store-no-prepare", cfg->store_no_prepare,
                 "Send PostgreSQL statements unnamed instead of preparing them once per "
                 "connection: needed behind PgBouncer older than 1.21 in transaction pooling mode");

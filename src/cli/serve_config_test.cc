@@ -94,6 +94,23 @@ TEST_F(ServeConfigFile, FillsTheConfigAndFlagsWin) {
   EXPECT_EQ(served_.max_connections, 20u);
 }
 
+// --store-timeout: 5 s unless told; a duration from the settings file or the command line; out
+// of 1s–10m a usage error naming it.
+TEST_F(ServeConfigFile, StoreTimeoutIsADurationWithADefaultOfFiveSeconds) {
+  ASSERT_FALSE(parse({"serve"}).has_value()) << serr_.str();
+  EXPECT_EQ(cli_.run(out_), 0);
+  EXPECT_EQ(served_.store_timeout_ms, 5000);
+  write("store-timeout = 2s\n");
+  ASSERT_FALSE(parse({"serve", "--config", path_}).has_value()) << serr_.str();
+  EXPECT_EQ(cli_.run(out_), 0);
+  EXPECT_EQ(served_.store_timeout_ms, 2000);
+  ASSERT_FALSE(parse({"serve", "--store-timeout", "1500ms"}).has_value()) << serr_.str();
+  EXPECT_EQ(cli_.run(out_), 0);
+  EXPECT_EQ(served_.store_timeout_ms, 1500);
+  EXPECT_EQ(parse({"serve", "--store-timeout", "100ms"}), kExitUsage);
+  EXPECT_NE(serr_.str().find("--store-timeout"), std::string::npos) << serr_.str();
+}
+
 TEST_F(ServeConfigFile, UnknownKeyIsAUsageErrorNamingKeyAndLine) {
   write("listen = \"0.0.0.0:9000\"\n\nlisten-port = 7\n");
   EXPECT_EQ(parse({"serve", "--config", path_}), kExitUsage);

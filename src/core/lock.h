@@ -6,8 +6,13 @@
 // Invariants a store must keep (the conformance suite checks each):
 //   L1. A lock has at most one record; a record names exactly one holder (owner, token, lease end).
 //   L2. Tokens are drawn from the store's one durable sequence in the transaction that grants the
-//       lock, so every grant of a lock carries a token larger than every earlier grant of any lock
-//       or once record, across restarts.
+//       lock, so every token is unique in the store and every grant of a lock carries a token
+//       larger than every earlier grant of that lock, across restarts — what API.md promises and
+//       what a guarded resource relies on. On every store. Across different locks and once records
+//       the order of grants and of tokens agree only where one writer draws them (the embedded
+//       and memory stores); PostgreSQL's write connections and nodes draw tokens ahead in their
+//       own transactions, so a later grant of another lock may carry a smaller token (decision
+//       071).
 //   L3. A lock is *held* exactly when it has a record and now < lease_expires_at. GET, list and
 //       `?token=` answers use this definition only: a lapsed record is never reported as held.
 //   L4. acquire grants only when the lock is not held (no record, or a lapsed one); a grant

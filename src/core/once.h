@@ -15,8 +15,10 @@
 //       completed record never changes again; only reset or the retention purge remove it.
 //   O5. dead: finished_at is set, no result. holder_done = true when the holder's own `fail`
 //       killed it; false when its lease lapsed on the last attempt (last_error "lease expired").
-//   O6. `token` changes only on acquisition, to a value larger than every token the store has
-//       handed out before (its sequence is shared by locks and once records, and durable).
+//   O6. `token` changes only on acquisition, to a fresh value of the store's durable sequence
+//       (shared by locks and once records): unique in the store, and larger than every token
+//       this record had before, across restarts. (Larger than every token of other records only
+//       where one writer draws them: lock.h L2.)
 //   O7. `fingerprint` is the one of the begin that created the record (absent: never checked).
 //   O8. `request_id` is the one of the begin that made the latest acquisition. A begin with the
 //       same owner and request_id while that acquisition is still processing (live, or lapsed

@@ -24,6 +24,9 @@ struct ServeConfig {
   // The LISTEN connection's URL (empty: store_url): the database itself when store_url is a
   // PgBouncer in transaction mode, where LISTEN does not work (decision 075).
   std::string listen_store_url;
+  // With store_url: a request waits for the database at most this long, then answers 503
+  // store_unavailable (details.outcome "unknown" when its commit had been sent) (--store-timeout).
+  std::int64_t store_timeout_ms = 5000;
   bool no_auth = false;       // accept calls without a token; only when listening on loopback
   bool metrics_open = false;  // /metrics without a token
   std::string tls_cert;       // PEM certificate chain; with tls_key: serve HTTPS only

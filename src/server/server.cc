@@ -198,6 +198,12 @@ Result<std::unique_ptr<store::TableStore>> open_store(const ServerLog& log,
   o.schema = cfg.store_schema;
   o.lanes = cfg.store_connections;
   o.listen_url = cfg.listen_store_url;
+  // A request's time bound; a lock held elsewhere is waited for a quarter of it (a batch may
+  // wait twice: the second time only for the jobs that need that lock), and a transaction this
+  // node leaves idle (cut off mid-batch) holds its locks on other nodes at most the bound.
+  o.timeout_ms = static_cast<int>(cfg.store_timeout_ms);
+  o.lock_timeout_ms = std::max(100, o.timeout_ms / 4);
+  o.idle_in_tx_timeout_ms = o.timeout_ms;
   o.statements = cfg.store_no_prepare ? store::postgres::PgConn::Mode::unnamed
                                       : store::postgres::PgConn::Mode::prepared;
   // The store this node served before (decision 134): never replaced by a new, empty one

@@ -1,3 +1,5 @@
+// Proxies that lose traffic the way a flaky network does.
+//
 // AnswerDroppingProxy: a TCP proxy that loses answers the way a flaky network does. It forwards
 // one HTTP request to the server, reads the server's whole answer (so the server has committed
 // and answered — from its side the exchange succeeded) and then closes the client's connection
@@ -17,30 +19,35 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace ichido::testing {
+
+// A listening socket on 127.0.0.1 and a port the kernel picks (`*port`); -1 when it fails.
+inline int listen_on_loopback(int backlog, std::uint16_t* port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, backlog) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
 
 class AnswerDroppingProxy {
  public:
   explicit AnswerDroppingProxy(std::uint16_t server_port) : server_port_(server_port) {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = 0;
-    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-        ::listen(listen_fd_, 16) != 0) {
-      ::close(listen_fd_);
-      listen_fd_ = -1;
-      return;
-    }
-    socklen_t len = sizeof a;
-    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-    thread_ = std::thread([this] { run(); });
+    listen_fd_ = listen_on_loopback(16, &port_);
+    if (listen_fd_ >= 0) thread_ = std::thread([this] { run(); });
   }
   ~AnswerDroppingProxy() {
     stop_.store(true);
@@ -123,6 +130,103 @@ class AnswerDroppingProxy {
   std::atomic<int> answers_{0};
   mutable std::mutex mu_;
   std::string last_;  // guarded by mu_
+};
+
+// BlackHoleProxy: a TCP proxy (listens on 127.0.0.1, port 0) to a local port that can be cut
+// like a cable. cut(): no byte moves either way any more — no reset, no FIN; what is sent just
+// stays unanswered, and a new connection is taken by the kernel's backlog but gets nothing.
+// restore(): bytes move again, what was held first (as TCP delivers what it retransmits once a
+// path is back). Many connections, both directions, one thread.
+// Lifecycle: construct → port() → destroy (joins, closes every connection).
+// Thread-safety: cut()/restore() from any thread.
+class BlackHoleProxy {
+ public:
+  explicit BlackHoleProxy(std::uint16_t target_port) : target_port_(target_port) {
+    listen_fd_ = listen_on_loopback(128, &port_);
+    if (listen_fd_ >= 0) thread_ = std::thread([this] { run(); });
+  }
+  ~BlackHoleProxy() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+    for (const auto& [from, to] : peer_) ::close(from);
+    if (listen_fd_ >= 0) ::close(listen_fd_);
+  }
+  BlackHoleProxy(const BlackHoleProxy&) = delete;
+  BlackHoleProxy& operator=(const BlackHoleProxy&) = delete;
+
+  bool ok() const { return listen_fd_ >= 0; }
+  std::uint16_t port() const { return port_; }
+  void cut() { cut_.store(true); }
+  void restore() { cut_.store(false); }
+
+ private:
+  void run() {
+    char buf[65536];
+    while (!stop_.load()) {
+      if (cut_.load()) {  // nothing is read, accepted or written: the bytes wait in the kernel
+        ::poll(nullptr, 0, 10);
+        continue;
+      }
+      std::vector<pollfd> fds{{listen_fd_, POLLIN, 0}};
+      for (const auto& [from, to] : peer_) fds.push_back({from, POLLIN, 0});
+      if (::poll(fds.data(), fds.size(), 10) <= 0) continue;
+      if (fds[0].revents & POLLIN) accept_one();
+      for (std::size_t i = 1; i < fds.size(); ++i) {
+        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        const int from = fds[i].fd;
+        auto it = peer_.find(from);
+        if (it == peer_.end()) continue;  // closed meanwhile with its peer
+        const ssize_t n = ::recv(from, buf, sizeof buf, 0);
+        if (n <= 0) {
+          close_pair(from);
+          continue;
+        }
+        if (!send_all(it->second, buf, static_cast<std::size_t>(n))) close_pair(from);
+      }
+    }
+  }
+  void accept_one() {
+    const int client = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (client < 0) return;
+    const int server = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(target_port_);
+    if (::connect(server, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      ::close(client);
+      ::close(server);
+      return;
+    }
+    peer_[client] = server;
+    peer_[server] = client;
+  }
+  static bool send_all(int fd, const char* p, std::size_t n) {
+    while (n > 0) {
+      const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+      if (w <= 0) return false;
+      p += w;
+      n -= static_cast<std::size_t>(w);
+    }
+    return true;
+  }
+  void close_pair(int fd) {
+    auto it = peer_.find(fd);
+    if (it == peer_.end()) return;
+    const int other = it->second;
+    peer_.erase(fd);
+    peer_.erase(other);
+    ::close(fd);
+    ::close(other);
+  }
+
+  const std::uint16_t target_port_;
+  int listen_fd_ = -1;
+  std::uint16_t port_ = 0;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> cut_{false};
+  std::map<int, int> peer_;  // the run thread's: each socket and the one it forwards to
 };
 
 }  // namespace ichido::testing

@@ -1,15 +1,20 @@
 // The database fails under the nodes (decision 073): PostgreSQL stopped and restarted under load, a
 // primary killed and its synchronous standby promoted, a COMMIT whose answer is lost, and the
-// nodes behind PgBouncer in transaction pooling mode. Each test runs a cluster of its own
-// (scripts/pg-test-cluster) and real `ichido serve` processes; nodes are never restarted.
+// nodes behind PgBouncer in transaction pooling mode, one node cut off from the database by a
+// network that drops its packets. Each test runs real `ichido serve` processes, most on a cluster
+// of their own (scripts/pg-test-cluster); nodes are never restarted.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
+#include <iostream>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include "api_client.h"
+#include "dropping_proxy.h"
 #include "nodes_util.h"
 #include "pg_cluster.h"
 #include "server_process.h"
@@ -168,6 +173,130 @@ TEST(PgFailure, ACommitWhoseAnswerIsLostIs503OutcomeUnknownAndAKeyedRetryAnswers
   EXPECT_EQ(retry.num("value"), 1);
   EXPECT_TRUE(retry.at("replayed").as_bool()) << retry.body;
   EXPECT_TRUE(eventually([&] { return readyz(d.node(0)) == 200; }));
+}
+
+// The port of a postgresql://user@host:PORT/db URL (0 when it has none).
+int port_of(const std::string& url) {
+  const auto at = url.find('@');
+  const auto colon = url.find(':', at == std::string::npos ? 0 : at);
+  return colon == std::string::npos ? 0 : std::atoi(url.c_str() + colon + 1);
+}
+
+// One node reaches PostgreSQL through a network that silently drops its packets for a while (a
+// cut cable: no reset, no refusal); another reaches it directly. The cut node reports /readyz 503
+// within 3 s by its heartbeat alone; requests sent at a cut answer within its --store-timeout
+// (2 s here) with 503 store_unavailable (details.outcome "unknown" only where a commit may have
+// happened), reads and renewals too, instead of hanging until the path is back, and later ones at
+// once; the other node goes on. When the path is back the cut node is ready again within a few
+// seconds, and a keyed retry of the write it refused is answered exactly once.
+TEST(PgFailure, ANodeCutOffFromPostgresSaysSoAndAnswersWithinItsBound) {
+  TempDir dir;
+  ServerProcess direct(dir.path() + "/direct");
+  std::string err;
+  ASSERT_TRUE(direct.start(&err)) << err;
+  BlackHoleProxy proxy(static_cast<std::uint16_t>(port_of(direct.store_url())));
+  ASSERT_TRUE(proxy.ok());
+  std::string via = direct.store_url();
+  via.replace(via.find(std::to_string(port_of(via))), std::to_string(port_of(via)).size(),
+              std::to_string(proxy.port()));
+  ServerProcess cut(dir.path() + "/cut", {"--store-timeout", "2s"});
+  cut.set_store(via, direct.store_schema());
+  ASSERT_TRUE(cut.start(&err)) << err;
+  ApiClient a(cut.url(), "shop"), b(direct.url(), "shop");
+  ASSERT_EQ(b.create("n", R"({"start":0,"max":999999,"format":"{seq}"})").status, 201);
+  ASSERT_EQ(b.create("m", R"({"start":0,"max":999999,"format":"{seq}"})").status, 201);
+  ASSERT_EQ(a.next("n", "before").status, 200);
+  auto held = a.send("POST", "/v1/ns/shop/locks/L/acquire",
+                     R"({"owner":"cut-node-client","lease_ms":60000})");
+  ASSERT_TRUE(held.at("acquired").as_bool()) << held.body;
+  ASSERT_EQ(readyz(cut), 200);
+
+  using steady = std::chrono::steady_clock;
+  // The heartbeat alone (nothing else asks the database): not ready within 3 s of the cut, and
+  // ready again soon after the path is back.
+  proxy.cut();
+  auto cut_at = steady::now();
+  EXPECT_TRUE(eventually([&] { return readyz(cut) == 503; }, milliseconds(3000)))
+      << "still ready " << std::chrono::duration_cast<milliseconds>(steady::now() - cut_at).count()
+      << " ms after the cut";
+  std::cout << "[ info ] heartbeat: not ready "
+            << std::chrono::duration_cast<milliseconds>(steady::now() - cut_at).count()
+            << " ms after the cut\n";
+  EXPECT_EQ(readyz(direct), 200);
+  proxy.restore();
+  ASSERT_TRUE(eventually([&] { return readyz(cut) == 200; }, milliseconds(10000)));
+
+  // Requests sent at a cut (before anything noticed it) answer within the bound.
+  proxy.cut();
+  cut_at = steady::now();
+  auto timed = [](auto call) {
+    const auto t0 = steady::now();
+    Reply r = call();
+    return std::make_pair(r, std::chrono::duration_cast<milliseconds>(steady::now() - t0).count());
+  };
+  Reply write, renew, read;
+  long write_ms = 0, renew_ms = 0, read_ms = 0;
+  std::vector<std::thread> threads;
+  {
+    JoinAtExit join{threads};
+    threads.emplace_back(
+        [&] { std::tie(write, write_ms) = timed([&] { return a.next("n", "during"); }); });
+    threads.emplace_back([&] {
+      ApiClient c(cut.url(), "shop");
+      std::tie(renew, renew_ms) = timed([&] {
+        return c.send("POST", "/v1/ns/shop/locks/L/renew",
+                      R"({"token":)" + std::to_string(held.num("token")) + R"(,"lease_ms":60000})");
+      });
+    });
+    threads.emplace_back([&] {
+      ApiClient c(cut.url(), "shop");
+      std::tie(read, read_ms) = timed([&] { return c.get("n"); });
+    });
+    EXPECT_TRUE(eventually([&] { return readyz(cut) == 503; }, milliseconds(3000)))
+        << "still ready "
+        << std::chrono::duration_cast<milliseconds>(steady::now() - cut_at).count()
+        << " ms after the cut";
+
+    EXPECT_EQ(readyz(direct), 200);
+    EXPECT_EQ(b.next("m", "elsewhere").status, 200) << "the other node goes on";
+  }
+  std::cout << "[ info ] answered after the cut: write " << write_ms << " ms, renew " << renew_ms
+            << " ms, read " << read_ms << " ms\n";
+  for (const auto& [what, r, ms] :
+       {std::tuple{"write", write, write_ms}, std::tuple{"renew", renew, renew_ms},
+        std::tuple{"read", read, read_ms}}) {
+    EXPECT_EQ(r.status, 503) << what << ": " << r.body << r.transport_error;
+    EXPECT_EQ(r.error_code(), "store_unavailable") << what << ": " << r.body;
+    EXPECT_LT(ms, 3000) << what << " answered after " << ms << " ms (--store-timeout 2s)";
+    if (r.json.is_object() && r.json.as_object().contains("error")) {
+      const auto& details = r.at("error").at("details").as_object();
+      if (details.contains("outcome")) {
+        EXPECT_EQ(details.at("outcome"), "unknown") << what;
+      }
+    }
+  }
+  // Still cut: later requests answer at once, not after the bound each.
+  auto [again, again_ms] = timed([&] { return a.next("n", "during"); });
+  EXPECT_EQ(again.status, 503) << again.body;
+  EXPECT_LT(again_ms, 1000);
+
+  proxy.restore();
+  const auto back_at = steady::now();
+  EXPECT_TRUE(eventually([&] { return readyz(cut) == 200; }, milliseconds(10000)));
+  const auto back_ms = std::chrono::duration_cast<milliseconds>(steady::now() - back_at).count();
+  std::cout << "[ info ] a request during the cut, later: " << again_ms << " ms; ready again "
+            << back_ms << " ms after the path came back\n";
+  EXPECT_LT(back_ms, 5000) << "ready again only this long after the path came back";
+  Reply retried;
+  ASSERT_TRUE(eventually([&] {
+    retried = a.next("n", "during");
+    return retried.status == 200;
+  })) << retried.body;
+  auto issued = b.issued_by_key("n", "during");
+  ASSERT_EQ(issued.status, 200) << issued.body;
+  EXPECT_EQ(issued.at("items").as_array().size(), 1u) << issued.body;
+  EXPECT_EQ(issued.at("items").as_array()[0].at("value").to_number<std::int64_t>(),
+            retried.num("value"));
 }
 
 // The protocol-level cause of reads that hung behind PgBouncer (transaction pooling): a

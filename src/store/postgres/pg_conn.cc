@@ -55,7 +55,7 @@ PgFailure classify_sqlstate(std::string_view s) {
                                     // internal
   }
   if (s == "25006") return PgFailure::unavailable;  // read-only transaction: a standby, or demoted
-  if (s == "55P03") return PgFailure::unavailable;  // lock wait timed out (lock_timeout)
+  if (s == "55P03") return PgFailure::busy;         // a lock wait timed out (lock_timeout)
   if (s == "55000" || s == "55006") return PgFailure::unavailable;  // object not in state / in use
   if (s == "26000") return PgFailure::unavailable;  // prepared statement unknown (a pooler)
   if (s == "42P01" || s == "3F000" || s == "42501") {
@@ -337,8 +337,25 @@ Result<void> PgConn::wait_results() {
   return {};
 }
 
+SteadyClock::time_point PgConn::wait_until(bool* by_deadline) const {
+  const auto io = SteadyClock::now() + std::chrono::milliseconds(settings_.io_timeout_ms);
+  *by_deadline = deadline_ && *deadline_ < io;
+  return *by_deadline ? *deadline_ : io;
+}
+
+void PgConn::note_wait_ended(bool by_deadline, const std::string& why) {
+  if (by_deadline) {
+    deadline_passed_ = true;
+    note_broken("no answer within the request's time bound (--store-timeout)",
+                /*timed_out=*/true);
+  } else {
+    note_broken(why, /*timed_out=*/true);
+  }
+}
+
 Result<void> PgConn::flush() {
-  const auto deadline = SteadyClock::now() + std::chrono::milliseconds(settings_.io_timeout_ms);
+  bool by_deadline = false;
+  const auto deadline = wait_until(&by_deadline);
   for (;;) {
     const int r = PQflush(conn_);
     if (r == 0) return {};
@@ -348,8 +365,8 @@ Result<void> PgConn::flush() {
     }
     const int left = poll_ms_until(deadline - SteadyClock::now());
     if (left == 0) {
-      note_broken("the server took no data for " + std::to_string(settings_.io_timeout_ms) + " ms",
-                  /*timed_out=*/true);
+      note_wait_ended(by_deadline, "the server took no data for " +
+                                       std::to_string(settings_.io_timeout_ms) + " ms");
       return current_error();
     }
     pollfd p{PQsocket(conn_), POLLOUT | POLLIN, 0};
@@ -366,12 +383,13 @@ Result<void> PgConn::flush() {
 }
 
 Result<PGresult*> PgConn::next_result() {
-  const auto deadline = SteadyClock::now() + std::chrono::milliseconds(settings_.io_timeout_ms);
+  bool by_deadline = false;
+  const auto deadline = wait_until(&by_deadline);
   while (PQisBusy(conn_)) {
     const int left = poll_ms_until(deadline - SteadyClock::now());
     if (left == 0) {
-      note_broken("no answer within " + std::to_string(settings_.io_timeout_ms) + " ms",
-                  /*timed_out=*/true);
+      note_wait_ended(by_deadline,
+                      "no answer within " + std::to_string(settings_.io_timeout_ms) + " ms");
       return current_error();
     }
     pollfd p{PQsocket(conn_), POLLIN, 0};

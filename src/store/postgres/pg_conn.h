@@ -46,9 +46,11 @@ namespace ichido::store::postgres {
 enum class PgFailure {
   none,
   retry,        // 40001 serialization failure, 40P01 deadlock: the transaction can run again
+  busy,         // 55P03: a row or key lock was held by another transaction past lock_timeout —
+                // that record's trouble, not the database's: the connection is fine
   statement,    // the statement failed (a bug, bad data); the connection is fine
-  unavailable,  // the server cannot serve now (down, shutting down, read-only, disk full, lock
-                // wait timeout) or the connection is gone: nothing was changed, retry later
+  unavailable,  // the server cannot serve now (down, shutting down, read-only, disk full) or
+                // the connection is gone: nothing was changed, retry later
 };
 
 // The store's error for a failed statement or connection: store_unavailable with the server's
@@ -157,6 +159,15 @@ class PgConn {
   // statements, no parameters, no results wanted). The pipeline must be idle.
   Result<void> exec_script(const std::string& sql);
 
+  // Every wait for the server from now on also ends at `deadline` (a request's time bound), if
+  // earlier than io_timeout_ms from its start; nullopt: io_timeout_ms alone. A wait ended by it
+  // breaks the connection (timed_out(), deadline_passed()), as io_timeout_ms does.
+  void set_deadline(std::optional<std::chrono::steady_clock::time_point> deadline) {
+    deadline_ = deadline;
+  }
+  // Broken because a wait reached the deadline set by set_deadline().
+  bool deadline_passed() const { return deadline_passed_; }
+
   // The classification of the first failure of the current pipeline segment (the statements
   // since the last sync(); none when all went well). It stays readable after sync() returns,
   // until the next statement is queued.
@@ -199,8 +210,14 @@ class PgConn {
   // Statement text -> name, for every statement whose PREPARE was queued or done.
   std::unordered_map<std::string, std::string> prepared_;
   int next_name_ = 0;
+  // The end of one wait that starts now: io_timeout_ms, or the deadline when earlier (`by_deadline`
+  // says which).
+  std::chrono::steady_clock::time_point wait_until(bool* by_deadline) const;
+  void note_wait_ended(bool by_deadline, const std::string& why);
   bool broken_ = false;
   bool timed_out_ = false;
+  bool deadline_passed_ = false;
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
   bool segment_open_ = false;  // statements were queued since the last sync point
   PgFailure failure_ = PgFailure::none;
   std::string sqlstate_;

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <future>
 #include <random>
+#include <thread>
 
 #include "base/thread_name.h"
 #include "store/postgres/change_feed.h"
@@ -22,6 +24,13 @@ constexpr milliseconds kFirstBackoff{100};
 constexpr milliseconds kMaxBackoff{1000};
 constexpr milliseconds kProbeHealthy{500};
 constexpr milliseconds kProbeUnhealthy{200};
+// The heartbeat (the monitor's probe, and its connection attempts) gives up after this: a
+// database that does not answer makes the node not ready within kProbeHealthy + this.
+constexpr int kHeartbeatTimeoutMs = 2000;
+// Re-runs after a serialization failure or deadlock wait a random time up to this, doubling
+// from kFirstRetryWait (full jitter: transactions that collided do not collide again in step).
+constexpr milliseconds kFirstRetryWait{2};
+constexpr milliseconds kMaxRetryWait{100};
 // Heartbeat (decision 076): renewed at every healthy probe; a node silent this long no longer
 // has live waiters (a dead node's waiters stop being granted locks after at most this).
 constexpr std::int64_t kNodeLeaseMs = 3000;
@@ -48,6 +57,25 @@ Error unknown_outcome(const Error& cause) {
   return e;
 }
 
+Error timed_out_error() {
+  return Error(errc::store_unavailable,
+               "The store is unavailable (PostgreSQL did not answer within the request's time "
+               "bound, --store-timeout); nothing was changed, retry later.");
+}
+
+Error unreachable_error() {
+  return Error(errc::store_unavailable,
+               "The store is unavailable (PostgreSQL does not answer: this node has lost its "
+               "database); nothing was changed, retry later.");
+}
+
+Error busy_error() {
+  return Error(errc::store_unavailable,
+               "This record is locked by another transaction (another node's, or a database "
+               "session's) for longer than the store's lock timeout; nothing was changed, retry "
+               "in a moment.");
+}
+
 std::string random_node_id() {
   std::random_device rd;
   std::uniform_int_distribution<std::uint64_t> d;
@@ -61,10 +89,11 @@ std::string random_node_id() {
 struct PgStore::Lane {
   Mutex mu;
   CondVar cv;
-  std::deque<Job> queue GUARDED_BY(mu);
+  std::deque<Queued> queue GUARDED_BY(mu);
   std::thread thread;
   // The lane thread's own.
   std::unique_ptr<PgConn> conn;
+  Connecting connecting;  // a connection attempt under way (ensure)
   Steady::time_point retry_at{};
   milliseconds backoff = kFirstBackoff;
 };
@@ -72,6 +101,7 @@ struct PgStore::Lane {
 struct PgStore::Reader {
   std::thread thread;
   std::unique_ptr<PgConn> conn;  // the reader thread's own
+  Connecting connecting;         // a connection attempt under way (ensure)
   Steady::time_point retry_at{};
   milliseconds backoff = kFirstBackoff;
 };
@@ -245,6 +275,7 @@ void PgStore::submit_write(Job job) {
     // One key's jobs always go to the same lane, so they commit in the order they came.
     const std::uint64_t h = job.keys.empty() ? 0 : static_cast<std::uint64_t>(job.keys.front());
     Lane& lane = *lanes_[h % lanes_.size()];
+    const auto deadline = Steady::now() + milliseconds(opt_.timeout_ms);
     MutexLock lk(lane.mu);
     if (!closing_.load()) {
       if (lane.queue.size() >= opt_.max_queue) {
@@ -252,7 +283,7 @@ void PgStore::submit_write(Job job) {
         job.finish(&full);
         return;
       }
-      lane.queue.push_back(std::move(job));
+      lane.queue.push_back(Queued{std::move(job), deadline});
       lane.cv.notify_one();
       return;
     }
@@ -266,9 +297,10 @@ void PgStore::submit_read(Job job) {
                           "The store is unavailable (too many queued reads); nothing was "
                           "changed, retry later.");
   {
+    const auto deadline = Steady::now() + milliseconds(opt_.timeout_ms);
     MutexLock lk(read_mu_);
     if (!closing_.load() && !readers_.empty() && read_queue_.size() < opt_.max_queue) {
-      read_queue_.push_back(std::move(job));
+      read_queue_.push_back(Queued{std::move(job), deadline});
       read_cv_.notify_one();
       return;
     }
@@ -281,19 +313,29 @@ void PgStore::submit_read(Job job) {
   }
 }
 
-PgConn* PgStore::ensure(std::unique_ptr<PgConn>& slot, Steady::time_point& retry_at,
-                        milliseconds& backoff, Error& error) {
+PgConn* PgStore::ensure(std::unique_ptr<PgConn>& slot, Connecting& connecting,
+                        Steady::time_point& retry_at, milliseconds& backoff, Error& error,
+                        Steady::time_point deadline) {
   if (slot && !slot->broken()) return slot.get();
   slot.reset();
-  const auto now = Steady::now();
-  if (now < retry_at) {
-    if (error.message.empty()) error = pg_unavailable("reconnecting");
+  if (!connecting.valid()) {
+    if (Steady::now() < retry_at) {
+      if (error.message.empty()) error = pg_unavailable("reconnecting");
+      return nullptr;
+    }
+    // In the background: an attempt may take connect_timeout per host (libpq then tries the
+    // next host of a multi-host URI), longer than a request may wait. The request waits for it
+    // until its bound only; a later one takes the connection when it comes.
+    connecting = std::async(std::launch::async, [s = settings_] { return open_checked(s); });
+  }
+  if (connecting.wait_until(deadline) != std::future_status::ready) {
+    error = timed_out_error();
     return nullptr;
   }
-  auto c = open_checked(settings_);
+  auto c = connecting.get();
   if (!c.ok()) {
     error = std::move(c).error();
-    retry_at = now + backoff;
+    retry_at = Steady::now() + backoff;
     backoff = std::min(backoff * 2, kMaxBackoff);
     mark_unhealthy(error.message);
     return nullptr;
@@ -304,13 +346,14 @@ PgConn* PgStore::ensure(std::unique_ptr<PgConn>& slot, Steady::time_point& retry
   return slot.get();
 }
 
-void PgStore::mark_unhealthy(const std::string& why) {
+void PgStore::mark_unhealthy(const std::string& why, bool unreachable) {
   {
     MutexLock lk(health_mu_);
     healthy_ = false;
     health_reason_ = why;
     recheck_ = true;
   }
+  if (unreachable) unreachable_.store(true);
   health_cv_.notify_all();
 }
 
@@ -318,25 +361,46 @@ void PgStore::mark_unhealthy(const std::string& why) {
 
 void PgStore::lane_loop(Lane& lane) {
   std::vector<Job> batch;
+  std::vector<Job> late;
   for (;;) {
+    Steady::time_point deadline = Steady::time_point::max();
     {
       MutexLock lk(lane.mu);
       while (!closing_.load() && lane.queue.empty()) lane.cv.wait(lane.mu);
       if (lane.queue.empty()) return;  // closing and drained
+      const auto now = Steady::now();
       while (!lane.queue.empty() && batch.size() < opt_.max_batch) {
-        batch.push_back(std::move(lane.queue.front()));
+        Queued& q = lane.queue.front();
+        if (q.deadline <= now) {
+          late.push_back(std::move(q.job));  // waited its whole time bound in the queue
+        } else {
+          deadline = std::min(deadline, q.deadline);
+          batch.push_back(std::move(q.job));
+        }
         lane.queue.pop_front();
       }
     }
     {
       HandoffBatch handoff;  // the batch's answers go to their I/O threads together
-      run_batch(lane, batch);
+      if (!late.empty()) {
+        const Error e = timed_out_error();
+        failed_commits_.fetch_add(1);
+        for (auto& j : late) j.finish(&e);
+      }
+      if (!batch.empty()) run_batch(lane, batch, deadline);
     }
     batch.clear();
+    late.clear();
   }
 }
 
-void PgStore::run_batch(Lane& lane, std::vector<Job>& batch) {
+milliseconds serialization_retry_wait(int retries) {
+  thread_local std::minstd_rand rng(std::random_device{}());
+  const auto cap = std::min(kMaxRetryWait, kFirstRetryWait * (1 << std::clamp(retries, 0, 10)));
+  return milliseconds(std::uniform_int_distribution<std::int64_t>(0, cap.count())(rng));
+}
+
+void PgStore::run_batch(Lane& lane, std::vector<Job>& batch, Steady::time_point deadline) {
   std::vector<std::int64_t> keys;
   for (const auto& j : batch) keys.insert(keys.end(), j.keys.begin(), j.keys.end());
   std::sort(keys.begin(), keys.end());
@@ -354,15 +418,22 @@ void PgStore::run_batch(Lane& lane, std::vector<Job>& batch) {
     }
     if (lost) return fail_all(*lost);
   }
-  bool isolate = false;
+  Mode mode = Mode::optimistic;
   bool reconnected = false;
   int retries = 0;
   std::vector<std::optional<Error>> job_errors;
   for (;;) {
+    // The database does not answer (the heartbeat, or another request's time bound, found
+    // so): answer now instead of waiting out the bound; the monitor says when it is back.
+    if (unreachable_.load()) return fail_all(unreachable_error());
     Error error;
-    PgConn* conn = ensure(lane.conn, lane.retry_at, lane.backoff, error);
+    PgConn* conn = ensure(lane.conn, lane.connecting, lane.retry_at, lane.backoff, error, deadline);
     if (!conn) return fail_all(error);
-    const Outcome o = attempt(*conn, batch, keys, isolate, job_errors, error);
+    conn->set_deadline(deadline);
+    const Outcome o = attempt(*conn, batch, keys, mode, job_errors, error);
+    const bool late = conn->deadline_passed();
+    if (!conn->broken()) conn->set_deadline(std::nullopt);
+    if (late) mark_unhealthy(error.message, /*unreachable=*/true);
     switch (o) {
       case Outcome::committed:
         commits_.fetch_add(1);
@@ -372,28 +443,43 @@ void PgStore::run_batch(Lane& lane, std::vector<Job>& batch) {
         }
         return;
       case Outcome::isolate:
-        if (isolate) return fail_all(error);  // cannot happen: isolated attempts do not ask
+        if (mode != Mode::optimistic) return fail_all(error);  // isolated attempts do not ask
         isolated_batches_.fetch_add(1);
-        isolate = true;
+        mode = Mode::isolated;
         continue;
-      case Outcome::retry:
-        if (++retries <= opt_.max_retries) continue;
-        return fail_all(error);
+      case Outcome::busy:
+        // A lock held past lock_timeout: run again with each job alone, taking the keys one by
+        // one, so that only the jobs of that record fail (busy_error) — once.
+        if (mode == Mode::keys_alone) return fail_all(error);  // cannot happen: busy is per key
+        if (mode == Mode::optimistic) isolated_batches_.fetch_add(1);
+        mode = Mode::keys_alone;
+        continue;
+      case Outcome::retry: {
+        // 40001 / 40P01: run again after a random wait, within the time bound.
+        const auto wait = serialization_retry_wait(retries);
+        if (++retries > opt_.max_retries || Steady::now() + wait >= deadline) {
+          return fail_all(error);
+        }
+        std::this_thread::sleep_for(wait);
+        continue;
+      }
       case Outcome::lost:
         lane.conn.reset();
-        if (!reconnected) {
-          reconnected = true;  // the transaction never committed: run it on a new connection
+        // The transaction never committed. Run it on a new connection — once, and not after
+        // its time bound passed (nothing was changed either way).
+        if (!reconnected && !late) {
+          reconnected = true;
           continue;
         }
-        mark_unhealthy(error.message);
-        return fail_all(error);
+        if (!late) mark_unhealthy(error.message);
+        return fail_all(late ? timed_out_error() : error);
       case Outcome::unavailable:
         lane.conn.reset();  // e.g. read-only after a failover: reconnect picks the host again
         mark_unhealthy(error.message);
         return fail_all(error);
       case Outcome::unknown:
         lane.conn.reset();
-        mark_unhealthy(error.message);
+        if (!late) mark_unhealthy(error.message);
         return fail_all(unknown_outcome(error));
     }
   }
@@ -402,8 +488,9 @@ void PgStore::run_batch(Lane& lane, std::vector<Job>& batch) {
 // One try at a batch (see the class comment). Leaves the connection idle, outside a
 // transaction, unless it is broken. `error` is set for every outcome but committed.
 PgStore::Outcome PgStore::attempt(PgConn& c, std::vector<Job>& batch,
-                                  const std::vector<std::int64_t>& keys, bool isolate,
+                                  const std::vector<std::int64_t>& keys, Mode mode,
                                   std::vector<std::optional<Error>>& job_errors, Error& error) {
+  const bool isolate = mode != Mode::optimistic;
   auto outcome_of_failure = [&](const Error& e, bool commit_sent) -> Outcome {
     error = e;
     if (c.broken()) return commit_sent ? Outcome::unknown : Outcome::lost;
@@ -415,6 +502,8 @@ PgStore::Outcome PgStore::attempt(PgConn& c, std::vector<Job>& batch,
     switch (f) {
       case PgFailure::retry:
         return Outcome::retry;
+      case PgFailure::busy:
+        return Outcome::busy;
       case PgFailure::unavailable:
         return Outcome::unavailable;
       case PgFailure::statement:
@@ -427,13 +516,38 @@ PgStore::Outcome PgStore::attempt(PgConn& c, std::vector<Job>& batch,
   PgTables t(c, sql_, node_id_);
   t.set_batch_mode(!isolate);
   t.set_token_batch(static_cast<int>(std::min<std::size_t>(batch.size(), 64)));
+  job_errors.assign(batch.size(), std::nullopt);
   c.send(sql_.begin_write, Params());
   c.send(sql_.tx_settings, Params()
                                .text(std::to_string(opt_.lock_timeout_ms))
                                .text(std::to_string(opt_.idle_in_tx_timeout_ms)));
   TimeMs now = 0;
-  c.send_read(sql_.lock_keys_now, Params().i64_array(keys),
-              [&now](const PgResult& r) { now = r.i64(0, 1); });
+  if (mode == Mode::keys_alone) {
+    // Each key in its own savepoint, in the same sorted order: a key whose lock another
+    // transaction holds past lock_timeout fails alone, and so do the jobs that need it.
+    std::vector<std::int64_t> busy;
+    for (const std::int64_t k : keys) {
+      c.send(sql_.savepoint, Params());
+      c.send(sql_.lock_keys_now, Params().i64_array({k}));
+      if (auto s = c.sync(); !s.ok()) {
+        if (c.broken() || c.failure() != PgFailure::busy)
+          return outcome_of_failure(s.error(), false);
+        busy.push_back(k);
+        c.send(sql_.rollback_to_savepoint, Params());
+      }
+      c.send(sql_.release_savepoint, Params());
+    }
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      for (const std::int64_t k : batch[i].keys) {
+        if (std::binary_search(busy.begin(), busy.end(), k)) job_errors[i] = busy_error();
+      }
+    }
+    // The clock after the locks, as below.
+    c.send_read(sql_.now, Params(), [&now](const PgResult& r) { now = r.i64(0, 0); });
+  } else {
+    c.send_read(sql_.lock_keys_now, Params().i64_array(keys),
+                [&now](const PgResult& r) { now = r.i64(0, 1); });
+  }
   if (!isolate) {
     // Every row the jobs announce, and the tokens they may draw, behind the locks in the same
     // pipeline: the whole start of the batch is one round trip.
@@ -444,13 +558,18 @@ PgStore::Outcome PgStore::attempt(PgConn& c, std::vector<Job>& batch,
   }
   if (auto r = c.wait_results(); !r.ok()) return outcome_of_failure(r.error(), false);
   if (opt_.clock) now = opt_.clock->now_ms();
-  job_errors.assign(batch.size(), std::nullopt);
   std::vector<Announcement> announced;  // by the jobs that kept their changes
   for (std::size_t i = 0; i < batch.size(); ++i) {
     Job& job = batch[i];
+    if (job_errors[i]) continue;  // a record it needs is locked elsewhere (keys_alone)
     if (isolate) c.send(sql_.savepoint, Params());
     const std::uint64_t writes_before = t.writes();
-    bool keep = job.apply(t, now);
+    bool keep = false;
+    try {
+      keep = job.apply(t, now);
+    } catch (const std::exception&) {
+      keep = false;  // no result in the job's slot: it answers internal (table_store.h)
+    }
     if (c.broken()) return outcome_of_failure(pg_unavailable("the connection was lost"), false);
     if (isolate) {
       // Wait for every statement of this job, so that a failure is known to be its own.
@@ -459,7 +578,7 @@ PgStore::Outcome PgStore::attempt(PgConn& c, std::vector<Job>& batch,
             c.failure() == PgFailure::unavailable) {
           return outcome_of_failure(s.error(), false);
         }
-        job_errors[i] = s.error();
+        job_errors[i] = c.failure() == PgFailure::busy ? busy_error() : s.error();
         keep = false;
       }
       if (!keep) c.send(sql_.rollback_to_savepoint, Params());
@@ -500,37 +619,55 @@ PgStore::Outcome PgStore::attempt(PgConn& c, std::vector<Job>& batch,
 
 void PgStore::reader_loop(Reader& rd) {
   for (;;) {
-    Job job;
+    Queued q;
     {
       MutexLock lk(read_mu_);
       while (!closing_.load() && read_queue_.empty()) read_cv_.wait(read_mu_);
       if (read_queue_.empty()) return;
-      job = std::move(read_queue_.front());
+      q = std::move(read_queue_.front());
       read_queue_.pop_front();
     }
+    Job& job = q.job;
     // A read that lost its connection runs once more on a new one (it changed nothing) — not
-    // one that waited io_timeout_ms for an answer: a wedged server would make it wait as long
+    // one that waited for an answer until a timeout: a wedged server would make it wait as long
     // again before its 503.
     for (int attempt = 0;; ++attempt) {
+      if (Steady::now() >= q.deadline) {
+        const Error e = timed_out_error();
+        job.finish(&e);
+        break;
+      }
+      if (unreachable_.load()) {
+        const Error e = unreachable_error();
+        job.finish(&e);
+        break;
+      }
       Error error;
-      PgConn* c = ensure(rd.conn, rd.retry_at, rd.backoff, error);
+      PgConn* c = ensure(rd.conn, rd.connecting, rd.retry_at, rd.backoff, error, q.deadline);
       if (!c) {
         job.finish(&error);
         break;
       }
+      c->set_deadline(q.deadline);
       PgTables t(*c, sql_);
       c->send(sql_.begin_read, Params());
       auto now = c->query(sql_.now, Params());
       if (now.ok()) {
-        (void)job.apply(t, opt_.clock ? opt_.clock->now_ms() : now->i64(0, 0));
+        try {
+          (void)job.apply(t, opt_.clock ? opt_.clock->now_ms() : now->i64(0, 0));
+        } catch (const std::exception&) {
+          // No result in the job's slot: it answers internal (table_store.h).
+        }
       }
       if (c->broken()) {
         const bool timed_out = c->timed_out();
+        if (c->deadline_passed()) mark_unhealthy("no answer within --store-timeout", true);
         rd.conn.reset();
         if (attempt == 0 && !timed_out) continue;
         job.finish(now.ok() ? nullptr : &now.error());  // the job's own answer says why
         break;
       }
+      c->set_deadline(std::nullopt);
       // Read only: nothing to commit. When all went well the ROLLBACK is sent and not waited
       // for (the next read reads its answer); after a failure the segment is ended first.
       if (c->failure() == PgFailure::none) {
@@ -707,20 +844,28 @@ Result<void> PgStore::heartbeat(PgConn& conn) {
 }
 
 void PgStore::monitor_loop() {
+  // The heartbeat's own bounds: a database that does not answer is found within
+  // kProbeHealthy + kHeartbeatTimeoutMs, not after the requests' io_timeout.
+  PgConn::Settings hs = settings_;
+  hs.io_timeout_ms = std::min(hs.io_timeout_ms, kHeartbeatTimeoutMs);
+  hs.connect_timeout_s = std::min(hs.connect_timeout_s, kHeartbeatTimeoutMs / 1000);
+  hs.application_name = opt_.application_name + "-monitor";
   std::unique_ptr<PgConn> conn;
   std::uint64_t probes = 0;
   for (;;) {
     bool ok = false;
+    bool unreachable = false;  // no connection, or no answer in time (not: a standby, read-only)
     std::string why;
     {
       auto c = conn && !conn->broken() ? Result<std::unique_ptr<PgConn>>(std::move(conn))
-                                       : open_checked(settings_);
+                                       : open_checked(hs);
       if (c.ok()) {
         conn = std::move(*c);
         auto r = conn->query(sql_.probe, Params());
         (void)conn->sync();
         if (!r.ok()) {
           why = r.error().message;
+          unreachable = conn->timed_out();
         } else if (r->boolean(0, 0)) {
           why = "PostgreSQL at " + conn->server() + " is a standby (in recovery), not a primary";
         } else if (r->boolean(0, 1)) {
@@ -765,8 +910,13 @@ void PgStore::monitor_loop() {
         if (!ok) conn.reset();  // reconnect: a multi-host URI may lead elsewhere now
       } else {
         why = c.error().message;
+        unreachable = true;
       }
     }
+    // Requests answer at once while the database does not answer, and wait for it again as
+    // soon as it does (run_batch, reader_loop).
+    if (ok) unreachable_.store(false);
+    if (unreachable) unreachable_.store(true);
     MutexLock lk(health_mu_);
     healthy_ = ok;
     health_reason_ = why;

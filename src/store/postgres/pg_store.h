@@ -30,14 +30,32 @@
 // Reads: `readers` connections, each read job in a REPEATABLE READ READ ONLY transaction (one
 // snapshot that contains every COMMIT acknowledged before it started, on any node).
 //
-// Health: a monitor connection probes every 500 ms (pg_is_in_recovery, transaction_read_only);
-// check_ready() fails while the database is unreachable, read-only or in recovery, and right after
-// any lane saw it unavailable. check_health() (/healthz) fails, latched, when the database
-// under the URL is no longer the store this node opened (docs/decisions/074): another store_id,
-// a schema newer than this build (a newer node upgraded it), or a token sequence that went
-// backwards (an older backup restored under running nodes); writes are then refused too. Lanes and
-// readers reconnect by themselves (at most every 100 ms to 1 s while it stays down); nothing needs
-// a restart.
+// Trouble on one record: a row or key lock that another transaction (another node's, a database
+// session's) holds past lock_timeout (SQLSTATE 55P03) fails only the jobs that need it — the batch
+// runs again with each job in a savepoint, taking its keys one by one, and those jobs answer
+// store_unavailable (503 with Retry-After); the others commit and the node stays ready. A job that
+// throws answers internal (500) alone, as on the embedded store. 40001/40P01 re-runs wait a
+// random, doubling time first (up to 100 ms).
+//
+// Time bounds: every job is answered within Options::timeout_ms of its submission. It waits for
+// the database only until then (PgConn::set_deadline, and a connection attempt runs in the
+// background, waited for until then); past it the connection is dropped (the
+// node is then taken as cut off from its database until the next probe) and the job answers
+// store_unavailable — with details.outcome "unknown" when its COMMIT had been sent. A job that
+// waited its whole bound in the queue answers at once.
+//
+// Health: a monitor connection probes every 500 ms (pg_is_in_recovery, transaction_read_only),
+// giving up after 2 s (its own io and connect timeouts: the heartbeat); check_ready() fails while
+// the database is unreachable, read-only or in recovery, and right after any lane saw it
+// unavailable — so a node cut off from its database (no reset, no refusal: packets dropped) is
+// not ready within about 2.5 s. While it does not answer (the heartbeat got no answer or no
+// connection, or a request reached its time bound) requests answer store_unavailable at once
+// instead of each waiting out its bound; the first successful probe ends that. check_health()
+// (/healthz) fails, latched, when the database under the URL is no longer the store this node
+// opened (docs/decisions/074): another store_id, a schema newer than this build (a newer node
+// upgraded it), or a token sequence that went backwards (an older backup restored under running
+// nodes); writes are then refused too. Lanes and readers reconnect by themselves (at most every 100
+// ms to 1 s while it stays down); nothing needs a restart.
 //
 // Session state: none. Everything is transaction-scoped, so the store works through PgBouncer in
 // transaction pooling mode (with Options::statements = unnamed before PgBouncer 1.21).
@@ -47,8 +65,10 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -72,12 +92,18 @@ struct Options {
   std::size_t max_batch = 256;     // jobs per transaction at most
   std::size_t max_queue = 100000;  // queued jobs per lane beyond this are refused (503)
   PgConn::Mode statements = PgConn::Mode::prepared;
-  int io_timeout_ms = 20000;          // a statement's answer must come within this
-  int connect_timeout_s = 5;          // per host, unless the URL sets connect_timeout
-  int lock_timeout_ms = 10000;        // waiting for another node's key lock at most this
-  int idle_in_tx_timeout_ms = 10000;  // a frozen node's transaction is ended after this
-  int max_retries = 10;               // re-runs after serialization failures / deadlocks
-  bool migrate = true;                // create or upgrade the schema at open()
+  // A request's time bound (--store-timeout): a job is answered at most this long after it was
+  // submitted — store_unavailable when the database did not answer in time, with
+  // details.outcome "unknown" when its COMMIT had been sent (see "Time bounds" above).
+  int timeout_ms = 5000;
+  int io_timeout_ms = 20000;  // any one wait for the server, also outside requests, at most this
+  int connect_timeout_s = 5;  // per host, unless the URL sets connect_timeout
+  // Waiting for a row or key lock another transaction holds at most this (55P03 past it: that
+  // job alone answers store_unavailable). Well inside timeout_ms: a batch may wait twice.
+  int lock_timeout_ms = 1250;
+  int idle_in_tx_timeout_ms = 5000;  // a frozen or cut-off node's transaction ends after this
+  int max_retries = 10;              // re-runs after serialization failures / deadlocks
+  bool migrate = true;               // create or upgrade the schema at open()
   // The store this node served before (its --data DIR/store.id), "" when none: open() then
   // refuses to create a new store in an empty schema (the database was emptied, or the URL
   // names another database), and refuses a schema holding another store. Both needs_operator.
@@ -100,6 +126,11 @@ PgConn::Settings connection_settings(const Options& o);
 // Opens a connection and checks that what it commits is durable (fsync and synchronous_commit
 // not off). Errors: store_unavailable.
 Result<std::unique_ptr<PgConn>> open_checked(const PgConn::Settings& settings);
+
+// How long a batch waits before its re-run number `retries` (0 first) after a serialization
+// failure or deadlock: uniformly random up to 2 ms doubled per re-run, at most 100 ms (full
+// jitter: batches that collided do not run again in step and collide again).
+std::chrono::milliseconds serialization_retry_wait(int retries);
 
 class PgStore final : public TableStore {
   friend class PgStoreTestPeer;  // tests submit hand-made jobs
@@ -142,16 +173,27 @@ class PgStore final : public TableStore {
   void submit_read(Job job) override;
 
  private:
+  // A job waiting for a lane or a reader.
+  struct Queued {
+    Job job;
+    std::chrono::steady_clock::time_point deadline;  // submitted + Options::timeout_ms
+  };
   struct Lane;
   struct Reader;
-  enum class Outcome { committed, isolate, retry, lost, unavailable, unknown };
+  // busy: a lock was held past lock_timeout (run again, keys_alone).
+  enum class Outcome { committed, isolate, busy, retry, lost, unavailable, unknown };
+  // How a batch runs: in one go; each job in a savepoint; and besides, each key locked in a
+  // savepoint of its own (after a busy outcome).
+  enum class Mode { optimistic, isolated, keys_alone };
 
   explicit PgStore(Options options);
   Result<void> start();
   void lane_loop(Lane& lane);
-  void run_batch(Lane& lane, std::vector<Job>& batch);
+  // `deadline`: the earliest of the batch's jobs' time bounds.
+  void run_batch(Lane& lane, std::vector<Job>& batch,
+                 std::chrono::steady_clock::time_point deadline);
   Outcome attempt(PgConn& conn, std::vector<Job>& batch, const std::vector<std::int64_t>& keys,
-                  bool isolate, std::vector<std::optional<Error>>& job_errors, Error& error);
+                  Mode mode, std::vector<std::optional<Error>>& job_errors, Error& error);
   void reader_loop(Reader& reader);
   void monitor_loop();
   // Renews this node's heartbeat lease (its row in the nodes table).
@@ -163,10 +205,16 @@ class PgStore final : public TableStore {
   // before the handler runs and recorded after it — only when a handler ran.
   void deliver_tokens(PgConn& conn, const ExternalChanges& changes);
   void acker_loop();
-  // A usable connection in `slot`, connecting when needed (not more often than the backoff).
-  PgConn* ensure(std::unique_ptr<PgConn>& slot, std::chrono::steady_clock::time_point& retry_at,
-                 std::chrono::milliseconds& backoff, Error& error);
-  void mark_unhealthy(const std::string& why);
+  using Connecting = std::future<Result<std::unique_ptr<PgConn>>>;
+  // A usable connection in `slot`, connecting when needed (not more often than the backoff),
+  // in the background (`connecting`): waited for until `deadline` at most.
+  PgConn* ensure(std::unique_ptr<PgConn>& slot, Connecting& connecting,
+                 std::chrono::steady_clock::time_point& retry_at,
+                 std::chrono::milliseconds& backoff, Error& error,
+                 std::chrono::steady_clock::time_point deadline);
+  // Not ready until the monitor's next probe succeeds (it probes at once). `unreachable`: the
+  // database did not answer in time; requests answer at once until that probe.
+  void mark_unhealthy(const std::string& why, bool unreachable = false);
 
   // Constant after construction.
   const Options opt_;
@@ -188,7 +236,7 @@ class PgStore final : public TableStore {
   std::vector<std::unique_ptr<Reader>> readers_;
   Mutex read_mu_;
   CondVar read_cv_;  // readers wait here
-  std::deque<Job> read_queue_ GUARDED_BY(read_mu_);
+  std::deque<Queued> read_queue_ GUARDED_BY(read_mu_);
 
   Mutex health_mu_;
   CondVar health_cv_;  // the monitor waits here
@@ -208,6 +256,9 @@ class PgStore final : public TableStore {
   std::thread acker_;
 
   std::atomic<bool> closing_{false};
+  // The database does not answer (see "Health" above): set by the monitor and by a request that
+  // reached its time bound, cleared by the monitor's next successful probe.
+  std::atomic<bool> unreachable_{false};
   std::atomic<std::uint64_t> commits_{0};
   std::atomic<std::uint64_t> committed_commands_{0};
   std::atomic<std::uint64_t> failed_commits_{0};

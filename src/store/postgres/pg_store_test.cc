@@ -13,6 +13,8 @@
 #include <future>
 #include <limits>
 #include <mutex>
+#include <set>
+#include <stdexcept>
 #include <thread>
 
 #include "store/postgres/change_feed.h"
@@ -58,6 +60,20 @@ class PgStoreTest : public store_testing::PgSchemaTest {
   CounterRef Ref(const std::string& name) { return {"acme", name}; }
   static core::CounterConfig Config() {
     return core::CounterConfig{0, 9999, "R-{seq:4}", core::Period::none, "UTC", false};
+  }
+  // Holds the lane of `gate`'s key (a `next` on it whose answer callback waits, on the lane's
+  // thread) until the returned promise is set, so that what is submitted meanwhile lands in one
+  // batch.
+  static std::promise<void> HoldLane(PgStore& store, const CounterRef& gate,
+                                     const std::string& key = "gate") {
+    std::promise<void> held, release;
+    auto released = release.get_future().share();
+    store.next({gate, {key, ""}}, [&held, released](Result<NextReply>) {
+      held.set_value();
+      released.wait_for(std::chrono::seconds(60));
+    });
+    EXPECT_EQ(held.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+    return release;
   }
 };
 
@@ -208,13 +224,7 @@ TEST_F(PgStoreTest, AFailingJobIsUndoneAloneInItsBatch) {
   const StoreStats before = store.stats();
 
   // Hold the lane (a callback runs on its thread) so that everything below lands in one batch.
-  std::promise<void> held, release;
-  auto released = release.get_future().share();
-  store.next({Ref("c"), {std::string("gate"), ""}}, [&](Result<NextReply>) {
-    held.set_value();
-    released.wait_for(std::chrono::seconds(60));
-  });
-  ASSERT_EQ(held.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  auto release = HoldLane(store, Ref("c"));
 
   std::mutex mu;
   std::condition_variable cv;
@@ -270,6 +280,144 @@ TEST_F(PgStoreTest, AFailingJobIsUndoneAloneInItsBatch) {
   store.close();
 }
 
+// A batch of five `next`s on one lane while something else holds what one of them needs longer
+// than lock_timeout: that one answers store_unavailable saying the record is locked elsewhere
+// (503 with Retry-After over HTTP), the others are answered their numbers in the same go, and
+// the node stays ready. `hold` runs on a second connection in an open transaction.
+class PgBusyKeyTest : public PgStoreTest {
+ protected:
+  void Run(const std::string& hold) {
+    Options o = Opts();
+    o.lanes = 1;  // every job in one lane, so they share batches
+    o.lock_timeout_ms = 300;
+    auto opened = PgStore::open(o);
+    ASSERT_TRUE(opened.ok()) << opened.error().message;
+    PgStore& store = **opened;
+    SyncStore sync(store);
+    for (const char* c : {"busy", "a", "b", "gate"}) {
+      ASSERT_TRUE(sync.create_counter({Ref(c), Config()}).ok());
+      ASSERT_TRUE(sync.next({Ref(c), {std::string("first"), ""}}).ok());
+    }
+    auto holder = Admin();
+    ASSERT_TRUE(holder);
+    ASSERT_TRUE(holder->exec_script("BEGIN; " + hold).ok());
+    const StoreStats before = store.stats();
+
+    // Hold the lane (a callback runs on its thread) so that everything below lands in one batch.
+    auto release = HoldLane(store, Ref("gate"));
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::string> outcomes(5);
+    std::string busy_message;
+    int answered = 0;
+    const std::vector<std::pair<std::string, std::string>> calls = {
+        {"a", "k1"}, {"busy", "k2"}, {"b", "k3"}, {"a", "k4"}, {"b", "k5"}};
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      store.next({Ref(calls[i].first), {calls[i].second, ""}}, [&, i](Result<NextReply> r) {
+        std::lock_guard lk(mu);
+        outcomes[i] = Outcome(r);
+        if (!r.ok()) busy_message = r.error().message;
+        ++answered;
+        cv.notify_all();
+      });
+    }
+    release.set_value();
+    {
+      std::unique_lock lk(mu);
+      ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(60), [&] { return answered == 5; }));
+    }
+    EXPECT_EQ(outcomes, (std::vector<std::string>{"2", "store_unavailable", "2", "3", "3"}));
+    EXPECT_NE(busy_message.find("locked by another transaction"), std::string::npos)
+        << busy_message;
+    EXPECT_TRUE(store.check_ready().ok()) << "one record's lock made the node not ready";
+    const StoreStats after = store.stats();
+    EXPECT_EQ(after.commits - before.commits, 2u);  // the gate's, then the batch's
+    ASSERT_TRUE(holder->exec_script("ROLLBACK").ok());
+    auto later = sync.next({Ref("busy"), {std::string("k2"), ""}});
+    ASSERT_TRUE(later.ok()) << later.error().message;
+    EXPECT_EQ(later->record.value, 2) << "the refused command consumed no number";
+    store.close();
+  }
+  std::string Table(const std::string& name) const { return "\"" + schema_ + "\"." + name; }
+};
+
+// A row lock held by a database session (SELECT … FOR UPDATE of the counter's period row).
+TEST_F(PgBusyKeyTest, ARowLockedElsewherePastTheLockTimeoutFailsOnlyItsCommand) {
+  Run("SELECT 1 FROM " + Table("counter_periods") + " WHERE counter_id = (SELECT id FROM " +
+      Table("counters") + " WHERE ns = 'acme' AND name = 'busy') FOR UPDATE");
+}
+
+// The record's key lock held by another transaction (a node cut off in the middle of a batch
+// holds its key locks until PostgreSQL ends its session).
+TEST_F(PgBusyKeyTest, AKeyLockHeldElsewherePastTheLockTimeoutFailsOnlyItsCommand) {
+  Run("SELECT pg_advisory_xact_lock(" + std::to_string(counter_keys(Ref("busy")).front()) + ")");
+}
+
+// A job that throws answers alone (its slot has no result: internal, 500 over HTTP); the other
+// jobs of its batch commit and the lane goes on serving.
+TEST_F(PgStoreTest, AJobThatThrowsFailsAloneAndTheBatchGoesOn) {
+  Options o = Opts();
+  o.lanes = 1;
+  auto opened = PgStore::open(o);
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  PgStore& store = **opened;
+  SyncStore sync(store);
+  ASSERT_TRUE(sync.create_counter({Ref("c"), Config()}).ok());
+  auto release = HoldLane(store, Ref("c"));
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> outcomes(3);
+  int answered = 0;
+  auto record = [&](int i, std::string what) {
+    std::lock_guard lk(mu);
+    outcomes[i] = std::move(what);
+    ++answered;
+    cv.notify_all();
+  };
+  store.next({Ref("c"), {std::string("a"), ""}},
+             [&](Result<NextReply> r) { record(0, Outcome(r)); });
+  {
+    Job job;
+    job.apply = [](Tables&, TimeMs) -> bool { throw std::runtime_error("a bug"); };
+    job.finish = [&](const Error* e) {
+      record(1, e ? std::string(to_string(e->code)) : "finished without a store error");
+    };
+    job.keys = counter_keys(Ref("c"));
+    PgStoreTestPeer::submit_write(store, std::move(job));
+  }
+  store.next({Ref("c"), {std::string("b"), ""}},
+             [&](Result<NextReply> r) { record(2, Outcome(r)); });
+  release.set_value();
+  {
+    std::unique_lock lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(60), [&] { return answered == 3; }));
+  }
+  EXPECT_EQ(outcomes, (std::vector<std::string>{"2", "finished without a store error", "3"}));
+  auto after = sync.next({Ref("c"), {std::string("d"), ""}});
+  ASSERT_TRUE(after.ok()) << "the lane is gone: " << after.error().message;
+  EXPECT_EQ(after->record.value, 4);
+  store.close();
+}
+
+// Re-runs after a serialization failure or deadlock wait a random time, up to a cap that doubles
+// from 2 ms per re-run and stops at 100 ms.
+TEST(PgRetryWait, IsRandomUpToACapThatDoubles) {
+  for (int retries : {0, 1, 3, 6, 20}) {
+    const std::int64_t cap = std::min<std::int64_t>(100, std::int64_t{2} << std::min(retries, 10));
+    std::set<std::int64_t> seen;
+    for (int i = 0; i < 400; ++i) {
+      const auto w = serialization_retry_wait(retries).count();
+      EXPECT_GE(w, 0);
+      EXPECT_LE(w, cap) << "re-run " << retries;
+      seen.insert(w);
+    }
+    EXPECT_GT(seen.size(), 1u) << "re-run " << retries << " always waits the same";
+    if (cap >= 50) {
+      EXPECT_GT(*seen.rbegin(), cap / 2) << "re-run " << retries;
+    }
+  }
+}
+
 // In one batch, commands on the same records see each other's writes (the batch remembers and
 // prefetches rows; what it remembers must follow its own writes exactly).
 TEST_F(PgStoreTest, CommandsOnOneRecordInOneBatchSeeEachOthersWrites) {
@@ -281,13 +429,7 @@ TEST_F(PgStoreTest, CommandsOnOneRecordInOneBatchSeeEachOthersWrites) {
   SyncStore sync(store);
   ASSERT_TRUE(sync.create_counter({Ref("gate"), Config()}).ok());
 
-  std::promise<void> held, release;
-  auto released = release.get_future().share();
-  store.next({Ref("gate"), {std::string("g"), ""}}, [&](Result<NextReply>) {
-    held.set_value();
-    released.wait_for(std::chrono::seconds(60));
-  });
-  ASSERT_EQ(held.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  auto release = HoldLane(store, Ref("gate"), "g");
 
   std::mutex mu;
   std::condition_variable cv;

@@ -1,4 +1,4 @@
-# Asio's reactor, taught that a short read drained the socket (issue 15; decision 149).
+# Asio's reactor, taught that a short read drained the socket (decision 142).
 #
 # Asio 1.81 starts every socket read with a speculative recv(), and it stops doing so only after
 # a read that returned end of file. So after each answer, the read for the connection's next

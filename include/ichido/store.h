@@ -78,7 +78,7 @@ class CallerServesOneClient {
   }
 };
 
-// Answers handed back in one go (decision 148). A store thread that answers a batch of jobs opens a
+// Answers handed back in one go (decision 141). A store thread that answers a batch of jobs opens a
 // HandoffBatch around it. A callback that would hand its answer to another thread (call_store:
 // a post to the awaiting I/O thread's event loop) may instead keep it and register a flush with
 // the open batch; when the batch ends, each registered flush runs once (call_store's posts one

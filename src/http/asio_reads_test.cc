@@ -1,4 +1,4 @@
-// Asio's reads as ichido builds them (decision 149, cmake/asio_short_reads.cmake): a short read
+// Asio's reads as ichido builds them (decision 142, cmake/asio_short_reads.cmake): a short read
 // drains the socket, so the next read waits for epoll instead of trying first; data that comes
 // later still completes it; a peer's half-close is never missed, whether its FIN came with the
 // last data or after it. Real loopback TCP sockets and Asio's epoll reactor; no sleeps: the

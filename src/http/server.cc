@@ -63,7 +63,7 @@ struct HttpServer::Conn final : service::Client {
   bool busy = false;  // a request is being read or answered; touched only on its executor
   // Plain TCP's idle timeout (arm_idle_timer): when the current idle read began, whether one is
   // pending, and one timer armed at most once an idle timeout instead of a timer wait started
-  // and cancelled around every request's read (decision 147). Touched only on its executor.
+  // and cancelled around every request's read (decision 142). Touched only on its executor.
   asio::steady_timer idle_timer;
   std::chrono::steady_clock::time_point idle_since;
   bool idle_reading = false;

@@ -32,7 +32,7 @@ struct PendingAnswer {
 // The answers that a store thread's open HandoffBatch holds, grouped by the executor (the I/O
 // thread) they go to. At the batch's end each group is posted as one function that runs its
 // answers in the order the store gave them: one post per I/O thread a batch instead of one per
-// job, since each post takes the event loop's lock and queues an operation (decision 148). One
+// job, since each post takes the event loop's lock and queues an operation (decision 141). One
 // per store thread and executor type.
 template <class Executor>
 class DeferredAnswers {

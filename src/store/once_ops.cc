@@ -2,7 +2,7 @@
 // (core/once.h): load the record, ask core, draw a token when the decision acquires, check the
 // invariants of what will be saved, save it — all inside the backend's durable transaction. A
 // begin asks core first what a new key gets and inserts that unless the key is taken
-// (Tables::insert_once_unless_found, decision 145).
+// (Tables::insert_once_unless_found, decision 130).
 #include <utility>
 
 #include "store/table_store.h"

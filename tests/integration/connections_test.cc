@@ -125,7 +125,7 @@ TEST(Connections, RequestsMoreOftenThanTheIdleTimeoutKeepTheConnectionOpen) {
 // A client that sends its request(s) and shuts down its sending side at once — the FIN in the
 // same segment as the last request — is answered, and the server then closes at once, not after
 // the idle timeout: the read that takes the request takes the FIN too, and no later event tells
-// the server (decision 149: sockets are watched for EPOLLRDHUP). Failed with only the short-read
+// the server (decision 142: sockets are watched for EPOLLRDHUP). Failed with only the short-read
 // half of that patch (every connection waited out the 60 s idle timeout).
 TEST(Connections, ARequestSentWithItsHalfCloseIsAnsweredAndTheConnectionClosed) {
   TempDir dir;

@@ -64,7 +64,7 @@ class SqlitePowerLossTest : public ::testing::Test {
     o.vfs = store_testing::kPowerLossVfs;
     o.checkpoint_frames = 20;  // the checkpointer runs every few batches
     o.restart_frames = 200;    // and the WAL starts over every few dozen
-    // The writer fills the WAL ahead with zeros after 1 ms without a commit (decision 151), so
+    // The writer fills the WAL ahead with zeros after 1 ms without a commit (decision 132), so
     // that the frames of the commits cut are written over zeros synced before.
     o.wal_zero_fill_quiet = std::chrono::milliseconds(1);
     auto opened = SqliteStore::open(std::move(o));

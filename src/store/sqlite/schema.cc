@@ -158,7 +158,7 @@ const std::vector<const char*>& migrations() {
       ALTER TABLE locks ADD COLUMN replayed INTEGER NOT NULL DEFAULT 0;
       ALTER TABLE once_records ADD COLUMN replayed INTEGER NOT NULL DEFAULT 0;
       )sql",
-      // 11: the state index holds the open records only (decision 137). A completed record left
+      // 11: the state index holds the open records only (decision 131). A completed record left
       // the processing part of once_by_state, a few hot pages, for a random page of its
       // completed part: one more page in the WAL per finished item, for an index that only the
       // completed list and count used. Both now go through the (ns, key) unique index. Every

@@ -40,7 +40,7 @@ class SqliteFaultTest : public ::testing::Test {
   }
   void TearDown() override { fault_plan().reset(); }
 
-  // The WAL is not filled ahead with zeros (decision 151) unless `zero_fill`: a fill between two
+  // The WAL is not filled ahead with zeros (decision 132) unless `zero_fill`: a fill between two
   // commits would take a fault meant for the second one, and add to the writes and syncs counted.
   // `quiet`: the zero fill's wal_zero_fill_quiet.
   std::unique_ptr<SqliteStore> Open(bool faulty = true, int checkpoint_frames = 1000,
@@ -241,7 +241,7 @@ TEST_F(SqliteFaultTest, AFailingCheckpointChangesNoAnswerAndLosesNothing) {
   EXPECT_EQ(KeysAfterRestart(), keys);
 }
 
-// Decision 150: the checkpointer syncs the database file after each of its checkpoints, so that
+// Decision 136: the checkpointer syncs the database file after each of its checkpoints, so that
 // the sync that lets the WAL start over (on the writer's thread, which every request waits for)
 // finds few pages left to write. SQLite alone syncs it only after a checkpoint that copied the
 // whole WAL, which a checkpointer beside a busy writer seldom does. Here a reader that keeps an
@@ -311,7 +311,7 @@ TEST_F(SqliteFaultTest, AFailedSyncOfTheDatabaseFileStopsWritesAndLosesNothing) 
   EXPECT_EQ(KeysAfterRestart(), acknowledged);
 }
 
-// Decision 151 on a disk with no free block left: the commits go on over the zeros already
+// Decision 132 on a disk with no free block left: the commits go on over the zeros already
 // ahead of the WAL (they lengthen nothing), the next fill fails, which only ends the filling (a
 // notice says so; the store stays healthy), and every acknowledged write is there after a restart.
 TEST_F(SqliteFaultTest, ADiskWithNoFreeBlockEndsTheZeroFillAndLosesNothing) {
@@ -351,7 +351,7 @@ TEST_F(SqliteFaultTest, ADiskWithNoFreeBlockEndsTheZeroFillAndLosesNothing) {
   EXPECT_EQ(KeysAfterRestart(), acknowledged);
 }
 
-// Decision 151 beside another writer: another connection (the CLI's token commands, another
+// Decision 132 beside another writer: another connection (the CLI's token commands, another
 // process) holds the WAL's write lock when the writer's quiet moment comes. The fill waits for
 // it no longer than the busy timeout, then is skipped: no notice, the filling stays on, and the
 // next commit asks for zeros again, which the next quiet moment brings.

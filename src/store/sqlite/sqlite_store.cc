@@ -260,7 +260,7 @@ void SqliteStore::writer_loop() {
           write_cv_.wait(mu_);
           continue;
         }
-        // The WAL wants zeros ahead of it (decision 151). They are appended only once a whole
+        // The WAL wants zeros ahead of it (decision 132). They are appended only once a whole
         // wal_zero_fill_quiet has passed without a commit and with nothing queued, so that a
         // steady stream of writes (even a lone client's, on its own thread) never waits for
         // them; the write connection is the writer's meanwhile, and a write that comes then
@@ -774,7 +774,7 @@ void SqliteStore::checkpointer_loop() {
         sqlite3_wal_checkpoint_v2(db.raw(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, &copied);
     if (rc == SQLITE_OK) {
       // The pages just copied go to disk now, beside the writer, instead of all at once in the
-      // sync that lets the WAL start over (decision 150). SQLite syncs the database file only
+      // sync that lets the WAL start over (decision 136). SQLite syncs the database file only
       // after a checkpoint that copied the whole WAL.
       sqlite3_file* file = nullptr;
       if (sqlite3_file_control(db.raw(), "main", SQLITE_FCNTL_FILE_POINTER, &file) == SQLITE_OK &&

@@ -39,19 +39,19 @@
 // PASSIVE checkpoint whenever the WAL has grown by `checkpoint_frames` since it was last woken;
 // the writer's WAL hook wakes it. PASSIVE never blocks the writer or a reader. After each of its
 // checkpoints the checkpointer syncs the database file, so that the pages it copied go to disk
-// a little at a time, beside the writer (decision 150). A WAL starts over only when it is
+// a little at a time, beside the writer (decision 136). A WAL starts over only when it is
 // completely copied at the start of a write, which a checkpointer running beside a busy writer
 // never sees; so once the WAL holds `restart_frames` frames the writer wakes the checkpointer
 // until it has copied all but the newest `checkpoint_frames / 4` frames, and then itself runs a
 // PASSIVE checkpoint right after its commit: it copies and syncs only those, and the next write
 // starts the WAL over. (If the checkpointer falls half a WAL behind, the writer copies the rest
-// itself, as it always did before decision 150.) A checkpoint that fails changes nothing that
+// itself: decision 136.) A checkpoint that fails changes nothing that
 // is committed (the WAL still holds every frame); damage found by one marks the store damaged
 // as on any other connection. A failed fsync of the database file latches the store as a failed
 // commit does (writes refused until a restart): the kernel may have dropped the pages it could
 // not write, and a later sync that succeeds would let the WAL start over without them.
 //
-// WAL zeros (decision 151): a commit that lengthens the WAL syncs the file's new size and its
+// WAL zeros (decision 132): a commit that lengthens the WAL syncs the file's new size and its
 // newly allocated blocks besides its frames; one that writes over bytes the file already has
 // syncs only its frames. The WAL lengthens commit by commit until it first starts over (at
 // `restart_frames`, which a lightly used server takes days to reach), and a clean close deletes
@@ -124,14 +124,14 @@ struct Options {
   // a WAL of ≈ 40 MiB at most under sustained writes).
   int checkpoint_frames = 1000;
   int restart_frames = 10000;
-  // Zeros kept ahead of the WAL's furthest frame (decision 151; "WAL zeros" above): when fewer
+  // Zeros kept ahead of the WAL's furthest frame (decision 132; "WAL zeros" above): when fewer
   // than half of this are left, the writer appends up to this many at its next idle moment.
   // 0: never (the WAL grows commit by commit).
   std::int64_t wal_zero_ahead = 1 << 20;
   // How long the writer must have seen no commit before it appends them (tests shorten it).
   std::chrono::milliseconds wal_zero_fill_quiet{100};
   // Told before the schema of an existing database is upgraded (one pass over the once records
-  // for migration 11: ≈ 1.3 s per million on the first start of a newer ichido, decision 137),
+  // for migration 11: ≈ 1.3 s per million on the first start of a newer ichido, decision 131),
   // so that a long start is not a silent one.
   OnUpgrade on_upgrade;
   // The key index (above): a snapshot after this many new keys (0: max(1 M, 10 % of the keys)).
@@ -187,7 +187,7 @@ class SqliteStore final : public TableStore {
   // After a checkpoint on `db` that returned `rc`: a failed fsync of the database file latches
   // the store (see "Checkpoints" above); anything else but SQLITE_BUSY is counted.
   void checkpoint_failed(Db& db, int rc);
-  // WAL zeros (decision 151), by the write connection's owner: whether the WAL's file has fewer
+  // WAL zeros (decision 132), by the write connection's owner: whether the WAL's file has fewer
   // than wal_zero_ahead / 2 bytes past its furthest frame; and appending them (the writer, idle).
   bool wal_wants_zeros();
   void fill_wal_ahead();

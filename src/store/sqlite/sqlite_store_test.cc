@@ -374,7 +374,7 @@ TEST_F(SqliteStoreTest, CheckpointsRunBesideTheWriterAndTheWalStartsOver) {
     const auto c = SqliteStoreTestPeer::checkpoints(*store);
     EXPECT_GE(c.by_checkpointer, 1u) << "the checkpointer never copied the WAL";
     EXPECT_GE(c.by_writer, 1u) << "the writer never let the WAL start over";
-    // Decision 150: the writer waits for the checkpointer to copy all but the last 10 frames
+    // Decision 136: the writer waits for the checkpointer to copy all but the last 10 frames
     // (checkpoint_frames / 4) and copies those itself; only a checkpointer half a WAL behind
     // leaves it more: then the writer copies what the WAL holds, which is less than
     // 1.5 × restart_frames plus the frames of the commit that crossed it. One commit here writes
@@ -393,14 +393,14 @@ TEST_F(SqliteStoreTest, CheckpointsRunBesideTheWriterAndTheWalStartsOver) {
     const std::uintmax_t frame = 4096 + 24;
     const auto wal = std::filesystem::file_size(store->db_path() + "-wal");
     EXPECT_EQ(stats->wal_bytes, wal);
-    // (Plus the zeros a quiet writer may have appended past the furthest frame: decision 151.)
+    // (Plus the zeros a quiet writer may have appended past the furthest frame: decision 132.)
     EXPECT_LE(wal, 32 + 2 * kRestartFrames * frame + static_cast<std::uintmax_t>(zeros));
     store->close();
   }
   ExpectAfterReopen(kNexts, "key-1234", 1235);
 }
 
-// Decision 151: once the writer has seen no commit for wal_zero_fill_quiet, it appends zeros
+// Decision 132: once the writer has seen no commit for wal_zero_fill_quiet, it appends zeros
 // past the WAL's furthest frame, and the commits after that write over them instead of
 // lengthening the file (each commit here writes a few 4 KiB frames, so 1 MiB of zeros holds them
 // all).
@@ -707,7 +707,7 @@ TEST_F(SqliteStoreTest, AFailedCommandsChangeToALockIsForgottenByTheWriter) {
   EXPECT_TRUE(again->acquired);
 }
 
-// Decision 146: while the `locks` table is small the writer holds all of it
+// Decision 130: while the `locks` table is small the writer holds all of it
 // (WriterCache::locks_complete_), so an acquire of a name never seen reads no row; saves and
 // deletions keep the map exact, and a clear() (any rollback) reads the table again. A table of
 // more than kMaxLoadedLocks rows is read by name, and not loaded again for the next
@@ -850,7 +850,7 @@ TEST_F(SqliteStoreTest, TokensDrawnInOneBatchAreDistinctIncreasingAndSurviveARes
   EXPECT_GT(after->record.token, tokens.back());
 }
 
-// Decision 146: the token row is a reservation — written when a draw passes it, to the drawn
+// Decision 130: the token row is a reservation — written when a draw passes it, to the drawn
 // token + WriterCache::kTokenRowBlock — so that a batch of grants seldom writes it. Without
 // ichido.id (D3 then adopts the database's row as the mark), tokens still continue above every
 // token handed out; a row that did not reserve ahead (or was never written) would start them
@@ -1169,7 +1169,7 @@ TEST_F(SqliteStoreTest, FinishedOnceRecordsAreIndexedOnlyByNamespace) {
   sqlite3_close_v2(db);
 }
 
-// Migration 11 (decision 137): once_open indexes the open records only, and every statement of
+// Migration 11 (decision 131): once_open indexes the open records only, and every statement of
 // the once list and count that filters an open state runs on it — the real statements, as the
 // connection prepared them, so a query that lost its `state <> 'completed'` term (SQLite would
 // then scan the namespace) fails here. Completed records are listed and paged through the

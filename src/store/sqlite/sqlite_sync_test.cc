@@ -1,7 +1,7 @@
 // How the SQLite the store is built with makes a commit durable: with fdatasync(), as Debian's
 // libsqlite3 does (its configure detects it), not fsync(), which the amalgamation falls back to
 // unless HAVE_FDATASYNC is defined and which also writes the file's changed mtime through the
-// filesystem's journal whenever a commit changed it (decision 140).
+// filesystem's journal whenever a commit changed it (decision 138).
 //
 // This executable defines fsync() and fdatasync() itself: SQLite's calls (static library or
 // shared) resolve to these, which count the call and make the system call. It is a binary of

@@ -29,7 +29,7 @@ namespace ichido::store::sqlite {
 // forgets the sequences' values, so every batch reads them again (nothing else can change them
 // between batches unseen).
 //
-// The token sequence's row is a reservation (decision 146): no token above its value was ever
+// The token sequence's row is a reservation (decision 130): no token above its value was ever
 // handed out. The writer draws tokens from `token_last_`, the last token it drew, and writes
 // the row only when a draw passes it (then to the drawn token + kTokenRowBlock), so that a
 // batch of grants seldom writes the sequence at all. `token_last_` outlives a batch. clear()
@@ -40,7 +40,7 @@ namespace ichido::store::sqlite {
 // sees it (token_.value, written by flush_writes).
 class WriterCache {
  public:
-  // How far ahead of the drawn token the token row is written (decision 146).
+  // How far ahead of the drawn token the token row is written (decision 130).
   static constexpr std::int64_t kTokenRowBlock = 4096;
   // The most lock rows the writer holds as the whole table, and how many misses it reads by
   // name before it tries to load a table found larger again (locks_complete_, below).
@@ -118,7 +118,7 @@ class WriterCache {
   //
   // `locks_complete_`: locks_ holds every row of the table (find_lock loaded them all, which
   // it does while the table has at most kMaxLoadedLocks rows, half of kMaxRows), so a name it does
-  // not hold has no row — an acquire of a new name reads nothing (decision 146). Kept exact by the
+  // not hold has no row — an acquire of a new name reads nothing (decision 130). Kept exact by the
   // same writes; a deletion then erases the entry instead of remembering the absence; anything that
   // empties the map (growth past kMaxRows, clear()) ends it. A table found too large is not
   // read again for the next kLockLoadBackoff misses.
@@ -136,7 +136,7 @@ class WriterCache {
   std::optional<std::int64_t> token_last_;  // the last token drawn; unknown: the row's value
 };
 
-// The condition of the partial index once_open (schema migration 11, decision 137). SQLite uses
+// The condition of the partial index once_open (schema migration 11, decision 131). SQLite uses
 // a partial index only for a query that has the index's condition word for word as one of its
 // WHERE terms (`state = 'pending'` alone does not qualify), so every query meant for once_open
 // adds this term. Completed records are found through the (ns, key) unique index.

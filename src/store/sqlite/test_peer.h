@@ -25,7 +25,7 @@ class SqliteStoreTestPeer {
     // times the checkpointer was half a WAL behind, so that the writer copied the rest.
     std::uint64_t writer_copied_frames, writer_catch_ups;
   };
-  // How many times the writer appended zeros to the WAL (decision 151), and how many times it
+  // How many times the writer appended zeros to the WAL (decision 132), and how many times it
   // skipped that because another connection held the WAL's write lock.
   static std::uint64_t wal_zero_fills(const SqliteStore& s) { return s.wal_zero_fills_.load(); }
   static std::uint64_t wal_zero_fill_skips(const SqliteStore& s) {

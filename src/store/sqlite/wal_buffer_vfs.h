@@ -29,7 +29,7 @@
 // Files that are not a WAL pass straight through. Thread-safety: as for any SQLite file, one
 // connection uses a file at a time; registration is thread-safe.
 //
-// Zero-filling ahead (decision 151). A commit that makes the WAL longer costs its fdatasync more
+// Zero-filling ahead (decision 132). A commit that makes the WAL longer costs its fdatasync more
 // than one that writes over bytes the file already has: the file system must also write the new
 // size and the blocks it allocated (and, on a journaling file system, commit its journal). A WAL
 // grows until it starts over at the writer's checkpoint (≈ 40 MiB, sqlite_store.h), which a

@@ -84,7 +84,7 @@ std::int64_t FileSize(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? static_cast<std::int64_t>(st.st_size) : -1;
 }
 
-// Zeros past the WAL's last frame (decision 151): appended and synced on request, written over
+// Zeros past the WAL's last frame (decision 132): appended and synced on request, written over
 // by the commits after them (the file does not lengthen), and where SQLite's recovery stops when
 // it finds them: a copy of the files as a crash would leave them (nothing checkpointed, zeros
 // after the frames) opens with every committed row.

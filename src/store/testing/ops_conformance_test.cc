@@ -95,7 +95,7 @@ TYPED_TEST(OpsConformance, OnceCountsStopAtTheCap) {
 
 // Completed records counted beside open ones, below the cap, at it, and when an open state
 // reached it first (the embedded store counts completed records as all less the open ones,
-// decision 137: that difference would say 2 for the last namespace).
+// decision 131: that difference would say 2 for the last namespace).
 TYPED_TEST(OpsConformance, OnceCountsAreExactBesideOpenRecords) {
   for (int i = 0; i < 4; ++i) this->Finish("mix", "done" + std::to_string(i));
   for (int i = 0; i < 2; ++i) {

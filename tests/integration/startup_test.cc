@@ -227,7 +227,7 @@ TEST(Startup, AFullDiskMakesTheServerNotReadyUntilSpaceComesBack) {
   ASSERT_EQ(api.send("GET", "/readyz").status, 200);
   std::string why;
   ASSERT_GE(soak::fill_until_full(mnt + "/filler", &why), 0) << why;
-  // Writes go on while the WAL's zeros ahead last (decision 151); then one is refused.
+  // Writes go on while the WAL's zeros ahead last (decision 132); then one is refused.
   Reply w;
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   for (int i = 0; std::chrono::steady_clock::now() < give_up; ++i) {

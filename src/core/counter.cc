@@ -42,6 +42,8 @@ std::string_view to_string(Period p) {
       return "month";
     case Period::day:
       return "day";
+    case Period::fiscal_year:
+      return "fiscal_year";
   }
   return "none";
 }
@@ -51,7 +53,9 @@ Result<Period> parse_period(std::string_view s) {
   if (s == "year") return Period::year;
   if (s == "month") return Period::month;
   if (s == "day") return Period::day;
-  return invalid_field("period", "The period must be one of none, year, month or day.");
+  if (s == "fiscal_year") return Period::fiscal_year;
+  return invalid_field("period",
+                       "The period must be one of none, year, month, day or fiscal_year.");
 }
 
 Result<std::vector<FormatPiece>> parse_format(std::string_view f) {
@@ -92,23 +96,46 @@ Result<std::vector<FormatPiece>> parse_format(std::string_view f) {
     }
     const std::string_view tag = f.substr(i + 1, close - i - 1);
     FormatPiece piece;
-    if (tag == "seq") {
-      piece.kind = K::seq;
-    } else if (tag.size() > 4 && tag.substr(0, 4) == "seq:") {
-      const auto digits = tag.substr(4);
+    // "{name:N}": N as a width from 1 to max_width, else nullopt (checked before any overflow).
+    auto width_of = [&](std::string_view name, int max_width) -> std::optional<int> {
+      const auto digits = tag.substr(name.size() + 1);
       int w = 0;
-      bool ok = !digits.empty() && digits.size() <= 2;  // checked first: no overflow below
+      bool ok = !digits.empty() && digits.size() <= 2;
       for (std::size_t k = 0; ok && k < digits.size(); ++k) {
         if (digits[k] < '0' || digits[k] > '9')
           ok = false;
         else
           w = w * 10 + (digits[k] - '0');
       }
-      if (!ok || w < 1 || w > kMaxSeqWidth) {
+      if (!ok || w < 1 || w > max_width) return std::nullopt;
+      return w;
+    };
+    if (tag == "seq") {
+      piece.kind = K::seq;
+    } else if (tag.size() > 4 && tag.substr(0, 4) == "seq:") {
+      const auto w = width_of("seq", kMaxSeqWidth);
+      if (!w) {
         return invalid_field("format", "In {seq:N}, N must be a whole number from 1 to 18.");
       }
       piece.kind = K::seq;
-      piece.width = w;
+      piece.width = *w;
+    } else if (tag == "era_year") {
+      piece.kind = K::era_year;
+    } else if (tag.size() > 9 && tag.substr(0, 9) == "era_year:") {
+      const auto w = width_of("era_year", kMaxEraYearWidth);
+      if (!w) {
+        return invalid_field("format", "In {era_year:N}, N must be a whole number from 1 to 4.");
+      }
+      piece.kind = K::era_year;
+      piece.width = *w;
+    } else if (tag == "fy") {
+      piece.kind = K::fy;
+    } else if (tag == "fy2") {
+      piece.kind = K::fy2;
+    } else if (tag == "era") {
+      piece.kind = K::era;
+    } else if (tag == "era_initial") {
+      piece.kind = K::era_initial;
     } else if (tag == "yyyy") {
       piece.kind = K::yyyy;
     } else if (tag == "yy") {
@@ -119,7 +146,9 @@ Result<std::vector<FormatPiece>> parse_format(std::string_view f) {
       piece.kind = K::dd;
     } else {
       return invalid_field("format", "Unknown placeholder {" + std::string(tag) +
-                                         "}; use {seq}, {seq:N}, {yyyy}, {yy}, {mm} or {dd}.");
+                                         "}; use {seq}, {seq:N}, {yyyy}, {yy}, {mm}, {dd}, {fy}, "
+                                         "{fy2}, {era}, {era_initial}, {era_year} or "
+                                         "{era_year:N}.");
     }
     has_seq = has_seq || piece.kind == K::seq;
     flush();
@@ -199,9 +228,42 @@ Result<LocalDate> local_date(std::string_view tz, TimeMs now) {
   return d;
 }
 
-std::string period_label(Period p, const LocalDate& d) {
+int fiscal_year_of(const LocalDate& d, int start_month) {
+  return static_cast<int>(d.month) >= start_month ? d.year : d.year - 1;
+}
+
+JapaneseEra japanese_era(const LocalDate& d) {
+  // Each era's first day (the day its name took effect), newest first.
+  struct Start {
+    int year;
+    unsigned month;
+    unsigned day;
+    std::string_view name;
+    std::string_view initial;
+  };
+  static constexpr Start kEras[] = {
+      {2019, 5, 1, "令和", "R"},
+      {1989, 1, 8, "平成", "H"},
+      {1926, 12, 25, "昭和", "S"},
+      {1912, 7, 30, "大正", "T"},
+  };
+  for (const Start& e : kEras) {
+    const bool on_or_after = d.year != e.year
+                                 ? d.year > e.year
+                                 : (d.month != e.month ? d.month > e.month : d.day >= e.day);
+    if (on_or_after) return JapaneseEra{e.name, e.initial, d.year - e.year + 1};
+  }
+  return JapaneseEra{"明治", "M", d.year - 1867};  // 明治元年 = 1868
+}
+
+std::string period_label(Period p, const LocalDate& d, int fiscal_year_start) {
   std::string out;
   if (p == Period::none) return out;
+  if (p == Period::fiscal_year) {
+    out = "FY";
+    append_padded(out, fiscal_year_of(d, fiscal_year_start), 4);
+    return out;
+  }
   append_padded(out, d.year, 4);
   if (p == Period::year) return out;
   out += '-';
@@ -210,6 +272,22 @@ std::string period_label(Period p, const LocalDate& d) {
   out += '-';
   append_padded(out, d.day, 2);
   return out;
+}
+
+std::string_view period_label_example(Period p) {
+  switch (p) {
+    case Period::none:
+      return "\"\"";
+    case Period::year:
+      return "2026";
+    case Period::month:
+      return "2026-04";
+    case Period::day:
+      return "2026-04-01";
+    case Period::fiscal_year:
+      return "FY2026";
+  }
+  return "\"\"";
 }
 
 bool is_period_label(Period p, std::string_view s) {
@@ -228,13 +306,25 @@ bool is_period_label(Period p, std::string_view s) {
     case Period::day:
       return s.size() == 10 && digits(0, 4) && s[4] == '-' && digits(5, 2) && s[7] == '-' &&
              digits(8, 2);
+    case Period::fiscal_year:
+      return s.size() == 6 && s[0] == 'F' && s[1] == 'Y' && digits(2, 4);
   }
   return false;
 }
 
 std::string render(const std::vector<FormatPiece>& pieces, std::int64_t value, const LocalDate& d) {
+  return render(pieces, value, d, d.year);
+}
+
+std::string render(const std::vector<FormatPiece>& pieces, std::int64_t value, const LocalDate& d,
+                   int fiscal_year) {
   using K = FormatPiece::Kind;
   std::string out;
+  std::optional<JapaneseEra> era;  // looked up once, only for a format that shows it
+  auto era_of = [&]() -> const JapaneseEra& {
+    if (!era) era = japanese_era(d);
+    return *era;
+  };
   for (const auto& p : pieces) {
     switch (p.kind) {
       case K::literal:
@@ -255,6 +345,21 @@ std::string render(const std::vector<FormatPiece>& pieces, std::int64_t value, c
       case K::dd:
         append_padded(out, d.day, 2);
         break;
+      case K::fy:
+        append_padded(out, fiscal_year, 4);
+        break;
+      case K::fy2:
+        append_padded(out, fiscal_year % 100, 2);
+        break;
+      case K::era:
+        out += era_of().name;
+        break;
+      case K::era_initial:
+        out += era_of().initial;
+        break;
+      case K::era_year:
+        append_padded(out, era_of().year, p.width);
+        break;
     }
   }
   return out;
@@ -268,13 +373,24 @@ Result<void> validate_config(const CounterConfig& c) {
   }
   ICHIDO_TRY(parse_format(c.format));
   ICHIDO_TRY(local_date(c.timezone, 0));
+  if (c.period == Period::fiscal_year) {
+    ICHIDO_TRY(check(field::kFiscalYearStart, c.fiscal_year_start));
+  } else if (c.fiscal_year_start != 0) {
+    return invalid_field("fiscal_year_start",
+                         "The fiscal_year_start is only for period fiscal_year; leave it out for "
+                         "this period.");
+  }
   return {};
 }
 
 Result<Today> today(const CounterConfig& c, TimeMs now) {
   auto d = local_date(c.timezone, now);
   if (!d.ok()) return std::move(d).error();
-  return Today{*d, period_label(c.period, *d)};
+  if (c.period == Period::fiscal_year) {
+    const int fy = fiscal_year_of(*d, c.fiscal_year_start);
+    return Today{*d, period_label(c.period, *d, c.fiscal_year_start), fy};
+  }
+  return Today{*d, period_label(c.period, *d), d->year};
 }
 
 Result<CreateOutcome> decide_create(const std::optional<CounterConfig>& existing,
@@ -308,7 +424,7 @@ Result<NextDecision> decide_next(const CounterConfig& c, const Today& today,
   if (!pieces.ok()) return std::move(pieces).error();  // unreachable for a validated config
   IssuedNumber rec;
   rec.value = last_value + 1;
-  rec.formatted = render(**pieces, rec.value, today.date);
+  rec.formatted = render(**pieces, rec.value, today.date, today.fiscal_year);
   rec.period = today.period;
   rec.key = cmd.key;
   rec.note = cmd.note;
@@ -334,7 +450,7 @@ Result<IssuedNumber> decide_void(const CounterConfig& c, const Today& today,
     auto pieces = parse_format_cached(c.format);
     if (!pieces.ok()) return std::move(pieces).error();
     rec.value = value;
-    rec.formatted = render(**pieces, value, today.date);
+    rec.formatted = render(**pieces, value, today.date, today.fiscal_year);
     rec.period = period;
     rec.issued_at = now;
   }

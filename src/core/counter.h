@@ -8,6 +8,13 @@
 //   C3. A key maps to at most one issued number per counter, forever (across periods and restarts);
 //       `next` with a known key replays that record unchanged.
 //   C4. A counter's config never changes after creation.
+//
+// Calendars. Every date rule works on the local date of `now` in the counter's zone (IANA name):
+// periods roll over at local midnight. The fiscal year (年度) of a date is named by the calendar
+// year in which it starts: with fiscal_year_start 4 (April, the Japanese default), 2027-03-31 is
+// in FY2026 and 2027-04-01 in FY2027; with 1 the fiscal year is the calendar year. The Japanese
+// era (元号) of a date is the one in force that day: 令和 from 2019-05-01, 平成 from 1989-01-08,
+// 昭和 from 1926-12-25, 大正 from 1912-07-30, 明治 before (docs/decisions/190).
 #pragma once
 
 #include <cstdint>
@@ -22,7 +29,7 @@
 
 namespace ichido::core {
 
-enum class Period { none, year, month, day };
+enum class Period { none, year, month, day, fiscal_year };
 
 std::string_view to_string(Period p);
 Result<Period> parse_period(std::string_view s);  // error names field "period"
@@ -34,6 +41,9 @@ struct CounterConfig {
   Period period = Period::none;
   std::string timezone = "UTC";
   bool require_key = false;
+  // The month (1-12) a fiscal year starts in: required with Period::fiscal_year (the API's
+  // default is kDefaultFiscalYearStart), and 0 with every other period.
+  int fiscal_year_start = 0;
 
   bool operator==(const CounterConfig&) const = default;
 };
@@ -42,17 +52,20 @@ inline constexpr std::size_t kMaxFormatBytes = 256;
 inline constexpr std::size_t kMaxNoteBytes = 1024;
 inline constexpr std::size_t kMaxReasonBytes = 1024;
 inline constexpr int kMaxSeqWidth = 18;
+inline constexpr int kMaxEraYearWidth = 4;
+inline constexpr int kDefaultFiscalYearStart = 4;  // April: the Japanese 年度
 
 // One parsed piece of a format string.
 struct FormatPiece {
-  enum class Kind { literal, seq, yyyy, yy, mm, dd };
+  enum class Kind { literal, seq, yyyy, yy, mm, dd, fy, fy2, era, era_initial, era_year };
   Kind kind = Kind::literal;
   std::string text;  // literal text
-  int width = 0;     // {seq:N} zero-pad width, 0 for plain {seq}
+  int width = 0;     // {seq:N} / {era_year:N} zero-pad width, 0 for plain {seq} / {era_year}
 };
 
-// Parses "R-{seq:4}". Recognised: {seq}, {seq:N} (N = 1..18), {yyyy}, {yy}, {mm}, {dd};
-// "{{" and "}}" are literal braces. At least one {seq} is required. Errors name field "format".
+// Parses "R-{seq:4}". Recognised: {seq}, {seq:N} (N = 1..18), {yyyy}, {yy}, {mm}, {dd}, {fy},
+// {fy2}, {era}, {era_initial}, {era_year}, {era_year:N} (N = 1..4); "{{" and "}}" are literal
+// braces. At least one {seq} is required. Errors name field "format".
 Result<std::vector<FormatPiece>> parse_format(std::string_view format);
 
 // parse_format through a small per-thread cache keyed by the format text: what `next` and `void`
@@ -74,22 +87,46 @@ struct LocalDate {
 // The local date at `now` in IANA zone `tz`. Unknown zone: invalid_request, field "timezone".
 Result<LocalDate> local_date(std::string_view tz, TimeMs now);
 
-// "" for none, "2026" for year, "2026-04" for month, "2026-04-01" for day.
-std::string period_label(Period p, const LocalDate& d);
+// The fiscal year of `d` when fiscal years start on the 1st of month `start_month` (1-12): the
+// calendar year in which that fiscal year starts (d.year when d.month >= start_month, else
+// d.year - 1).
+int fiscal_year_of(const LocalDate& d, int start_month);
+
+// The Japanese era of date `d` (Gregorian, local): its name (令和), initial (R) and year within
+// the era (8 for 2026; the first year is 1, never 元). The table is in the header comment.
+struct JapaneseEra {
+  std::string_view name;
+  std::string_view initial;
+  int year = 0;
+};
+JapaneseEra japanese_era(const LocalDate& d);
+
+// "" for none, "2026" for year, "2026-04" for month, "2026-04-01" for day, "FY2026" for
+// fiscal_year (the fiscal year of `d` with fiscal years starting in month `fiscal_year_start`).
+std::string period_label(Period p, const LocalDate& d,
+                         int fiscal_year_start = kDefaultFiscalYearStart);
+
+// A label of period kind `p` for messages: "\"\"", "2026", "2026-04", "2026-04-01", "FY2026".
+std::string_view period_label_example(Period p);
 
 // True when `label` is a syntactically valid label for period kind `p`.
 bool is_period_label(Period p, std::string_view label);
 
-// Renders a parsed format for `value` issued on local date `d`.
+// Renders a parsed format for `value` issued on local date `d`; {fy} and {fy2} show
+// `fiscal_year`. The three-argument form is for a counter without fiscal years ({fy} = d.year).
+std::string render(const std::vector<FormatPiece>& pieces, std::int64_t value, const LocalDate& d,
+                   int fiscal_year);
 std::string render(const std::vector<FormatPiece>& pieces, std::int64_t value, const LocalDate& d);
 
 // Checks every config field; the error names the offending field.
 Result<void> validate_config(const CounterConfig& c);
 
-// Where a counter stands "today": the local date and the current period's label.
+// Where a counter stands "today": the local date, the current period's label and the fiscal
+// year format placeholders show ({fy}: the fiscal year for Period::fiscal_year, else the year).
 struct Today {
   LocalDate date;
   std::string period;
+  int fiscal_year = 0;
 };
 Result<Today> today(const CounterConfig& c, TimeMs now);
 

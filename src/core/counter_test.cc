@@ -242,7 +242,7 @@ TEST(FormatCache, NextAndVoidOfCountersWithDifferentFormatsNeverMixThem) {
 // --- periods -------------------------------------------------------------------------------
 
 TEST(Period, ParseAndName) {
-  for (auto p : {Period::none, Period::year, Period::month, Period::day}) {
+  for (auto p : {Period::none, Period::year, Period::month, Period::day, Period::fiscal_year}) {
     auto parsed = parse_period(to_string(p));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, p);
@@ -250,6 +250,8 @@ TEST(Period, ParseAndName) {
   ExpectError(parse_period("week"), errc::invalid_request, "period");
   ExpectError(parse_period(""), errc::invalid_request, "period");
   ExpectError(parse_period("Year"), errc::invalid_request, "period");
+  ExpectError(parse_period("fiscal"), errc::invalid_request, "period");
+  EXPECT_EQ(to_string(Period::fiscal_year), "fiscal_year");
 }
 
 TEST(Period, SameInstantIsNewYearInTokyoButNotInUtc) {
@@ -383,6 +385,224 @@ TEST(Period, IsPeriodLabel) {
   EXPECT_TRUE(is_period_label(Period::day, "2026-04-01"));
   EXPECT_FALSE(is_period_label(Period::day, "2026-04-1x"));
   EXPECT_FALSE(is_period_label(Period::day, "2026-04"));
+  EXPECT_TRUE(is_period_label(Period::fiscal_year, "FY2026"));
+  EXPECT_FALSE(is_period_label(Period::fiscal_year, "2026"));
+  EXPECT_FALSE(is_period_label(Period::fiscal_year, "fy2026"));
+  EXPECT_FALSE(is_period_label(Period::fiscal_year, "FY26"));
+  EXPECT_FALSE(is_period_label(Period::fiscal_year, "FY2026-04"));
+  EXPECT_FALSE(is_period_label(Period::year, "FY2026"));
+  // The examples the messages give are labels of their kind.
+  for (Period p : {Period::none, Period::year, Period::month, Period::day, Period::fiscal_year}) {
+    const std::string_view example = period_label_example(p);
+    EXPECT_TRUE(is_period_label(p, p == Period::none ? "" : example)) << example;
+  }
+}
+
+// --- fiscal years (年度) ----------------------------------------------------------------------
+
+// The counter's fiscal year and label at `now`.
+Today FiscalToday(int start_month, std::string zone, TimeMs now) {
+  CounterConfig c;
+  c.period = Period::fiscal_year;
+  c.fiscal_year_start = start_month;
+  c.timezone = std::move(zone);
+  return today(c, now).value();
+}
+
+TEST(FiscalYear, TheJapaneseFiscalYearTurnsAtMidnightOfThe1stOfAprilInTheCountersZone) {
+  // 2027-03-31T23:59:59+09:00 and 2027-04-01T00:00:00+09:00 (= 2027-03-31T15:00:00Z).
+  const TimeMs last_second = At(2027, 3, 31, 14, 59, 59);
+  const TimeMs first_instant = At(2027, 3, 31, 15, 0, 0);
+  Today t = FiscalToday(4, "Asia/Tokyo", last_second);
+  EXPECT_EQ(t.period, "FY2026");
+  EXPECT_EQ(t.fiscal_year, 2026);
+  t = FiscalToday(4, "Asia/Tokyo", first_instant - 1);  // the last millisecond
+  EXPECT_EQ(t.period, "FY2026");
+  t = FiscalToday(4, "Asia/Tokyo", first_instant);
+  EXPECT_EQ(t.period, "FY2027");
+  EXPECT_EQ(t.fiscal_year, 2027);
+  EXPECT_EQ(t.date.month, 4u);
+  EXPECT_EQ(t.date.day, 1u);
+  // The same instant is still 31 March in UTC: FY2026 there until 2027-04-01T00:00Z.
+  EXPECT_EQ(FiscalToday(4, "UTC", first_instant).period, "FY2026");
+  EXPECT_EQ(FiscalToday(4, "UTC", At(2027, 3, 31, 23, 59, 59)).period, "FY2026");
+  EXPECT_EQ(FiscalToday(4, "UTC", At(2027, 4, 1)).period, "FY2027");
+  // The fiscal year that starts in April 2026 runs to the end of March 2027.
+  EXPECT_EQ(FiscalToday(4, "Asia/Tokyo", At(2026, 3, 31, 15)).period, "FY2026");
+  EXPECT_EQ(FiscalToday(4, "Asia/Tokyo", At(2026, 12, 31, 15)).period, "FY2026");  // 1 Jan 2027
+}
+
+TEST(FiscalYear, StartingInJanuaryIsTheCalendarYear) {
+  EXPECT_EQ(FiscalToday(1, "Asia/Tokyo", At(2026, 12, 31, 14, 59, 59)).period, "FY2026");
+  EXPECT_EQ(FiscalToday(1, "Asia/Tokyo", At(2026, 12, 31, 15)).period, "FY2027");
+  for (unsigned m = 1; m <= 12; ++m) {
+    EXPECT_EQ(fiscal_year_of(LocalDate{2026, m, 15}, 1), 2026) << m;
+  }
+}
+
+TEST(FiscalYear, EveryStartMonthTurnsOnItsFirstDayAndEndsTheDayBefore) {
+  for (int start = 1; start <= 12; ++start) {
+    SCOPED_TRACE(start);
+    // The fiscal year that starts on the 1st of `start` in 2026 …
+    const LocalDate first{2026, static_cast<unsigned>(start), 1};
+    EXPECT_EQ(fiscal_year_of(first, start), 2026);
+    EXPECT_EQ(period_label(Period::fiscal_year, first, start), "FY2026");
+    // … the day before belongs to the one that started a year earlier (its year-end) …
+    const LocalDate eve = start == 1 ? LocalDate{2025, 12, 31}
+                                     : LocalDate{2026, static_cast<unsigned>(start - 1), 28};
+    EXPECT_EQ(fiscal_year_of(eve, start), 2025);
+    EXPECT_EQ(period_label(Period::fiscal_year, eve, start), "FY2025");
+    // … and it ends on the last day of the month before `start` a year later.
+    const LocalDate last = start == 1 ? LocalDate{2026, 12, 31}
+                                      : LocalDate{2027, static_cast<unsigned>(start - 1), 28};
+    EXPECT_EQ(fiscal_year_of(last, start), 2026);
+  }
+  // October (a fiscal year starting in autumn), at the instant in Tokyo.
+  EXPECT_EQ(FiscalToday(10, "Asia/Tokyo", At(2026, 9, 30, 14, 59, 59)).period, "FY2025");
+  EXPECT_EQ(FiscalToday(10, "Asia/Tokyo", At(2026, 9, 30, 15)).period, "FY2026");
+  // December: the fiscal year that starts in December 2026 is almost all of 2027.
+  EXPECT_EQ(FiscalToday(12, "Asia/Tokyo", At(2026, 11, 30, 14, 59, 59)).period, "FY2025");
+  EXPECT_EQ(FiscalToday(12, "Asia/Tokyo", At(2026, 11, 30, 15)).period, "FY2026");
+  EXPECT_EQ(FiscalToday(12, "Asia/Tokyo", At(2027, 11, 30, 14, 59, 59)).period, "FY2026");
+  // A leap year's 29 February is in the fiscal year that started the April before.
+  EXPECT_EQ(fiscal_year_of(LocalDate{2028, 2, 29}, 4), 2027);
+  EXPECT_EQ(fiscal_year_of(LocalDate{2028, 2, 29}, 3), 2027);
+  EXPECT_EQ(fiscal_year_of(LocalDate{2028, 3, 1}, 3), 2028);
+}
+
+TEST(FiscalYear, FyPlaceholdersShowTheFiscalYearOnlyForAFiscalYearCounter) {
+  CounterConfig c{0, 9999, "{fy}/{fy2}-{seq:3}", Period::fiscal_year, "Asia/Tokyo", false, 4};
+  ASSERT_TRUE(validate_config(c).ok());
+  const TimeMs march = At(2027, 3, 15, 3);  // 2027-03-15 12:00 in Tokyo: FY2026
+  Today t = today(c, march).value();
+  auto d = decide_next(c, t, 0, std::nullopt, NextCommand{}, march);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->record.formatted, "2026/26-001");
+  EXPECT_EQ(d->record.period, "FY2026");
+  // With any other period {fy} is the year of the issue date.
+  for (Period p : {Period::none, Period::year, Period::month, Period::day}) {
+    SCOPED_TRACE(to_string(p));
+    c.period = p;
+    c.fiscal_year_start = 0;
+    t = today(c, march).value();
+    EXPECT_EQ(t.fiscal_year, 2027);
+    d = decide_next(c, t, 0, std::nullopt, NextCommand{}, march);
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(d->record.formatted, "2027/27-001");
+  }
+  // {fy2} keeps two digits: FY2009 is "09", FY2000 "00".
+  EXPECT_EQ(render(parse_format("{fy2}{seq}").value(), 1, LocalDate{2010, 3, 1}, 2009), "091");
+  EXPECT_EQ(render(parse_format("{fy2}{seq}").value(), 1, LocalDate{2000, 4, 1}, 2000), "001");
+}
+
+TEST(FiscalYear, ConfigNeedsAStartMonthForFiscalYearAndNoneForOtherPeriods) {
+  CounterConfig c{0, 9999, "{seq}", Period::fiscal_year, "UTC", false, 4};
+  EXPECT_TRUE(validate_config(c).ok());
+  for (int bad : {0, 13, -1, 100}) {
+    SCOPED_TRACE(bad);
+    c.fiscal_year_start = bad;
+    ExpectError(validate_config(c), errc::invalid_request, "fiscal_year_start");
+  }
+  for (Period p : {Period::none, Period::year, Period::month, Period::day}) {
+    SCOPED_TRACE(to_string(p));
+    c.period = p;
+    c.fiscal_year_start = 4;
+    ExpectError(validate_config(c), errc::invalid_request, "fiscal_year_start");
+    c.fiscal_year_start = 0;
+    EXPECT_TRUE(validate_config(c).ok());
+  }
+  // The start month is part of the config: another month is another counter.
+  const CounterConfig april{0, 9999, "{seq}", Period::fiscal_year, "UTC", false, 4};
+  CounterConfig january = april;
+  january.fiscal_year_start = 1;
+  ExpectError(decide_create(april, january), errc::counter_exists);
+  EXPECT_EQ(decide_create(april, april).value(), CreateOutcome::already_exists);
+}
+
+TEST(FiscalYear, AReplayAfterTheYearTurnedKeepsTheOldFiscalYearsAnswer) {
+  const CounterConfig c{0, 9999, "R{fy2}-{seq:4}", Period::fiscal_year, "Asia/Tokyo", true, 4};
+  const TimeMs before = At(2027, 3, 31, 14, 59, 59);
+  const TimeMs after = At(2027, 3, 31, 15, 0, 0);
+  auto first =
+      decide_next(c, today(c, before).value(), 41, std::nullopt, NextCommand{"form-9", ""}, before);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->record.formatted, "R26-0042");
+  EXPECT_EQ(first->record.period, "FY2026");
+  // Replayed in FY2027 (whose own numbering starts again): the FY2026 answer, unchanged.
+  auto again =
+      decide_next(c, today(c, after).value(), 0, first->record, NextCommand{"form-9", ""}, after);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->replayed);
+  ExpectSameRecord(again->record, first->record);
+  auto fresh =
+      decide_next(c, today(c, after).value(), 0, std::nullopt, NextCommand{"form-10", ""}, after);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(fresh->record.formatted, "R27-0001");
+  EXPECT_EQ(fresh->record.period, "FY2027");
+}
+
+// --- Japanese eras (元号) ---------------------------------------------------------------------
+
+std::string EraOf(int y, unsigned m, unsigned d) {
+  const JapaneseEra e = japanese_era(LocalDate{y, m, d});
+  return std::string(e.name) + "/" + std::string(e.initial) + "/" + std::to_string(e.year);
+}
+
+TEST(JapaneseEra, EachEraBeginsOnItsFirstDayAndTheDayBeforeIsThePreviousOnesLast) {
+  EXPECT_EQ(EraOf(2026, 4, 1), "令和/R/8");
+  EXPECT_EQ(EraOf(2019, 5, 1), "令和/R/1");
+  EXPECT_EQ(EraOf(2019, 4, 30), "平成/H/31");
+  EXPECT_EQ(EraOf(2019, 1, 1), "平成/H/31");
+  EXPECT_EQ(EraOf(1989, 1, 8), "平成/H/1");
+  EXPECT_EQ(EraOf(1989, 1, 7), "昭和/S/64");
+  EXPECT_EQ(EraOf(1970, 1, 1), "昭和/S/45");
+  EXPECT_EQ(EraOf(1926, 12, 25), "昭和/S/1");
+  EXPECT_EQ(EraOf(1926, 12, 24), "大正/T/15");
+  EXPECT_EQ(EraOf(1912, 7, 30), "大正/T/1");
+  EXPECT_EQ(EraOf(1912, 7, 29), "明治/M/45");
+  EXPECT_EQ(EraOf(1873, 1, 1), "明治/M/6");
+  EXPECT_EQ(EraOf(2100, 1, 1), "令和/R/82");  // no later era is known
+}
+
+TEST(JapaneseEra, TheChangeToReiwaIsAtMidnightOfThe1stOfMayInTheCountersZone) {
+  const CounterConfig c{
+      0,    9999, "{era}{era_year}年-{era_initial}{era_year:2}-{seq}", Period::none, "Asia/Tokyo",
+      false};
+  auto formatted = [&](const CounterConfig& cfg, TimeMs at) {
+    return decide_next(cfg, today(cfg, at).value(), 0, std::nullopt, NextCommand{}, at)
+        .value()
+        .record.formatted;
+  };
+  // 2019-04-30T23:59:59+09:00, then 2019-05-01T00:00:00+09:00 (= 2019-04-30T15:00:00Z).
+  EXPECT_EQ(formatted(c, At(2019, 4, 30, 14, 59, 59)), "平成31年-H31-1");
+  EXPECT_EQ(formatted(c, At(2019, 4, 30, 15)), "令和1年-R01-1");
+  CounterConfig utc = c;
+  utc.timezone = "UTC";
+  EXPECT_EQ(formatted(utc, At(2019, 4, 30, 15)), "平成31年-H31-1");  // still 30 April in UTC
+  EXPECT_EQ(formatted(utc, At(2019, 5, 1)), "令和1年-R01-1");
+}
+
+TEST(JapaneseEra, EraPlaceholdersParseAndRender) {
+  const LocalDate d{2026, 4, 1};
+  EXPECT_EQ(Render("{era}{era_year}年度-{seq:3}", 7, d), "令和8年度-007");
+  EXPECT_EQ(Render("{era_initial}{era_year:2}-{seq}", 12, d), "R08-12");
+  EXPECT_EQ(Render("{era_year:1}/{era_year:4}/{seq}", 1, d), "8/0008/1");
+  EXPECT_EQ(Render("{era_year:2}{seq}", 1, LocalDate{2037, 1, 1}), "191");  // width is a minimum
+  auto p = parse_format("{fy}{fy2}{era}{era_initial}{era_year}{era_year:3}{seq}");
+  ASSERT_TRUE(p.ok());
+  using K = FormatPiece::Kind;
+  std::vector<K> kinds;
+  for (const auto& piece : *p) kinds.push_back(piece.kind);
+  EXPECT_EQ(kinds, (std::vector<K>{K::fy, K::fy2, K::era, K::era_initial, K::era_year, K::era_year,
+                                   K::seq}));
+  EXPECT_EQ((*p)[4].width, 0);
+  EXPECT_EQ((*p)[5].width, 3);
+  for (const char* bad : {"{era_year:0}{seq}", "{era_year:5}{seq}", "{era_year:}{seq}",
+                          "{era_year:x}{seq}", "{era_year:100}{seq}", "{ERA}{seq}",
+                          "{era_name}{seq}", "{fy4}{seq}", "{fy:2}{seq}", "{era}{fy}"}) {
+    SCOPED_TRACE(bad);
+    ExpectError(parse_format(bad), errc::invalid_request, "format");
+  }
 }
 
 // --- validate_config -----------------------------------------------------------------------

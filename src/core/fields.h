@@ -38,6 +38,8 @@ inline constexpr IntRule kMax{"max", 1, kMaxJsonInteger};
 inline constexpr IntRule kValue{"value", 0, kMaxJsonInteger};
 inline constexpr IntRule kExpectedLastValue{"expected_last_value", 0, kMaxJsonInteger};
 inline constexpr IntRule kLastValue{"last_value", 0, kMaxJsonInteger};
+// Counters: the month a fiscal year starts in (period fiscal_year).
+inline constexpr IntRule kFiscalYearStart{"fiscal_year_start", 1, 12};
 inline constexpr IntRule kExpiresInMs{"expires_in_ms", 1, kMaxJsonInteger};
 inline constexpr IntRule kLimit{"limit", 1, 1000};
 inline constexpr IntRule kAfter{"after", 0, kMaxJsonInteger};

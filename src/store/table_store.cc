@@ -61,13 +61,9 @@ Result<std::string> resolve_period(const core::CounterConfig& c, const core::Tod
                                    const std::optional<std::string>& requested) {
   if (!requested) return today.period;
   if (!core::is_period_label(c.period, *requested)) {
-    return invalid_field("period",
-                         "The period must look like " +
-                             std::string(c.period == core::Period::none    ? "\"\""
-                                         : c.period == core::Period::year  ? "2026"
-                                         : c.period == core::Period::month ? "2026-04"
-                                                                           : "2026-04-01") +
-                             " for this counter.");
+    return invalid_field("period", "The period must look like " +
+                                       std::string(core::period_label_example(c.period)) +
+                                       " for this counter.");
   }
   return *requested;
 }

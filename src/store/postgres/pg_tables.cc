@@ -12,8 +12,9 @@
 namespace ichido::store::postgres {
 namespace {
 
-#define COUNTER_COLUMNS \
-  "id, ns, name, start, max, format, period, timezone, require_key, created_at"
+#define COUNTER_COLUMNS                                                           \
+  "id, ns, name, start, max, format, period, timezone, require_key, created_at, " \
+  "fiscal_year_start"
 #define ISSUED_COLUMNS "period, value, formatted, key, note, issued_at, voided_at, void_reason"
 #define ONCE_COLUMNS                                                                         \
   "key, state, owner, fingerprint, token, attempt, max_attempts, lease_expires_at, result, " \
@@ -57,6 +58,7 @@ Result<CounterRow> counter_from(const PgResult& r, int i) {
   c.config.timezone = r.str(i, 7);
   c.config.require_key = r.boolean(i, 8);
   c.created_at = r.i64(i, 9);
+  c.config.fiscal_year_start = static_cast<int>(r.opt_i64(i, 10).value_or(0));
   return c;
 }
 
@@ -208,7 +210,8 @@ Sql::Sql(const std::string& schema) {
   find_counter = S("SELECT " COUNTER_COLUMNS " FROM {s}.counters WHERE ns = $1 AND name = $2");
   insert_counter =
       S("INSERT INTO {s}.counters (ns, name, start, max, format, period, timezone, require_key, "
-        "created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id");
+        "created_at, fiscal_year_start) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
+        "RETURNING id");
   list_counters = S("SELECT " COUNTER_COLUMNS " FROM {s}.counters WHERE ns = $1 ORDER BY name");
   latest_period =
       S("SELECT p.period, p.last_value, p.issued_count, p.voided_count FROM {s}.counter_periods p "
@@ -534,16 +537,20 @@ Result<std::optional<CounterRow>> PgTables::find_counter(const std::string& ns,
 Result<std::int64_t> PgTables::insert_counter(const CounterRow& row) {
   ++writes_;
   const auto& c = row.config;
-  auto r = conn_.query(sql_.insert_counter, Params()
-                                                .text(row.ns)
-                                                .text(row.name)
-                                                .i64(c.start)
-                                                .i64(c.max)
-                                                .bytes(c.format)
-                                                .text(core::to_string(c.period))
-                                                .text(c.timezone)
-                                                .boolean(c.require_key)
-                                                .i64(row.created_at));
+  auto r = conn_.query(
+      sql_.insert_counter,
+      Params()
+          .text(row.ns)
+          .text(row.name)
+          .i64(c.start)
+          .i64(c.max)
+          .bytes(c.format)
+          .text(core::to_string(c.period))
+          .text(c.timezone)
+          .boolean(c.require_key)
+          .i64(row.created_at)
+          .opt_i64(c.fiscal_year_start != 0 ? std::optional<std::int64_t>(c.fiscal_year_start)
+                                            : std::nullopt));
   if (!r.ok()) return std::move(r).error();
   if (batched_) {
     CounterRow stored = row;

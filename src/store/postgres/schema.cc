@@ -175,6 +175,11 @@ const std::vector<const char*>& migrations() {
       ALTER TABLE {s}.locks ADD COLUMN replayed boolean NOT NULL DEFAULT false;
       ALTER TABLE {s}.once_records ADD COLUMN replayed boolean NOT NULL DEFAULT false;
       )sql",
+      // 5: the month a counter's fiscal year starts in (period 'fiscal_year'; NULL for every
+      // other period). No default: no table rewrite.
+      R"sql(
+      ALTER TABLE {s}.counters ADD COLUMN fiscal_year_start smallint;
+      )sql",
   };
   return m;
 }

@@ -194,6 +194,11 @@ const std::vector<const char*>& migrations() {
         snapshot_id INTEGER NOT NULL
       );
       )sql",
+      // 13: the month a counter's fiscal year starts in (period 'fiscal_year'; NULL for every
+      // other period). ADD COLUMN without a default rewrites no row.
+      R"sql(
+      ALTER TABLE counters ADD COLUMN fiscal_year_start INTEGER;
+      )sql",
   };
   return m;
 }

@@ -242,8 +242,23 @@ class SqliteStoreTest : public ::testing::Test {
   // says).
   // Takes a store's database back to schema 11, as the releases before decision 143 left it:
   // migration 12 undone statement by statement, so its keyed numbers have no kseq any more.
+  // Undoes migration 13 (a counter's fiscal_year_start), as a store the previous release left.
+  static void DowngradeTo12(const std::string& db_path) {
+    ASSERT_EQ(current_schema_version(), 13) << "this helper undoes migration 13 only";
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK);
+    char* err = nullptr;
+    const int rc = sqlite3_exec(db,
+                                "ALTER TABLE counters DROP COLUMN fiscal_year_start; "
+                                "DELETE FROM schema_version WHERE version = 13;",
+                                nullptr, nullptr, &err);
+    EXPECT_EQ(rc, SQLITE_OK) << (err ? err : "");
+    sqlite3_free(err);
+    sqlite3_close_v2(db);
+  }
+
   static void DowngradeTo11(const std::string& db_path) {
-    ASSERT_EQ(current_schema_version(), 12) << "this helper undoes migration 12 only";
+    ASSERT_NO_FATAL_FAILURE(DowngradeTo12(db_path));
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK);
     char* err = nullptr;
@@ -1377,7 +1392,7 @@ TEST_F(SqliteStoreTest, AnUpgradeOfTheSchemaIsAnnouncedFirst) {
   EXPECT_TRUE(told.empty());  // already current
   // Back to the previous version, as a store the last release left.
   const int v = current_schema_version();
-  ASSERT_NO_FATAL_FAILURE(DowngradeTo11(db_path));
+  ASSERT_NO_FATAL_FAILURE(DowngradeTo12(db_path));
   {
     auto store = MustOpen(o);
     ASSERT_TRUE(store);
@@ -1417,7 +1432,7 @@ TEST_F(SqliteStoreTest, AnUpgradeStampsEveryKeyedNumberAndEveryKeyKeepsItsNumber
   {
     auto store = MustOpen(o);
     ASSERT_TRUE(store);
-    EXPECT_EQ(told, (std::vector<std::pair<int, int>>{{11, 12}}));
+    EXPECT_EQ(told, (std::vector<std::pair<int, int>>{{11, 13}}));
     SyncStore s(*store);
     for (const auto& [key, value] : issued) {
       auto again = s.next({Ref("c"), {key, ""}});
@@ -1444,6 +1459,40 @@ TEST_F(SqliteStoreTest, AnUpgradeStampsEveryKeyedNumberAndEveryKeyKeepsItsNumber
             "issued_by_kseq;");
   EXPECT_EQ(Rows(db, "PRAGMA integrity_check"), "ok;");
   sqlite3_close_v2(db);
+}
+
+// Migration 13 on a store the previous release left: its counters keep their config (no fiscal
+// year start) and numbering, and a fiscal-year counter can be created and read back.
+TEST_F(SqliteStoreTest, AnUpgradeKeepsEveryCounterAndAddsFiscalYears) {
+  std::string db_path;
+  {
+    auto store = MustOpen();
+    ASSERT_TRUE(store);
+    db_path = store->db_path();
+    SyncStore s(*store);
+    ASSERT_TRUE(s.create_counter(
+                     {Ref("monthly"), core::CounterConfig{0, 99, "M{mm}-{seq}", core::Period::month,
+                                                          "Asia/Tokyo", true}})
+                    .ok());
+    ASSERT_TRUE(s.next({Ref("monthly"), {"k", ""}}).ok());
+  }
+  ASSERT_NO_FATAL_FAILURE(DowngradeTo12(db_path));
+  auto store = MustOpen();
+  ASSERT_TRUE(store);
+  SyncStore s(*store);
+  auto monthly = s.get_counter(Ref("monthly"));
+  ASSERT_TRUE(monthly.ok()) << monthly.error().message;
+  EXPECT_EQ(monthly->config,
+            (core::CounterConfig{0, 99, "M{mm}-{seq}", core::Period::month, "Asia/Tokyo", true}));
+  EXPECT_EQ(monthly->last_value, 1);
+  auto replay = s.next({Ref("monthly"), {"k", ""}});
+  ASSERT_TRUE(replay.ok());
+  EXPECT_TRUE(replay->replayed);
+  core::CounterConfig fy{0, 99, "{fy}-{seq}", core::Period::fiscal_year, "Asia/Tokyo", false, 4};
+  ASSERT_TRUE(s.create_counter({Ref("fy"), fy}).ok());
+  auto got = s.get_counter(Ref("fy"));
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->config, fy);
 }
 
 TEST_F(SqliteStoreTest, RefusesADatabaseFromANewerVersion) {

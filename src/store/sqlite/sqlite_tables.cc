@@ -9,8 +9,9 @@
 namespace ichido::store::sqlite {
 namespace {
 
-#define COUNTER_COLUMNS \
-  "id, ns, name, start, max, format, period, timezone, require_key, created_at"
+#define COUNTER_COLUMNS                                                           \
+  "id, ns, name, start, max, format, period, timezone, require_key, created_at, " \
+  "fiscal_year_start"
 #define ISSUED_COLUMNS "period, value, formatted, key, note, issued_at, voided_at, void_reason"
 
 Result<CounterRow> counter_from(const Query& q) {
@@ -29,6 +30,7 @@ Result<CounterRow> counter_from(const Query& q) {
   r.config.timezone = q.text(7);
   r.config.require_key = q.int64(8) != 0;
   r.created_at = q.int64(9);
+  r.config.fiscal_year_start = static_cast<int>(q.opt_int64(10).value_or(0));
   return r;
 }
 
@@ -148,11 +150,14 @@ Result<std::optional<CounterRow>> SqliteTables::find_counter(const std::string& 
 Result<std::int64_t> SqliteTables::insert_counter(const CounterRow& r) {
   auto q = db_.query(
       "INSERT INTO counters (ns, name, start, max, format, period, timezone, require_key, "
-      "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      "created_at, fiscal_year_start) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!q.ok()) return std::move(q).error();
   q->bind(1, r.ns).bind(2, r.name).bind(3, r.config.start).bind(4, r.config.max);
   q->bind(5, r.config.format).bind(6, core::to_string(r.config.period));
   q->bind(7, r.config.timezone).bind(8, std::int64_t{r.config.require_key}).bind(9, r.created_at);
+  q->bind(10, r.config.fiscal_year_start != 0
+                  ? std::optional<std::int64_t>(r.config.fiscal_year_start)
+                  : std::nullopt);
   ICHIDO_TRY(q->run("create a counter"));
   const auto id = static_cast<std::int64_t>(sqlite3_last_insert_rowid(db_.raw()));
   if (cache_) {

@@ -190,7 +190,8 @@ inline std::string Dump(const core::CounterInfo& i) {
   o << i.name << " start=" << i.config.start << " max=" << i.config.max
     << " format=" << i.config.format << " period=" << core::to_string(i.config.period)
     << " tz=" << i.config.timezone << " require_key=" << i.config.require_key
-    << " last=" << i.last_value << " issued=" << i.issued_count << " voided=" << i.voided_count
+    << " fiscal_year_start=" << i.config.fiscal_year_start << " last=" << i.last_value
+    << " issued=" << i.issued_count << " voided=" << i.voided_count
     << " current=" << i.current_period << " created_at=" << i.created_at;
   return o.str();
 }
@@ -202,6 +203,15 @@ inline core::CounterConfig Config(std::int64_t start = 0, std::int64_t max = 999
   return core::CounterConfig{start, max, std::move(format), period, std::move(tz), require_key};
 }
 
+// A fiscal-year (年度) counter whose years start in `start_month`.
+inline core::CounterConfig FiscalConfig(std::string format, int start_month = 4,
+                                        std::string tz = "Asia/Tokyo", bool require_key = false) {
+  core::CounterConfig c =
+      Config(0, 9999, std::move(format), core::Period::fiscal_year, std::move(tz), require_key);
+  c.fiscal_year_start = start_month;
+  return c;
+}
+
 // --- the fixture -----------------------------------------------------------------------------
 
 template <class Factory>
@@ -211,13 +221,24 @@ class StoreConformance : public ::testing::Test {
 
   void SetUp() override {
     ICHIDO_SKIP_UNUSABLE_STORE(Factory);
+    Open();
+  }
+  void TearDown() override {
+    if (store_) store_->close();
+  }
+  void Open() {
     auto s = factory_.Open(&clock_);
     ASSERT_TRUE(s.ok()) << s.error().message;
     store_ = std::move(*s);
     sync_ = std::make_unique<SyncStore>(*store_);
   }
-  void TearDown() override {
-    if (store_) store_->close();
+  // Closes the store and opens it again on the same data (a durable store keeps everything;
+  // the memory store starts empty).
+  void Reopen() {
+    store_->close();
+    sync_.reset();
+    store_.reset();
+    Open();
   }
 
   SyncStore& S() { return *sync_; }

@@ -255,6 +255,144 @@ TYPED_TEST(StoreConformance, MonthPeriodRollsOverAtMidnightLocal) {
   EXPECT_EQ(r->record.period, "2026-05");
 }
 
+// --- fiscal years and Japanese eras ----------------------------------------------------------
+
+TYPED_TEST(StoreConformance, AFiscalYearCounterStartsOverOnThe1stOfAprilInItsZone) {
+  this->clock_.set(At(2027, 3, 31, 14, 59, 58));  // 2027-03-31 23:59:58 in Tokyo: FY2026
+  const auto c = FiscalConfig("INV{fy}-{seq:4}", 4, "Asia/Tokyo", true);
+  auto created = this->S().create_counter({this->Ref("invoices"), c});
+  ASSERT_TRUE(created.ok()) << created.error().message;
+  EXPECT_EQ(created->info.config, c);
+  EXPECT_EQ(created->info.current_period, "FY2026");
+  ASSERT_EQ(this->MustNext("invoices", "a"), 1);
+  this->clock_.advance(1'000);  // 23:59:59
+  auto b = this->Next("invoices", "b");
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  EXPECT_EQ(b->record.value, 2);
+  EXPECT_EQ(b->record.formatted, "INV2026-0002");
+  EXPECT_EQ(b->record.period, "FY2026");
+
+  this->clock_.advance(1'000);  // 2027-04-01 00:00:00 in Tokyo = 2027-03-31T15:00:00Z
+  auto c1 = this->Next("invoices", "c");
+  ASSERT_TRUE(c1.ok()) << c1.error().message;
+  EXPECT_EQ(c1->record.value, 1);
+  EXPECT_EQ(c1->record.formatted, "INV2027-0001");
+  EXPECT_EQ(c1->record.period, "FY2027");
+
+  // The key issued in FY2026 is answered FY2026's number, unchanged, in FY2027.
+  auto again = this->Next("invoices", "b");
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_TRUE(again->replayed);
+  EXPECT_EQ(Dump(again->record), Dump(b->record));
+
+  auto info = this->S().get_counter(this->Ref("invoices"));
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->current_period, "FY2027");
+  EXPECT_EQ(info->last_value, 1);
+  EXPECT_EQ(info->config.fiscal_year_start, 4);
+
+  // The last fiscal year's trail and a void in it are named by its label.
+  auto old_year = this->Issued("invoices", 0, 100, "FY2026");
+  ASSERT_TRUE(old_year.ok()) << old_year.error().message;
+  EXPECT_EQ(this->Values(*old_year), (std::vector<std::int64_t>{1, 2}));
+  auto voided = this->S().void_number({this->Ref("invoices"), 1, "FY2026", "cancelled"});
+  ASSERT_TRUE(voided.ok()) << voided.error().message;
+  EXPECT_EQ(voided->formatted, "INV2026-0001");
+  ExpectError(this->Issued("invoices", 0, 100, "2026"), errc::invalid_request, "period");
+  ExpectError(this->S().void_number({this->Ref("invoices"), 1, "2026-04", "x"}),
+              errc::invalid_request, "period");
+}
+
+TYPED_TEST(StoreConformance, AFiscalYearStartingInOctoberTurnsOnThe1stOfOctober) {
+  this->clock_.set(At(2026, 9, 30, 14, 59, 59));  // 2026-09-30 23:59:59 in Tokyo: FY2025
+  this->MustCreate("oct", FiscalConfig("{fy2}-{seq}", 10));
+  this->MustCreate("jan", FiscalConfig("{fy2}-{seq}", 1));
+  auto a = this->Next("oct");
+  auto j = this->Next("jan");
+  ASSERT_TRUE(a.ok() && j.ok());
+  EXPECT_EQ(a->record.period, "FY2025");
+  EXPECT_EQ(a->record.formatted, "25-1");
+  EXPECT_EQ(j->record.period, "FY2026");  // from January: the calendar year
+  this->clock_.advance(1'000);
+  a = this->Next("oct");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->record.period, "FY2026");
+  EXPECT_EQ(a->record.formatted, "26-1");
+  auto got = this->S().get_counter(this->Ref("oct"));
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->config.fiscal_year_start, 10);
+}
+
+TYPED_TEST(StoreConformance, AFiscalYearStartIsRefusedForOtherPeriodsAndChangesNothing) {
+  auto bad = Config(0, 9999, "{seq}", core::Period::year);
+  bad.fiscal_year_start = 4;
+  ExpectError(this->S().create_counter({this->Ref("c"), bad}), errc::invalid_request,
+              "fiscal_year_start");
+  auto out_of_range = FiscalConfig("{seq}", 13);
+  ExpectError(this->S().create_counter({this->Ref("c"), out_of_range}), errc::invalid_request,
+              "fiscal_year_start");
+  ExpectError(this->S().get_counter(this->Ref("c")), errc::counter_not_found);
+  // Another start month is another configuration.
+  this->MustCreate("fy", FiscalConfig("{seq}", 4));
+  ExpectError(this->S().create_counter({this->Ref("fy"), FiscalConfig("{seq}", 1)}),
+              errc::counter_exists);
+  auto same = this->S().create_counter({this->Ref("fy"), FiscalConfig("{seq}", 4)});
+  ASSERT_TRUE(same.ok());
+  EXPECT_FALSE(same->created);
+}
+
+TYPED_TEST(StoreConformance, EraPlaceholdersChangeToReiwaOnThe1stOfMay2019InTheCountersZone) {
+  this->clock_.set(At(2019, 4, 30, 14, 59, 59));  // 2019-04-30 23:59:59 in Tokyo
+  this->MustCreate("tokyo", Config(0, 9999, "{era}{era_year}-{era_initial}{era_year:2}-{seq}",
+                                   core::Period::none, "Asia/Tokyo"));
+  this->MustCreate("utc",
+                   Config(0, 9999, "{era_initial}{era_year:2}-{seq}", core::Period::none, "UTC"));
+  auto t = this->Next("tokyo");
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  EXPECT_EQ(t->record.formatted, "平成31-H31-1");
+  this->clock_.advance(1'000);  // 2019-05-01 00:00:00 in Tokyo, still 30 April in UTC
+  t = this->Next("tokyo");
+  auto u = this->Next("utc");
+  ASSERT_TRUE(t.ok() && u.ok());
+  EXPECT_EQ(t->record.formatted, "令和1-R01-2");
+  EXPECT_EQ(u->record.formatted, "H31-1");
+  auto trail = this->Issued("tokyo");
+  ASSERT_TRUE(trail.ok());
+  ASSERT_EQ(trail->items.size(), 2u);
+  EXPECT_EQ(trail->items[0].formatted, "平成31-H31-1");  // stored as issued, bytes intact
+  EXPECT_EQ(trail->items[1].formatted, "令和1-R01-2");
+}
+
+// Only stores that keep data across a reopen run this part.
+template <class F>
+class DurableCounterConformance : public StoreConformance<F> {};
+using DurableFactories = ::testing::Types<SqliteFactory, PgFactory>;
+TYPED_TEST_SUITE(DurableCounterConformance, DurableFactories, FactoryName);
+
+TYPED_TEST(DurableCounterConformance, AFiscalYearCounterKeepsItsStartMonthAcrossReopen) {
+  this->clock_.set(At(2027, 3, 31, 15));  // 2027-04-01 00:00 in Tokyo
+  this->MustCreate("fy-apr", FiscalConfig("{fy}-{seq}", 4));
+  this->MustCreate("fy-oct", FiscalConfig("{fy}-{seq}", 10, "UTC"));
+  this->MustCreate("plain", Config(0, 9999, "{seq}", core::Period::month, "Asia/Tokyo"));
+  ASSERT_EQ(this->MustNext("fy-apr", "k"), 1);
+  const std::string before = this->Snapshot();
+  ASSERT_NO_FATAL_FAILURE(this->Reopen());
+  EXPECT_EQ(this->Snapshot(), before);
+  auto apr = this->S().get_counter(this->Ref("fy-apr"));
+  auto oct = this->S().get_counter(this->Ref("fy-oct"));
+  auto plain = this->S().get_counter(this->Ref("plain"));
+  ASSERT_TRUE(apr.ok() && oct.ok() && plain.ok());
+  EXPECT_EQ(apr->config, FiscalConfig("{fy}-{seq}", 4));
+  EXPECT_EQ(oct->config, FiscalConfig("{fy}-{seq}", 10, "UTC"));
+  EXPECT_EQ(oct->current_period, "FY2026");
+  EXPECT_EQ(plain->config.fiscal_year_start, 0);
+  auto replay = this->Next("fy-apr", "k");
+  ASSERT_TRUE(replay.ok());
+  EXPECT_TRUE(replay->replayed);
+  EXPECT_EQ(replay->record.formatted, "2027-1");
+  EXPECT_EQ(this->MustNext("fy-apr"), 2);
+}
+
 // --- list_counters ---------------------------------------------------------------------------
 
 TYPED_TEST(StoreConformance, ListCountersIsSortedByNameWithinTheNamespace) {

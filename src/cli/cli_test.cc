@@ -187,6 +187,18 @@ TEST_F(CliTest, CreateWithEveryOption) {
       "period": "year", "timezone": "Asia/Tokyo", "require_key": true})"));
 }
 
+TEST_F(CliTest, CreateAFiscalYearCounter) {
+  Request r =
+      request_of({"counter", "create", "invoices", "--format", "{era_initial}{era_year:2}-{seq:4}",
+                  "--period", "fiscal_year", "--fiscal-year-start", "10"});
+  EXPECT_EQ(body_of(r), json::parse(R"({"format": "{era_initial}{era_year:2}-{seq:4}",
+      "period": "fiscal_year", "fiscal_year_start": 10})"));
+  EXPECT_EQ(
+      parse({"counter", "create", "r", "--period", "fiscal_year", "--fiscal-year-start", "13"}),
+      kExitUsage);
+  EXPECT_NE(err_.str().find("fiscal-year-start"), std::string::npos) << err_.str();
+}
+
 TEST_F(CliTest, CreateRejectsUnknownPeriod) {
   EXPECT_EQ(parse({"counter", "create", "r", "--period", "week"}), kExitUsage);
   EXPECT_NE(err_.str().find("period"), std::string::npos) << err_.str();

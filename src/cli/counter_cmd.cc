@@ -106,6 +106,7 @@ HttpCall counter_create_call(std::string_view ns, const CounterCreateArgs& args)
   if (args.format) body["format"] = *args.format;
   if (args.period) body["period"] = *args.period;
   if (args.timezone) body["timezone"] = *args.timezone;
+  if (args.fiscal_year_start) body["fiscal_year_start"] = *args.fiscal_year_start;
   if (args.require_key) body["require_key"] = true;
   std::string name = args.name;
   return {{"PUT", counter_path(ns, args.name), json::serialize(body), {}},
@@ -214,13 +215,20 @@ void add_counter_commands(CommandTree& tree) {
                     "Highest value that may be issued; then next fails with counter_exhausted "
                     "(server default: 2^53)");
     cmd->add_option("--format", a->format,
-                    "Literal text with {seq}, {seq:N} (zero-padded), {yyyy}, {yy}, {mm}, {dd} "
-                    "(server default: {seq})");
+                    "Literal text with {seq}, {seq:N} (zero-padded), {yyyy}, {yy}, {mm}, {dd}, "
+                    "{fy}, {fy2} (fiscal year), {era}, {era_initial}, {era_year}, {era_year:N} "
+                    "(Japanese era: 令和, R, 8) (server default: {seq})");
     cmd->add_option("--period", a->period,
-                    "Restart numbering each none|year|month|day (server default: none)")
-        ->check(CLI::IsMember({"none", "year", "month", "day"}));
+                    "Restart numbering each none|year|month|day|fiscal_year (server default: "
+                    "none)")
+        ->check(CLI::IsMember({"none", "year", "month", "day", "fiscal_year"}));
+    cmd->add_option("--fiscal-year-start", a->fiscal_year_start,
+                    "With --period fiscal_year: the month (1-12) a fiscal year starts in; the "
+                    "year is named by the year it starts in (server default: 4, April)")
+        ->check(CLI::Range(1, 12));
     cmd->add_option("--timezone", a->timezone,
-                    "IANA time zone for periods and dates, e.g. Asia/Tokyo (server default: UTC)");
+                    "IANA time zone for periods and dates, e.g. Asia/Tokyo (server default: its "
+                    "--default-timezone, itself UTC unless set)");
     cmd->add_flag("--require-key", a->require_key, "Make next without --key an error");
   }
   {
@@ -259,8 +267,9 @@ void add_counter_commands(CommandTree& tree) {
         cmd->add_option("--after", a->after, "Start after this value (next page: next_after)");
     CLI::Option* limit = cmd->add_option("--limit", a->limit, "At most this many (1-1000)")
                              ->check(CLI::Range(1, 1000));
-    CLI::Option* period = cmd->add_option(
-        "--period", a->period, "Period label, e.g. 2026 or 2026-04 (default: the current one)");
+    CLI::Option* period =
+        cmd->add_option("--period", a->period,
+                        "Period label, e.g. 2026, 2026-04 or FY2026 (default: the current one)");
     key->excludes(after)->excludes(limit)->excludes(period);
   }
   {

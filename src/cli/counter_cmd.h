@@ -16,9 +16,10 @@ struct CounterCreateArgs {
   std::optional<std::int64_t> start;
   std::optional<std::int64_t> max;
   std::optional<std::string> format;
-  std::optional<std::string> period;  // none | year | month | day
+  std::optional<std::string> period;  // none | year | month | day | fiscal_year
   std::optional<std::string> timezone;
-  bool require_key = false;  // sent only when set
+  std::optional<std::int64_t> fiscal_year_start;  // 1-12, with period fiscal_year
+  bool require_key = false;                       // sent only when set
 };
 
 struct CounterNextArgs {

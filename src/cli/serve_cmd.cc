@@ -6,6 +6,7 @@
 
 #include "cli/duration.h"
 #include "cli/serve_config.h"
+#include "core/counter.h"
 #include "core/origin.h"
 
 namespace ichido::cli {
@@ -137,6 +138,17 @@ void add_serve_command(CommandTree& tree, ServeFunction serve) {
       },
       "Completed and dead once records older than this are purged (default 30d), unless their "
       "namespace sets its own (PUT /v1/ns/{ns}/settings)");
+  cmd->add_option_function<std::string>(
+         "--default-timezone",
+         [cfg](const std::string& zone) {
+           auto known = core::local_date(zone, 0);
+           if (!known.ok()) throw CLI::ValidationError("--default-timezone", known.error().message);
+           cfg->default_timezone = zone;
+         },
+         "Time zone (IANA name, e.g. Asia/Tokyo) of a counter created without \"timezone\": "
+         "its year, month, day and fiscal-year periods roll over at midnight there (default "
+         "UTC). A counter keeps the zone it was created with")
+      ->type_name("ZONE");
   cmd->add_option_function<std::string>(
          "--request-log", [cfg](const std::string& v) { cfg->request_log = v == "on"; },
          "One line per request on stderr: method, route, namespace, status, duration, token id "

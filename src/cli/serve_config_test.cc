@@ -156,6 +156,32 @@ TEST_F(ServeConfigFile, ABadCorsOriginInTheFileNamesTheLine) {
   EXPECT_NE(serr_.str().find("'*' is refused"), std::string::npos) << serr_.str();
 }
 
+TEST_F(ServeConfigFile, TheDefaultTimezoneIsUtcUnlessTheFileOrAFlagSetsAKnownZone) {
+  write("listen = \"127.0.0.1:0\"\n");
+  ASSERT_FALSE(parse({"serve", "--config", path_}).has_value()) << serr_.str();
+  EXPECT_EQ(cli_.run(out_), 0);
+  EXPECT_EQ(served_.default_timezone, "UTC");
+  write("default-timezone = Asia/Tokyo\n");
+  ASSERT_FALSE(parse({"serve", "--config", path_}).has_value()) << serr_.str();
+  EXPECT_EQ(cli_.run(out_), 0);
+  EXPECT_EQ(served_.default_timezone, "Asia/Tokyo");
+  ASSERT_FALSE(
+      parse({"serve", "--config", path_, "--default-timezone", "Europe/Paris"}).has_value())
+      << serr_.str();
+  EXPECT_EQ(cli_.run(out_), 0);
+  EXPECT_EQ(served_.default_timezone, "Europe/Paris");  // the flag wins
+}
+
+TEST_F(ServeConfigFile, AnUnknownDefaultTimezoneIsRefusedBeforeTheServerStarts) {
+  write("\ndefault-timezone = \"Asia/Tokio\"\n");
+  EXPECT_EQ(parse({"serve", "--config", path_}), kExitUsage);
+  EXPECT_NE(serr_.str().find(path_ + ":2: 'default-timezone'"), std::string::npos) << serr_.str();
+  EXPECT_NE(serr_.str().find("Asia/Tokio"), std::string::npos) << serr_.str();
+  serr_.str("");
+  EXPECT_EQ(parse({"serve", "--default-timezone", "JST+9"}), kExitUsage);
+  EXPECT_NE(serr_.str().find("--default-timezone"), std::string::npos) << serr_.str();
+}
+
 TEST_F(ServeConfigFile, AMissingFileIsAUsageError) {
   EXPECT_EQ(parse({"serve", "--config", "/nonexistent/ichido.conf"}), kExitUsage);
   EXPECT_NE(serr_.str().find("cannot read the configuration file /nonexistent/ichido.conf"),

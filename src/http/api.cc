@@ -22,12 +22,12 @@ Api::Api(Store& store, Metrics& metrics, ApiOptions options)
       overview_(store),
       settings_(store) {
   add_ops_routes(router_, ops_, metrics_);
-  add_counter_routes(router_, counters_);
+  add_counter_routes(router_, counters_, opt_.default_timezone);
   add_once_routes(router_, once_);
   add_lock_routes(router_, locks_);
   add_admin_routes(router_, admin_);
   add_overview_routes(router_, overview_);
-  add_settings_routes(router_, settings_, opt_.default_once_retention_ms);
+  add_settings_routes(router_, settings_, opt_.default_once_retention_ms, opt_.default_timezone);
   add_web_routes(router_);  // last: API routes are matched first
   for (const auto& r : router_.routes()) {
     const std::string m(beast_http::to_string(r.method));

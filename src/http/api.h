@@ -49,6 +49,9 @@ struct ApiOptions {
   RequestLog* request_log = nullptr;  // nullptr: --request-log off
   // The server's --once-retention (GET /v1/ns/{ns}/settings shows it as the effective value).
   std::int64_t default_once_retention_ms = std::int64_t{30} * 24 * 3600 * 1000;
+  // The server's --default-timezone: the zone of a counter created without "timezone" (an IANA
+  // name that core::local_date accepts; the server checks it at start-up).
+  std::string default_timezone = "UTC";
   // --cors-origin: the origins (core::parse_origin_pattern results) whose web pages may call the
   // API with fetch. Empty: CORS off — no CORS header is ever sent and OPTIONS is an ordinary
   // (unknown) method, as without this feature.

@@ -24,6 +24,9 @@ json::object counter_json(const core::CounterInfo& c) {
   o["period"] = core::to_string(c.config.period);
   o["timezone"] = c.config.timezone;
   o["require_key"] = c.config.require_key;
+  if (c.config.period == core::Period::fiscal_year) {
+    o["fiscal_year_start"] = c.config.fiscal_year_start;
+  }
   o["last_value"] = c.last_value;
   o["issued_count"] = c.issued_count;
   o["voided_count"] = c.voided_count;
@@ -76,8 +79,10 @@ Result<NextCmd> next_cmd(const Request& req, const Params& p) {
   });
 }
 
-// Reads the PUT body into a config; absent fields take the documented defaults.
-Result<core::CounterConfig> decode_config(const json::object& body) {
+// Reads the PUT body into a config; absent fields take the documented defaults (timezone: the
+// server's --default-timezone; fiscal_year_start: April, only for period fiscal_year).
+Result<core::CounterConfig> decode_config(const json::object& body,
+                                          const std::string& default_timezone) {
   Fields f(body);
   core::CounterConfig c;
   auto start = f.opt_int(core::field::kStart);
@@ -98,10 +103,17 @@ Result<core::CounterConfig> decode_config(const json::object& body) {
   }
   auto tz = f.opt_string("timezone");
   if (!tz.ok()) return std::move(tz).error();
-  if (*tz) c.timezone = std::move(**tz);
+  c.timezone = *tz ? std::move(**tz) : default_timezone;
   auto rk = f.opt_bool("require_key");
   if (!rk.ok()) return std::move(rk).error();
   if (*rk) c.require_key = **rk;
+  auto fy_start = f.opt_int(core::field::kFiscalYearStart);
+  if (!fy_start.ok()) return std::move(fy_start).error();
+  if (*fy_start) {
+    c.fiscal_year_start = static_cast<int>(**fy_start);  // refused by the rulebook unless FY
+  } else if (c.period == core::Period::fiscal_year) {
+    c.fiscal_year_start = core::kDefaultFiscalYearStart;
+  }
   return c;
 }
 
@@ -110,10 +122,11 @@ Result<core::CounterConfig> decode_config(const json::object& body) {
   if (!var##_r.ok()) co_return Response::error(var##_r.error()); \
   auto& var = *var##_r
 
-boost::asio::awaitable<Response> put_counter(service::CounterService& svc, const Request& req,
-                                             const Params& p) {
+boost::asio::awaitable<Response> put_counter(service::CounterService& svc,
+                                             const std::string& default_timezone,
+                                             const Request& req, const Params& p) {
   TRY_BODY(body, parse_body(req.body));
-  TRY_BODY(config, decode_config(body));
+  TRY_BODY(config, decode_config(body, default_timezone));
   // Commands are named locals, never temporaries inside co_await: g++ 12 miscompiles
   // non-trivial temporaries in co_await expressions (bitwise copies of std::string).
   CreateCounterCmd cmd{ref_of(p), config, req.audit};
@@ -198,13 +211,17 @@ boost::asio::awaitable<Response> get_issued(service::CounterService& svc, const 
 
 }  // namespace
 
-void add_counter_routes(Router& router, service::CounterService& svc) {
+void add_counter_routes(Router& router, service::CounterService& svc,
+                        std::string default_timezone) {
   auto bind = [&svc](auto fn) {
     return [&svc, fn](const Request& req, const Params& p) { return fn(svc, req, p); };
   };
   const std::string base = "/v1/ns/{ns}/counters";
   router.add(verb::get, base, bind(list_counters));
-  router.add_admin(verb::put, base + "/{name}", bind(put_counter));
+  router.add_admin(verb::put, base + "/{name}",
+                   [&svc, tz = std::move(default_timezone)](const Request& req, const Params& p) {
+                     return put_counter(svc, tz, req, p);
+                   });
   router.add(verb::get, base + "/{name}", bind(get_counter));
   router.add(verb::post, base + "/{name}/next", bind(post_next));
   router.add(verb::get, base + "/{name}/issued", bind(get_issued));

@@ -43,6 +43,9 @@ struct ServeConfig {
   std::int64_t once_retention_ms = std::int64_t{30} * 24 * 3600 * 1000;
   std::size_t max_waiters_per_lock = 10000;  // more waiters on one lock: 429 too_many_waiters
   std::size_t max_waiters = 100000;          // waiters over all locks, same answer beyond it
+  // The zone (IANA name) of a counter created without "timezone" (--default-timezone; the CLI
+  // refuses an unknown zone before the server starts).
+  std::string default_timezone = "UTC";
   bool request_log = true;          // one line per request on stderr (--request-log on|off)
   std::string log_format = "text";  // "text" or "json": the request log and the server's messages
   // --cors-origin: origins (scheme://host[:port], core/origin.h) whose web pages may call the API

@@ -27,6 +27,7 @@
 
 #include "base/secret.h"
 #include "base/thread_name.h"
+#include "core/counter.h"
 #include "core/origin.h"
 #include "http/api.h"
 #include "server/config.h"
@@ -305,6 +306,10 @@ int run_server(const ServeConfig& cfg) {
     log("cannot start: --tls-cert and --tls-key go together: give both or neither.");
     return kExitUsage;
   }
+  if (auto zone = core::local_date(cfg.default_timezone, 0); !zone.ok()) {
+    log("cannot start: --default-timezone: " + zone.error().message);
+    return kExitUsage;
+  }
   std::vector<std::string> cors_origins;
   for (const auto& text : cfg.cors_origins) {
     auto origin = core::parse_origin_pattern(text);
@@ -400,6 +405,7 @@ int run_server(const ServeConfig& cfg) {
   api_opt.auth = cfg.no_auth ? nullptr : &auth;
   api_opt.metrics_open = cfg.metrics_open;
   api_opt.default_once_retention_ms = cfg.once_retention_ms;
+  api_opt.default_timezone = cfg.default_timezone;
   if (!cors_origins.empty()) {
     std::string list;
     for (const auto& o : cors_origins) list += (list.empty() ? "" : ", ") + o;
@@ -542,7 +548,7 @@ int run_server(const ServeConfig& cfg) {
   }
   std::fflush(stdout);
   log("listening on " + shown_all + " with " + std::to_string(threads) + " I/O threads" +
-      auth_note);
+      auth_note + "; counters default to " + cfg.default_timezone + " time");
   run_io(ioc);
   keep.clear();
   for (auto& c : more_ioc) c->stop();

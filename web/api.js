@@ -1,6 +1,8 @@
 // The dashboard's only way to the server: same-origin fetch with the pasted token.
 // The token lives in sessionStorage (this tab only; gone when the tab closes), never in
 // localStorage or a cookie, so no other site can make the browser send it.
+import { t } from './i18n.js';
+
 const KEY = 'ichido.token';
 
 export function token() {
@@ -23,6 +25,11 @@ export class ApiError extends Error {
 
 // Calls the API; resolves with the parsed JSON of a 2xx answer, rejects with ApiError otherwise.
 export async function call(method, path, body) {
+  return (await send(method, path, body)).body;
+}
+
+// As call(), resolving with { status, body } (e.g. 201 created / 200 already there).
+export async function send(method, path, body) {
   const headers = { 'Accept': 'application/json' };
   const tok = token();
   if (tok) headers['Authorization'] = 'Bearer ' + tok;
@@ -35,12 +42,12 @@ export async function call(method, path, body) {
   try {
     res = await fetch(path, init);
   } catch (e) {
-    throw new ApiError(0, 'unreachable', 'The server did not answer (' + e.message + ').');
+    throw new ApiError(0, 'unreachable', t('unreachable', { message: e.message }));
   }
   const text = await res.text();
   let json = null;
   try { json = text ? JSON.parse(text) : null; } catch (e) { json = null; }
-  if (res.ok) return json === null ? text : json;
+  if (res.ok) return { status: res.status, body: json === null ? text : json };
   const err = json && json.error ? json.error : {};
   throw new ApiError(res.status, err.code || String(res.status), err.message || res.statusText,
                      err.details);
@@ -51,7 +58,12 @@ export async function metricsText() {
   const headers = {};
   const tok = token();
   if (tok) headers['Authorization'] = 'Bearer ' + tok;
-  const res = await fetch('/metrics', { headers, cache: 'no-store', credentials: 'omit' });
+  let res;
+  try {
+    res = await fetch('/metrics', { headers, cache: 'no-store', credentials: 'omit' });
+  } catch (e) {
+    throw new ApiError(0, 'unreachable', t('unreachable', { message: e.message }));
+  }
   if (!res.ok) throw new ApiError(res.status, String(res.status), res.statusText);
   return res.text();
 }

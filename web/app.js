@@ -1,8 +1,8 @@
 // ichido dashboard: sign-in, navigation and the six views. Plain DOM, no framework; all text
 // from i18n.js; every value from the API is put in the page with textContent (never as HTML),
 // so keys such as "<msg-id@example.com>" are shown, not interpreted.
-import { call, metricsText, token, setToken, nsPath, enc } from './api.js';
-import { t, translate, setLang, lang, fmtTime } from './i18n.js';
+import { call, send, metricsText, token, setToken, nsPath, enc } from './api.js';
+import { t, translate, setLang, lang, fmtTime, monthName } from './i18n.js';
 import { Sparkline, parseMetrics, sumOf } from './chart.js';
 
 const $ = (sel) => document.querySelector(sel);
@@ -257,23 +257,79 @@ function selectNs(ns) {
 
 // --- counters -------------------------------------------------------------------------------
 
+// A counter's period kind in the user's language ("fiscal year (from April)", "年度 (4月始まり)").
+function periodText(c) {
+  if (c.period === 'fiscal_year') {
+    return t('period.fiscal_year_from', { month: monthName(c.fiscal_year_start) });
+  }
+  return t('period.' + c.period);
+}
+
 views.counters = async (content, [name]) => {
   if (needNs(content)) return;
   const list = await call('GET', nsPath(state.ns) + '/counters');
   const detail = h('div', {});
-  const rows = list.items.map((c) => h('tr', { class: c.name === name ? 'selected' : null },
+  const rows = list.items.map((c) => h('tr', { class: c.name === name ? 'selected' : null, 'data-counter': c.name },
     h('td', {}, h('a', { href: '#/counters/' + enc(c.name) }, c.name)),
     h('td', { class: 'num' }, c.last_value), h('td', {}, c.format),
-    h('td', {}, c.period), h('td', {}, c.current_period),
+    h('td', { 'data-period': c.period }, periodText(c)), h('td', {}, c.current_period),
+    h('td', {}, c.timezone),
     h('td', { class: 'num' }, c.issued_count), h('td', { class: 'num' }, c.voided_count),
     h('td', { class: 'num' }, c.max)));
   content.replaceChildren(h('h1', {}, t('c.title')),
     table([t('c.name'), { label: t('c.last'), num: true }, t('c.format'), t('c.period'),
-      t('c.current_period'), { label: t('c.issued'), num: true }, { label: t('c.voided'), num: true },
-      { label: t('c.max'), num: true }], rows), detail);
+      t('c.current_period'), t('c.timezone'), { label: t('c.issued'), num: true },
+      { label: t('c.voided'), num: true }, { label: t('c.max'), num: true }], rows), detail);
+  if (isAdmin()) content.append(createCounterForm());
   const counter = list.items.find((c) => c.name === name);
   if (counter) await counterDetail(detail, counter);
 };
+
+// (admin) PUT a new counter: period kinds in the user's language, the fiscal year's first month
+// when the period is fiscal_year, and the time zone an empty field means (the server's default).
+function createCounterForm() {
+  const name = h('input', { name: 'counter_name', required: true, size: 14, maxlength: 128,
+    pattern: '[A-Za-z0-9._\\-]+' });
+  const format = h('input', { name: 'format', size: 18, maxlength: 256, placeholder: 'R-{seq:4}' });
+  const period = h('select', { name: 'period' }, ['none', 'year', 'month', 'day', 'fiscal_year'].map((p) =>
+    h('option', { value: p }, t('period.' + p))));
+  const months = [];
+  for (let m = 1; m <= 12; m++) months.push(h('option', { value: m, selected: m === 4 }, monthName(m)));
+  const fyStart = h('select', { name: 'fiscal_year_start' }, months);
+  const fyLabel = h('label', { hidden: true }, t('c.fy_start'), fyStart);
+  period.addEventListener('change', () => { fyLabel.hidden = period.value !== 'fiscal_year'; });
+  const zone = h('input', { name: 'timezone', size: 16, maxlength: 64 });
+  const zoneLabel = h('label', {}, t('c.timezone'), zone);
+  const start = h('input', { name: 'start', type: 'number', min: 0, value: 0, size: 8 });
+  const max = h('input', { name: 'max', type: 'number', min: 1, size: 8 });
+  const requireKey = h('input', { name: 'require_key', type: 'checkbox' });
+  call('GET', nsPath(state.ns) + '/settings').then((s) => {
+    zone.placeholder = s.default_timezone;
+    zone.title = t('c.tz_default', { zone: s.default_timezone });
+    zoneLabel.append(h('span', { class: 'hint' }, t('c.tz_default', { zone: s.default_timezone })));
+  }, () => {});
+  const form = h('form', { class: 'inline', id: 'create-counter', onsubmit: async (ev) => {
+    ev.preventDefault();
+    const body = { start: Number(start.value || 0), period: period.value, require_key: requireKey.checked };
+    if (format.value) body.format = format.value;
+    if (max.value) body.max = Number(max.value);
+    if (zone.value) body.timezone = zone.value;
+    if (period.value === 'fiscal_year') body.fiscal_year_start = Number(fyStart.value);
+    try {
+      const { status, body: made } = await send('PUT', nsPath(state.ns) + '/counters/' + enc(name.value), body);
+      toast(t(status === 201 ? 'c.created' : 'c.exists_same', { name: made.name }));
+      location.hash = '#/counters/' + enc(made.name);
+      show();
+    } catch (e) { showError(e); }
+  } },
+  h('label', {}, t('c.name'), name), h('label', {}, t('c.format'), format),
+  h('label', {}, t('c.period'), period), fyLabel, zoneLabel,
+  h('label', {}, t('c.start'), start), h('label', {}, t('c.max'), max),
+  h('label', { class: 'check' }, requireKey, t('c.require_key')),
+  h('button', { type: 'submit' }, t('c.create_btn')));
+  return h('section', { class: 'card' }, h('h2', {}, t('c.create')),
+    h('p', { class: 'muted' }, t('c.create_help')), form);
+}
 
 async function counterDetail(box, c) {
   const base = nsPath(state.ns) + '/counters/' + enc(c.name);
@@ -446,7 +502,9 @@ function onceTable(items, st) {
 }
 
 async function resetOnce(r) {
-  const ok = await confirmAction(t('o.reset_title', { key: r.key }), t('o.reset_text'), t('o.reset'));
+  // A completed item's work (a mail, an invoice) runs again after a reset: say so.
+  const ok = await confirmAction(t('o.reset_title', { key: r.key }),
+    t(r.state === 'completed' ? 'o.reset_text_completed' : 'o.reset_text'), t('o.reset'));
   if (!ok) return;
   try {
     await call('POST', nsPath(state.ns) + '/once/reset', { key: r.key });

@@ -3,8 +3,10 @@
 //
 // What it proves: an admin signs in with a pasted token, finds a dead once record and resets it,
 // force-releases a lock, voids an issued number (each confirmed in a dialog, each checked through
-// the API and found in the audit log); the UI switches to Japanese; a reader token is offered no
-// admin action. Any console error, page error or Content-Security-Policy violation fails the
+// the API and found in the audit log); the UI switches to Japanese, where an admin creates a
+// fiscal-year counter, is told what a force-release and the reset of a completed record mean,
+// and reads in Japanese that the server did not answer; a reader token is offered no admin
+// action; a phone-sized screen fits in English and in Japanese. Any console error, page error or Content-Security-Policy violation fails the
 // test. Screenshots go to $ICHIDO_TEST_OUTPUT. The browser and the server are stopped whatever
 // happens (after() hooks and a process exit handler).
 import { test, before, after } from 'node:test';
@@ -35,7 +37,8 @@ process.on('exit', stopAll);
 function startServer() {
   return new Promise((resolve, reject) => {
     dataDir = mkdtempSync(join(tmpdir(), 'ichido-browser-'));
-    server = spawn(BINARY, ['serve', '--listen', '127.0.0.1:0', '--data', join(dataDir, 'data')],
+    server = spawn(BINARY, ['serve', '--listen', '127.0.0.1:0', '--data', join(dataDir, 'data'),
+      '--default-timezone', 'Asia/Tokyo'],
       { stdio: ['ignore', 'pipe', 'pipe'] });
     let log = '';
     const timer = setTimeout(() => reject(new Error('the server did not start:\n' + log)), 20000);
@@ -72,13 +75,20 @@ async function ok(method, path, body) {
   return r.json;
 }
 
-async function newPage(viewport) {
+// A page in a fresh context. lang 'ja': the dashboard starts in Japanese (as it does for a
+// browser set to Japanese). While page.expectNetErrors is set, the browser's own report of a
+// request that could not be sent (net::ERR_…) is expected, not a problem.
+async function newPage(viewport, lang) {
   const context = await browser.newContext({ viewport: viewport || { width: 1280, height: 900 } });
   const page = await context.newPage();
   page.setDefaultTimeout(10000);
+  page.expectNetErrors = false;
   page.on('console', (m) => {
-    if (m.type() === 'error') problems.push('console error: ' + m.text());
+    if (m.type() !== 'error') return;
+    if (page.expectNetErrors && /net::ERR_/.test(m.text())) return;
+    problems.push('console error: ' + m.text());
   });
+  if (lang) await page.addInitScript((l) => localStorage.setItem('ichido.lang', l), lang);
   page.on('pageerror', (e) => problems.push('page error: ' + e.message));
   // CSP violations also reach the console in Chromium; this catches them even when they do not.
   await page.addInitScript(() => {
@@ -119,7 +129,10 @@ before(async () => {
   const begun = await ok('POST', '/v1/ns/shop/once/begin', { key, owner: 'outlook-A', lease_ms: 60000 });
   await ok('POST', '/v1/ns/shop/once/fail', { key, token: begun.token, error: 'SMTP 550 mailbox unavailable', retry: false });
   await ok('POST', '/v1/ns/shop/once/begin', { key: 'still-running', owner: 'gas-1', lease_ms: 600000 });
+  const mail = await ok('POST', '/v1/ns/shop/once/begin', { key: 'invoice-mail-42', owner: 'gas-2', lease_ms: 60000 });
+  await ok('POST', '/v1/ns/shop/once/complete', { key: 'invoice-mail-42', token: mail.token, result: { sent: true } });
   await ok('POST', '/v1/ns/shop/locks/nightly-export/acquire', { owner: 'cron@host-1', lease_ms: 600000 });
+  await ok('POST', '/v1/ns/shop/locks/month-end/acquire', { owner: 'excel@pc-7', lease_ms: 600000 });
   readerToken = (await ok('POST', '/v1/admin/tokens', { role: 'reader', ns: 'shop', label: 'viewer' })).token;
 
   // launch() gives the browser a fresh, empty profile directory of its own (playwright refuses
@@ -185,6 +198,10 @@ test('admin: sign in, reset a dead record, force-release a lock, void a number',
   await page.waitForSelector('#retention >> text=90 days');
   assert.equal((await ok('GET', '/v1/ns/shop/settings')).once_retention_ms, 90 * 86400000);
   await row.locator('button[data-action="reset"]').click();
+  await page.waitForSelector('dialog#confirm[open]');
+  // A dead record's reset is a retry; only a completed one's warns that the work runs again.
+  assert.match(await page.locator('#confirm-text').textContent(), /processes the item again/);
+  assert.doesNotMatch(await page.locator('#confirm-text').textContent(), /runs the work again/);
   await confirmDialog(page);
   await page.waitForSelector('tr[data-key="<CAF=x/y+z@mail.example.co.jp>"]', { state: 'detached' });
   const gone = await api('GET', '/v1/ns/shop/once?key=' + encodeURIComponent('<CAF=x/y+z@mail.example.co.jp>'));
@@ -198,6 +215,9 @@ test('admin: sign in, reset a dead record, force-release a lock, void a number',
   assert.match(await lock.textContent(), /s left/);
   await shot(page, '03-locks');
   await lock.locator('button[data-action="force-release"]').click();
+  await page.waitForSelector('dialog#confirm[open]');
+  assert.match(await page.locator('#confirm-text').textContent(),
+    /Writes the old holder makes late are refused where the fencing token is checked\./);
   await confirmDialog(page);
   await page.waitForSelector('tr[data-lock="nightly-export"]', { state: 'detached' });
   assert.equal((await ok('GET', '/v1/ns/shop/locks/nightly-export')).held, false);
@@ -246,7 +266,7 @@ test('admin: sign in, reset a dead record, force-release a lock, void a number',
   // Japanese.
   await page.click('#lang');
   await page.click('nav a[data-view="once"]');
-  await page.waitForSelector('h1 >> text=処理記録');
+  await page.waitForSelector('h1 >> text=once 記録');
   await shot(page, '07-once-ja');
   await page.click('#lang');  // back to English for the other pages of this browser
   await page.close();
@@ -272,18 +292,96 @@ test('reader: sees the data, is offered no admin action', async () => {
   await page.close();
 });
 
-test('phone-sized screen: readable, nothing wider than the screen but the tables', async () => {
-  const page = await newPage({ width: 390, height: 844 });
+test('in Japanese: a fiscal-year counter from the form, what force-release and reset mean, no answer', async () => {
+  const page = await newPage(undefined, 'ja');
   await signIn(page, adminToken);
-  await page.goto(base + '/#/once/processing');
-  await page.waitForSelector('tr[data-key="still-running"]');
-  // No stray text from a null child (replaceChildren(null) would print "null").
-  assert.doesNotMatch(await page.locator('#content').innerText(), /\bnull\b/);
-  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-  assert.ok(overflow <= 1, 'the page is ' + overflow + ' px wider than the screen');
-  await shot(page, '09-phone');
+  assert.equal(await page.evaluate(() => document.documentElement.lang), 'ja');
+
+  // Counters: period kinds in Japanese; create a fiscal-year (年度) counter with the form. An
+  // empty time zone is the server's default, which the form names.
+  await page.goto(base + '/#/counters');
+  await page.waitForSelector('h1 >> text=カウンター');
+  assert.equal((await page.locator('tr[data-counter="receipts"] td[data-period]').textContent()).trim(),
+    'なし (通し番号)');
+  await page.waitForSelector('#create-counter input[name="timezone"][placeholder="Asia/Tokyo"]');
+  await page.waitForSelector('#create-counter >> text=空欄: サーバーの既定 (Asia/Tokyo)');
+  const fyStart = page.locator('#create-counter select[name="fiscal_year_start"]');
+  assert.equal(await fyStart.isVisible(), false);  // only for period fiscal_year
+  await page.fill('#create-counter input[name="counter_name"]', 'invoices');
+  await page.fill('#create-counter input[name="format"]', '{era_initial}{era_year:2}-{fy2}-{seq:4}');
+  await page.selectOption('#create-counter select[name="period"]', 'fiscal_year');
+  assert.equal(await fyStart.isVisible(), true);
+  assert.equal(await fyStart.inputValue(), '4');  // April, the Japanese 年度
+  assert.equal((await fyStart.locator('option:checked').textContent()).trim(), '4月');
+  await page.click('#create-counter button[type="submit"]');
+  await page.waitForSelector('#toast >> text=カウンター invoices を作成しました。');
+  await page.waitForSelector('tr[data-counter="invoices"] td[data-period="fiscal_year"] >> text=年度 (4月始まり)');
+  const made = await ok('GET', '/v1/ns/shop/counters/invoices');
+  assert.equal(made.period, 'fiscal_year');
+  assert.equal(made.fiscal_year_start, 4);
+  assert.equal(made.timezone, 'Asia/Tokyo');
+  assert.match(made.current_period, /^FY\d{4}$/);
+  const first = await ok('POST', '/v1/ns/shop/counters/invoices/next', { key: 'order-1' });
+  assert.match(first.formatted, /^R\d{2}-\d{2}-0001$/);
+  assert.equal(first.period, made.current_period);
+  await shot(page, '10-counters-ja');
+
+  // Locks: the force-release dialog says what happens to the old holder's late writes.
+  await page.goto(base + '/#/locks');
+  const lock = page.locator('tr[data-lock="month-end"]');
+  await lock.waitFor();
+  await lock.locator('button[data-action="force-release"]').click();
+  await page.waitForSelector('dialog#confirm[open]');
+  assert.match(await page.locator('#confirm-text').textContent(),
+    /元の保持者が遅れて行う書き込みは、フェンシングトークンを確認する側で拒否されます。$/);
+  await shot(page, '11-force-release-ja');
+  await page.click('#confirm-cancel');
+  assert.equal((await ok('GET', '/v1/ns/shop/locks/month-end')).held, true);
+
+  // Once records, completed: a reset warns that the work (a mail, an invoice) runs again.
+  await page.goto(base + '/#/once/completed');
+  const done = page.locator('tr[data-key="invoice-mail-42"]');
+  await done.waitFor();
+  await done.locator('button[data-action="reset"]').click();
+  await page.waitForSelector('dialog#confirm[open]');
+  assert.match(await page.locator('#confirm-text').textContent(), /処理がもう一度実行されます/);
+  await shot(page, '12-reset-completed-ja');
+  await page.click('#confirm-cancel');
+  assert.equal((await ok('GET', '/v1/ns/shop/once?key=invoice-mail-42')).state, 'completed');
+
+  // The server does not answer: the message is Japanese too.
+  page.expectNetErrors = true;
+  await page.route('**/v1/**', (route) => route.abort('connectionrefused'));
+  await page.goto(base + '/#/counters');
+  await page.waitForSelector('#content .error >> text=サーバーから応答がありません');
+  await shot(page, '13-unreachable-ja');
+  await page.unroute('**/v1/**');
+  page.expectNetErrors = false;
   await page.close();
 });
+
+// Every view a user opens on a phone: readable, nothing wider than the screen but the tables.
+for (const [lang, heading] of [['en', 'Counters'], ['ja', 'カウンター']]) {
+  test('phone-sized screen (' + lang + '): nothing wider than the screen but the tables', async () => {
+    const page = await newPage({ width: 390, height: 844 }, lang);
+    await signIn(page, adminToken);
+    for (const [view, ready] of [['once/processing', 'tr[data-key="still-running"]'],
+      ['counters/receipts', 'td >> text=R-0001'], ['locks', 'tr[data-lock="month-end"]'],
+      ['overview', '.charts .chart'], ['tokens', '#content section.card']]) {
+      await page.goto(base + '/#/' + view);
+      await page.waitForSelector(ready);
+      // No stray text from a null child (replaceChildren(null) would print "null").
+      assert.doesNotMatch(await page.locator('#content').innerText(), /\bnull\b/, view);
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      assert.ok(overflow <= 1, view + ': the page is ' + overflow + ' px wider than the screen');
+      await shot(page, '09-phone-' + lang + '-' + view.replace('/', '-'));
+    }
+    assert.equal(await page.evaluate(() => document.documentElement.lang), lang);
+    await page.goto(base + '/#/counters');
+    await page.waitForSelector('h1 >> text=' + heading);
+    await page.close();
+  });
+}
 
 test('no console error, page error or CSP violation on any page', () => {
   assert.deepEqual(problems, []);

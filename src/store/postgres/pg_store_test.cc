@@ -115,6 +115,45 @@ TEST_F(PgStoreTest, ASchemaWrittenByANewerIchidoIsRefused) {
   EXPECT_EQ(s.error().details.count("needs_operator"), 1u);  // serve exits with code 4
 }
 
+// Migration 5 on a schema the previous release left: its counters keep their config (no fiscal
+// year start) and numbering, and a fiscal-year counter can be created and read back.
+TEST_F(PgStoreTest, AnUpgradeKeepsEveryCounterAndAddsFiscalYears) {
+  ASSERT_EQ(current_schema_version(), 5) << "this test undoes migration 5 only";
+  const core::CounterConfig monthly{0, 99, "M{mm}-{seq}", core::Period::month, "Asia/Tokyo", true};
+  {
+    auto s = PgStore::open(Opts());
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    SyncStore st(**s);
+    ASSERT_TRUE(st.create_counter({Ref("monthly"), monthly}).ok());
+    ASSERT_TRUE(st.next({Ref("monthly"), {std::string("k"), ""}}).ok());
+    (*s)->close();
+  }
+  auto c = Admin();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(c->exec_script("ALTER TABLE \"" + schema_ +
+                             "\".counters DROP COLUMN fiscal_year_start; DELETE FROM \"" + schema_ +
+                             "\".schema_version WHERE version = 5")
+                  .ok());
+  auto s = PgStore::open(Opts());
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(Value("SELECT max(version) FROM \"" + schema_ + "\".schema_version"), "5");
+  SyncStore st(**s);
+  auto got = st.get_counter(Ref("monthly"));
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_EQ(got->config, monthly);
+  EXPECT_EQ(got->last_value, 1);
+  auto replay = st.next({Ref("monthly"), {std::string("k"), ""}});
+  ASSERT_TRUE(replay.ok());
+  EXPECT_TRUE(replay->replayed);
+  const core::CounterConfig fy{0,     99, "{fy}-{seq}", core::Period::fiscal_year, "Asia/Tokyo",
+                               false, 4};
+  ASSERT_TRUE(st.create_counter({Ref("fy"), fy}).ok());
+  auto back = st.get_counter(Ref("fy"));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->config, fy);
+  (*s)->close();
+}
+
 // check_health() after the monitor's next probes (every 500 ms): the first failure, or ok once
 // `probes` probe intervals passed without one.
 Result<void> HealthAfterProbes(PgStore& s, int probes) {

@@ -4,8 +4,11 @@
 // binary by hand against a server of your own).
 //
 // Neither set: PostgreSQL tests skip (a test binary run by hand without a server). Set but
-// unreadable: the tests fail — under CTest the cluster must be there. Header-only, no test
-// framework, so both the store tests and the integration tests use it.
+// unreadable: the tests fail — under CTest the cluster must be there. $ICHIDO_TEST_PG_FORBIDDEN
+// (CTest sets it for the cases of a binary it runs without the cluster): a PostgreSQL test that
+// lands there fails with that text, so that it is moved to the run with the cluster instead of
+// being skipped in every run. Header-only, no test framework, so both the store tests and the
+// integration tests use it.
 #pragma once
 
 #include <cstdlib>
@@ -21,6 +24,9 @@ struct PgTestUrl {
 };
 
 inline PgTestUrl pg_test_url() {
+  if (const char* why = std::getenv("ICHIDO_TEST_PG_FORBIDDEN"); why && *why) {
+    return {std::nullopt, std::string("a PostgreSQL test in a run without PostgreSQL: ") + why};
+  }
   if (const char* u = std::getenv("ICHIDO_TEST_PG_URL"); u && *u) return {std::string(u), ""};
   const char* f = std::getenv("ICHIDO_TEST_PG_URL_FILE");
   if (!f || !*f) return {std::nullopt, ""};

@@ -26,14 +26,15 @@ set(ICHIDO_SLOW_TESTS
   "^PgFailure\\.ACommitWhoseAnswerIsLost" 45
   "^PgFailure\\.ASegmentSentBeforeTheLastSync" 45
   "^Nodes\\.ACutListenConnection" 20
-  # Whole suites in one test: the clients, the soaks, packaging, the browser, fuzzing.
+  # Suites that run as one test: a client test file, the soaks, packaging, the browser, fuzzing.
   "^soak_quick$" 180
   "^soak_quick_pg$" 200
-  "^clients_python$" 200
-  "^clients_gas$" 150
-  "^clients_vba$" 110
-  "^clients_node$" 100
-  "^clients_node_types$" 50
+  "^clients_gas\\.gas$" 50
+  "^clients_vba$" 40
+  "^clients_node\\.client$" 25
+  "^clients_python\\.(client|packaging)$" 21
+  "^clients_node_types$" 17
+  "^clients_node\\.scenarios$" 17
   "^deploy_package$" 120
   "^browser_dashboard$" 60
   "^browser_cors$" 40

@@ -39,7 +39,7 @@ set(ICHIDO_SLOW_TESTS
   "^browser_dashboard$" 60
   "^browser_cors$" 40
   "^docs_readme_shell$" 40
-  "^fuzz_build$" 300
+  "^fuzz_build$" 290
   "^bench_one_conn$" 35
 )
 

@@ -325,7 +325,9 @@ TEST_F(PgStoreTest, AFailingJobIsUndoneAloneInItsBatch) {
 // the node stays ready. `hold` runs on a second connection in an open transaction.
 class PgBusyKeyTest : public PgStoreTest {
  protected:
-  void Run(const std::string& hold) {
+  // `busy` names the counter whose record is held. Each test holds its own: advisory locks are
+  // the database's, not a schema's, so two tests holding the same key would wait on each other.
+  void Run(const std::string& busy, const std::string& hold) {
     Options o = Opts();
     o.lanes = 1;  // every job in one lane, so they share batches
     o.lock_timeout_ms = 300;
@@ -333,7 +335,7 @@ class PgBusyKeyTest : public PgStoreTest {
     ASSERT_TRUE(opened.ok()) << opened.error().message;
     PgStore& store = **opened;
     SyncStore sync(store);
-    for (const char* c : {"busy", "a", "b", "gate"}) {
+    for (const std::string& c : {busy, std::string("a"), std::string("b"), std::string("gate")}) {
       ASSERT_TRUE(sync.create_counter({Ref(c), Config()}).ok());
       ASSERT_TRUE(sync.next({Ref(c), {std::string("first"), ""}}).ok());
     }
@@ -350,7 +352,7 @@ class PgBusyKeyTest : public PgStoreTest {
     std::string busy_message;
     int answered = 0;
     const std::vector<std::pair<std::string, std::string>> calls = {
-        {"a", "k1"}, {"busy", "k2"}, {"b", "k3"}, {"a", "k4"}, {"b", "k5"}};
+        {"a", "k1"}, {busy, "k2"}, {"b", "k3"}, {"a", "k4"}, {"b", "k5"}};
     for (std::size_t i = 0; i < calls.size(); ++i) {
       store.next({Ref(calls[i].first), {calls[i].second, ""}}, [&, i](Result<NextReply> r) {
         std::lock_guard lk(mu);
@@ -372,7 +374,7 @@ class PgBusyKeyTest : public PgStoreTest {
     const StoreStats after = store.stats();
     EXPECT_EQ(after.commits - before.commits, 2u);  // the gate's, then the batch's
     ASSERT_TRUE(holder->exec_script("ROLLBACK").ok());
-    auto later = sync.next({Ref("busy"), {std::string("k2"), ""}});
+    auto later = sync.next({Ref(busy), {std::string("k2"), ""}});
     ASSERT_TRUE(later.ok()) << later.error().message;
     EXPECT_EQ(later->record.value, 2) << "the refused command consumed no number";
     store.close();
@@ -382,14 +384,16 @@ class PgBusyKeyTest : public PgStoreTest {
 
 // A row lock held by a database session (SELECT … FOR UPDATE of the counter's period row).
 TEST_F(PgBusyKeyTest, ARowLockedElsewherePastTheLockTimeoutFailsOnlyItsCommand) {
-  Run("SELECT 1 FROM " + Table("counter_periods") + " WHERE counter_id = (SELECT id FROM " +
-      Table("counters") + " WHERE ns = 'acme' AND name = 'busy') FOR UPDATE");
+  Run("busy-row", "SELECT 1 FROM " + Table("counter_periods") +
+                      " WHERE counter_id = (SELECT id FROM " + Table("counters") +
+                      " WHERE ns = 'acme' AND name = 'busy-row') FOR UPDATE");
 }
 
 // The record's key lock held by another transaction (a node cut off in the middle of a batch
 // holds its key locks until PostgreSQL ends its session).
 TEST_F(PgBusyKeyTest, AKeyLockHeldElsewherePastTheLockTimeoutFailsOnlyItsCommand) {
-  Run("SELECT pg_advisory_xact_lock(" + std::to_string(counter_keys(Ref("busy")).front()) + ")");
+  Run("busy-key",
+      "SELECT pg_advisory_xact_lock(" + std::to_string(counter_keys(Ref("busy-key")).front()) + ")");
 }
 
 // A job that throws answers alone (its slot has no result: internal, 500 over HTTP); the other

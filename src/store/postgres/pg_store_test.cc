@@ -392,8 +392,8 @@ TEST_F(PgBusyKeyTest, ARowLockedElsewherePastTheLockTimeoutFailsOnlyItsCommand) 
 // The record's key lock held by another transaction (a node cut off in the middle of a batch
 // holds its key locks until PostgreSQL ends its session).
 TEST_F(PgBusyKeyTest, AKeyLockHeldElsewherePastTheLockTimeoutFailsOnlyItsCommand) {
-  Run("busy-key",
-      "SELECT pg_advisory_xact_lock(" + std::to_string(counter_keys(Ref("busy-key")).front()) + ")");
+  Run("busy-key", "SELECT pg_advisory_xact_lock(" +
+                      std::to_string(counter_keys(Ref("busy-key")).front()) + ")");
 }
 
 // A job that throws answers alone (its slot has no result: internal, 500 over HTTP); the other

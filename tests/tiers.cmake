@@ -29,12 +29,14 @@ set(ICHIDO_SLOW_TESTS
   # Suites that run as one test: a client test file, the soaks, packaging, the browser, fuzzing.
   "^soak_quick$" 180
   "^soak_quick_pg$" 200
-  "^clients_gas\\.gas$" 50
-  "^clients_vba$" 40
-  "^clients_node\\.client$" 25
-  "^clients_python\\.(client|packaging)$" 21
-  "^clients_node_types$" 17
-  "^clients_node\\.scenarios$" 17
+  "^clients_gas\\.gas$" 115
+  "^clients_vba$" 95
+  "^clients_python\\.packaging$" 55
+  "^clients_node\\.client$" 27
+  "^clients_python\\.client$" 25
+  "^clients_node\\.scenarios$" 22
+  "^clients_gas\\.readme$" 21
+  "^clients_node_types$" 18
   "^deploy_package$" 120
   "^browser_dashboard$" 60
   "^browser_cors$" 40

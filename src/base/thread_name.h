@@ -16,6 +16,10 @@ namespace ichido {
 // process list, and nothing depends on it.
 void name_thread(std::thread& t, std::string_view name);
 
+// Names the calling thread. For a thread someone else started (std::async's): called first
+// thing, so that the name it inherited from its creator (Linux copies it) is not seen for longer.
+void name_this_thread(std::string_view name);
+
 // A thread running `fn`, named `name` before this returns: whoever lists the process's threads
 // after a named_thread() call sees the name, never the creator's it starts with.
 template <class Fn>

@@ -326,7 +326,12 @@ PgConn* PgStore::ensure(std::unique_ptr<PgConn>& slot, Connecting& connecting,
     // In the background: an attempt may take connect_timeout per host (libpq then tries the
     // next host of a multi-host URI), longer than a request may wait. The request waits for it
     // until its bound only; a later one takes the connection when it comes.
-    connecting = std::async(std::launch::async, [s = settings_] { return open_checked(s); });
+    // Named: a thread inherits its creator's name (a lane's or a reader's), which no other
+    // thread may carry (ServerThreads.EveryThreadIsNamed).
+    connecting = std::async(std::launch::async, [s = settings_] {
+      name_this_thread("ichido-pgconn");
+      return open_checked(s);
+    });
   }
   if (connecting.wait_until(deadline) != std::future_status::ready) {
     error = timed_out_error();

@@ -74,7 +74,7 @@ TEST_JOBS ?= $(shell n=$$(nproc); echo $$(( n < 2 ? 4 : 2 * n + 2 )))
 # that are not slow by nature, the OpenAPI lint, the layering fences, clang-format and clang's
 # thread-safety analysis. Prints the ten slowest at the end.
 check: build
-	@scripts/install-deps analysis
+	@scripts/install-deps analysis format
 	@ctest --test-dir build -L '^fast$$' -j $(TEST_JOBS) --timeout 300 --output-on-failure \
 	  --output-junit $(CURDIR)/build/Testing/check.xml; status=$$?; \
 	  scripts/slowest-tests build/Testing/check.xml; exit $$status
@@ -86,7 +86,7 @@ check: build
 # The Debian packages are installed first so that a fresh machine's first run does not spend a
 # test's timeout on apt. Prints the ten slowest at the end.
 test: build
-	scripts/install-deps browser deploy postgres fuzz analysis proxy
+	scripts/install-deps browser deploy postgres fuzz analysis format proxy
 	@ICHIDO_CONTRACT_MIN_OPERATIONS=all ICHIDO_FUZZ_SECONDS=$(FUZZ_SECONDS) \
 	  ctest --test-dir build -j $(TEST_JOBS) --timeout 600 --output-on-failure \
 	  --output-junit $(CURDIR)/build/Testing/test.xml; status=$$?; \

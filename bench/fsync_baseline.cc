@@ -50,7 +50,7 @@ struct Options {
 };
 
 std::string fs_name(const std::string& dir) {
-  struct statfs s {};
+  struct statfs s{};
   if (statfs(dir.c_str(), &s) != 0) return "unknown";
   switch (static_cast<unsigned long>(s.f_type)) {
     case 0xEF53:

@@ -31,7 +31,7 @@ namespace {
 
 // 0: `path` is a file this process may execute; else 127 (absent) or 126 (there, not runnable).
 int probe(const std::string& path) {
-  struct stat st {};
+  struct stat st{};
   if (::stat(path.c_str(), &st) != 0) return kExitNotFound;
   if (!S_ISREG(st.st_mode) || ::access(path.c_str(), X_OK) != 0) return kExitCannotExecute;
   return 0;

@@ -602,17 +602,17 @@ TEST_F(CliTest, FourHundredsAreNeverRetriedButFourTwentyNineIs) {
   EXPECT_EQ(calls, 1);
   calls = 0;
   ASSERT_FALSE(parse({"lock", "acquire", "l"}).has_value());
-  EXPECT_EQ(
-      cli_.run(out_,
-               [&](const Request&) {
-                 ++calls;
-                 if (calls < 3) {
-                   return HttpResult{
-                       HttpResponse{429, R"({"error":{"code":"too_many_waiters"}})", {}}, {}};
-                 }
-                 return HttpResult{HttpResponse{200, R"({"acquired":true,"token":5})", {}}, {}};
-               }),
-      kExitOk);
+  EXPECT_EQ(cli_.run(out_,
+                     [&](const Request&) {
+                       ++calls;
+                       if (calls < 3) {
+                         return HttpResult{
+                             HttpResponse{429, R"({"error":{"code":"too_many_waiters"}})", {}}, {}};
+                       }
+                       return HttpResult{HttpResponse{200, R"({"acquired":true,"token":5})", {}},
+                                         {}};
+                     }),
+            kExitOk);
   EXPECT_EQ(calls, 3);
 }
 

@@ -233,7 +233,7 @@ int lock_run(const ConnectionOptions& conn, const LockRunArgs& a, Output& o) {
     exec_command(a.command);
   }
   g_child.store(child);
-  struct sigaction sa {};
+  struct sigaction sa{};
   sa.sa_handler = forward_signal;
   ::sigemptyset(&sa.sa_mask);
   ::sigaction(SIGTERM, &sa, nullptr);

@@ -70,14 +70,15 @@ class JsonWriter {
     return *this;
   }
   template <class B>
-  requires std::same_as<B, bool> JsonWriter& member(std::string_view name, B b) {
+    requires std::same_as<B, bool>
+  JsonWriter& member(std::string_view name, B b) {
     name_then(name);
     out_ += b ? "true" : "false";
     return *this;
   }
   template <std::integral I>
-  requires(!std::same_as<I, bool> &&
-           !std::same_as<I, char>) JsonWriter& member(std::string_view name, I v) {
+    requires(!std::same_as<I, bool> && !std::same_as<I, char>)
+  JsonWriter& member(std::string_view name, I v) {
     name_then(name);
     append_integer(out_, v);
     return *this;

@@ -22,7 +22,7 @@ void series(std::string& out, std::string_view name, std::string_view type, std:
 }
 
 template <class N>
-requires std::is_integral_v<N>
+  requires std::is_integral_v<N>
 void series(std::string& out, std::string_view name, std::string_view type, std::string_view help,
             N value) {
   series(out, name, type, help, std::string_view(std::to_string(value)));

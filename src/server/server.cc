@@ -232,7 +232,7 @@ Result<std::unique_ptr<store::TableStore>> open_store(const ServerLog& log,
 // Raises the soft limit on open files to the hard limit: the common default soft limit (1024)
 // would stop a server at about a thousand sockets. Logs what connection capacity results.
 void raise_fd_limit(const ServerLog& log, std::size_t max_connections) {
-  struct rlimit rl {};
+  struct rlimit rl{};
   if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
   const rlim_t before = rl.rlim_cur;
   if (rl.rlim_cur < rl.rlim_max) {

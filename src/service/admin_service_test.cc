@@ -169,18 +169,16 @@ TEST_F(AdminServiceTest, ATokenIsNotCreatedWhenItsAuditEntryCannotBeWritten) {
   audit.action = "POST /v1/admin/tokens";
   audit.status = 201;
   mem_.fail_audit_inserts(true);
-  auto failed = Run<NewToken>([&] {
-    return admin_.create_token({"reader", "shop", "x", {}}, audit);
-  });
+  auto failed =
+      Run<NewToken>([&] { return admin_.create_token({"reader", "shop", "x", {}}, audit); });
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.error().code, errc::store_unavailable);
   auto none = Run<std::vector<core::TokenInfo>>([&] { return admin_.list_tokens(); });
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty()) << "the token was stored without its audit entry";
   mem_.fail_audit_inserts(false);
-  auto made = Run<NewToken>([&] {
-    return admin_.create_token({"reader", "shop", "x", {}}, audit);
-  });
+  auto made =
+      Run<NewToken>([&] { return admin_.create_token({"reader", "shop", "x", {}}, audit); });
   ASSERT_TRUE(made.ok());
   auto log = Run<AuditPage>([&] { return admin_.list_audit(AuditQuery{.limit = 10}); });
   ASSERT_TRUE(log.ok());

@@ -185,9 +185,8 @@ TEST_F(LockServiceTest, NewcomerDoesNotOvertakeAQueuedWaiterEvenWhenTheLockLooks
   EXPECT_FALSE((**n)->acquired) << "a newcomer took the lock ahead of a queued waiter";
   EXPECT_FALSE(w->has_value());
   // An admin force-release is an event: the queued waiter gets its turn and the lock.
-  auto f = Run<ForceReleaseReply>([&] {
-    return svc_.force_release(ForceReleaseCmd{LockRef{"ns", "l"}});
-  });
+  auto f = Run<ForceReleaseReply>(
+      [&] { return svc_.force_release(ForceReleaseCmd{LockRef{"ns", "l"}}); });
   ASSERT_TRUE(f.ok());
   ASSERT_TRUE(RunUntil([&] { return w->has_value(); }));
   EXPECT_EQ(Granted(w).owner, "W");

@@ -7,9 +7,8 @@
 namespace ichido::store {
 
 void TableStore::create_token(CreateTokenCmd cmd, Callback<core::TokenInfo> done) {
-  JobExtras x = extras([&] {
-    return JobExtras{{job_key("token", cmd.token.id, "")}, {}, {announce_tokens()}};
-  });
+  JobExtras x = extras(
+      [&] { return JobExtras{{job_key("token", cmd.token.id, "")}, {}, {announce_tokens()}}; });
   write_audited<core::TokenInfo>(
       [token = std::move(cmd.token)](Tables& t, TimeMs) -> Result<core::TokenInfo> {
         ICHIDO_TRY(core::validate_scope(token.scope));
@@ -60,9 +59,8 @@ Result<core::TokenInfo> revoke_token_rows(Tables& t, const std::string& id, Time
 }
 
 void TableStore::revoke_token(RevokeTokenCmd cmd, Callback<core::TokenInfo> done) {
-  JobExtras x = extras([&] {
-    return JobExtras{{job_key("token", cmd.id, "")}, {}, {announce_tokens()}};
-  });
+  JobExtras x =
+      extras([&] { return JobExtras{{job_key("token", cmd.id, "")}, {}, {announce_tokens()}}; });
   write_audited<core::TokenInfo>(
       [id = std::move(cmd.id)](Tables& t, TimeMs now) { return revoke_token_rows(t, id, now); },
       std::move(cmd.audit), std::move(done), std::move(x));

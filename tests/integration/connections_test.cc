@@ -150,7 +150,7 @@ TEST(Connections, ARequestSentWithItsHalfCloseIsAnsweredAndTheConnectionClosed) 
 }
 
 TEST(Connections, TheOpenFileSoftLimitIsRaisedToTheHardLimit) {
-  struct rlimit mine {};
+  struct rlimit mine{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &mine), 0);
   if (mine.rlim_max <= 256) GTEST_SKIP() << "hard limit too low to observe a raise";
   struct rlimit low = mine;

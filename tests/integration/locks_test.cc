@@ -83,7 +83,9 @@ TEST_F(LocksTest, ThirtyTwoClientsFiftyRoundsNeverOverlap) {
   constexpr int kRounds = 50;
   const std::string counter_file = dir_.path() + "/counter";
   const std::string token_log = dir_.path() + "/tokens";
-  { std::ofstream(counter_file) << 0; }
+  {
+    std::ofstream(counter_file) << 0;
+  }
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
   for (int c = 0; c < kClients; ++c) {
@@ -97,10 +99,16 @@ TEST_F(LocksTest, ThirtyTwoClientsFiftyRoundsNeverOverlap) {
         }
         const std::int64_t token = a.num("token");
         long value = -1;
-        { std::ifstream(counter_file) >> value; }
+        {
+          std::ifstream(counter_file) >> value;
+        }
         std::this_thread::sleep_for(std::chrono::microseconds(200));  // widen any overlap
-        { std::ofstream(counter_file, std::ios::trunc) << value + 1; }
-        { std::ofstream(token_log, std::ios::app) << token << "\n"; }
+        {
+          std::ofstream(counter_file, std::ios::trunc) << value + 1;
+        }
+        {
+          std::ofstream(token_log, std::ios::app) << token << "\n";
+        }
         if (release(api, "shared-file", token).status != 200) failures.fetch_add(1);
       }
     });

@@ -78,7 +78,7 @@ std::string scribble(const std::string& path, std::int64_t offset, std::int64_t 
 }
 
 std::int64_t file_size_of(const std::string& path) {
-  struct stat st {};
+  struct stat st{};
   return ::stat(path.c_str(), &st) == 0 ? static_cast<std::int64_t>(st.st_size) : -1;
 }
 

@@ -29,7 +29,7 @@ std::string read_from(const std::string& path, long long offset) {
 }
 
 long long file_size(const std::string& path) {
-  struct stat st {};
+  struct stat st{};
   return ::stat(path.c_str(), &st) == 0 ? static_cast<long long>(st.st_size) : 0;
 }
 

@@ -215,8 +215,7 @@ Result<std::unique_ptr<PgConn>> PgConn::connect(const Settings& s) {
   }
   // Notices (DROP ... CASCADE details, "no transaction in progress") are not errors; libpq would
   // print them on stderr.
-  PQsetNoticeProcessor(
-      c, [](void*, const char*) {}, nullptr);
+  PQsetNoticeProcessor(c, [](void*, const char*) {}, nullptr);
   if (PQsetnonblocking(c, 1) != 0 || PQenterPipelineMode(c) != 1) {
     Error e = pg_unavailable("cannot enter pipeline mode: " + one_line(PQerrorMessage(c)));
     PQfinish(c);

@@ -232,12 +232,18 @@ void PgStore::close() {
   std::call_once(close_once_, [this] {
     closing_.store(true);
     for (auto& l : lanes_) {
-      { MutexLock lk(l->mu); }  // a lane between its check and its wait sees closing_
+      {
+        MutexLock lk(l->mu);
+      }  // a lane between its check and its wait sees closing_
       l->cv.notify_all();
     }
-    { MutexLock lk(read_mu_); }
+    {
+      MutexLock lk(read_mu_);
+    }
     read_cv_.notify_all();
-    { MutexLock lk(health_mu_); }
+    {
+      MutexLock lk(health_mu_);
+    }
     health_cv_.notify_all();
     for (auto& l : lanes_) {
       if (l->thread.joinable()) l->thread.join();

@@ -583,10 +583,9 @@ Result<std::optional<PeriodRow>> PgTables::find_period(std::int64_t id, const st
       }
     }
   }
-  auto row = first<PeriodRow>(conn_.query(sql_.find_period, Params().i64(id).text(period)),
-                              [](const PgResult& r, int i) {
-                                return PeriodRow{r.i64(i, 0), r.i64(i, 1), r.i64(i, 2)};
-                              });
+  auto row = first<PeriodRow>(
+      conn_.query(sql_.find_period, Params().i64(id).text(period)),
+      [](const PgResult& r, int i) { return PeriodRow{r.i64(i, 0), r.i64(i, 1), r.i64(i, 2)}; });
   if (batched_ && row.ok() && *row) periods_.insert_or_assign(pk, **row);
   return row;
 }
@@ -922,9 +921,7 @@ void PgTables::prefetch_lock_queue(const std::string& ns, const std::string& nam
   const std::string k = row_key(lock, waiter_id);
   if (!queues_.try_emplace(k).second) return;
   conn_.send_read(sql_.find_lock_queue, Params().text(ns).text(name).text(waiter_id),
-                  [this, k](const PgResult& r) {
-                    queues_[k] = {true, lock_queue_from(r)};
-                  });
+                  [this, k](const PgResult& r) { queues_[k] = {true, lock_queue_from(r)}; });
 }
 
 Result<LockQueueView> PgTables::find_lock_queue(const std::string& ns, const std::string& name,

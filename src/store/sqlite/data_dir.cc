@@ -24,7 +24,7 @@ Error needs_operator(errc code, std::string msg) {
 }
 
 bool nonempty_file(const std::string& path) {
-  struct stat st {};
+  struct stat st{};
   return ::stat(path.c_str(), &st) == 0 && st.st_size > 0;
 }
 
@@ -213,7 +213,7 @@ Result<void> raise_token_sequence(Db& db, std::int64_t floor) {
 Result<void> check_before_writing(const std::string& dir, std::uint64_t quick_check_max_bytes,
                                   const std::string& vfs) {
   const std::string db_path = db_path_of(dir);
-  struct stat st {};
+  struct stat st{};
   if (::stat(db_path.c_str(), &st) != 0 || st.st_size == 0) return {};
   auto damaged = [&](const std::string& what) {
     return needs_operator(errc::store_corrupt,

@@ -149,7 +149,7 @@ Result<void> Db::open_for_reading(const std::string& name, int flags, const std:
 Result<void> Db::open_read_only(const std::string& path) { return open_for_reading(path, 0, ""); }
 
 Result<void> Db::open_untouched(const std::string& path, const std::string& vfs) {
-  struct stat st {};
+  struct stat st{};
   const bool wal = ::stat((path + "-wal").c_str(), &st) == 0 && st.st_size > 0;
   std::string uri = "file:";
   for (const char c : path) {  // the characters a URI path must escape (sqlite.org/uri.html)

@@ -161,7 +161,7 @@ std::optional<KeyTableFile> read_key_table_file(const std::string& path, std::st
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
-  struct stat st {};
+  struct stat st{};
   if (::fstat(fd, &st) != 0) return refuse(std::strerror(errno));
   const auto size = static_cast<std::uint64_t>(st.st_size);
   const auto read_error = [&](const char* what) {

@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 Error unavailable(std::string msg) { return Error(errc::store_unavailable, std::move(msg)); }
 
 std::uint64_t file_size(const std::string& path) {
-  struct stat st {};
+  struct stat st{};
   return ::stat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
 }
 

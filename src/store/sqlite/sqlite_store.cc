@@ -436,7 +436,7 @@ std::optional<Error> SqliteStore::commit_batch(std::vector<Job>& batch) {
 
 void SqliteStore::note_failed_write(int rc) {
   if ((rc & 0xff) != SQLITE_FULL) return;
-  struct statvfs fs {};
+  struct statvfs fs{};
   const std::uint64_t free_bytes =
       ::statvfs(opt_.dir.c_str(), &fs) == 0 ? std::uint64_t{fs.f_bavail} * fs.f_frsize : 0;
   no_space_free_.store(free_bytes);
@@ -847,7 +847,7 @@ Result<void> SqliteStore::check_ready() {
                      " or its directory is read-only; an operator must make it writable.");
   }
   if (opt_.min_free_disk > 0 || no_space_.load()) {
-    struct statvfs fs {};
+    struct statvfs fs{};
     const bool known = ::statvfs(opt_.dir.c_str(), &fs) == 0;
     const std::uint64_t free_bytes = known ? std::uint64_t{fs.f_bavail} * fs.f_frsize : 0;
     if (known && free_bytes < opt_.min_free_disk) {
@@ -875,7 +875,7 @@ StoreStats SqliteStore::stats() const {
   StoreStats::Checkpoints c;
   c.done = checkpoints_.load() + writer_checkpoints_.load();
   c.failed = failed_checkpoints_.load();
-  struct stat st {};
+  struct stat st{};
   if (::stat((db_path_ + "-wal").c_str(), &st) == 0)
     c.wal_bytes = static_cast<std::uint64_t>(st.st_size);
   s.checkpoints = c;

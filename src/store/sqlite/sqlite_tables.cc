@@ -192,9 +192,7 @@ Result<std::optional<PeriodRow>> SqliteTables::find_period(std::int64_t id,
   if (q.ok()) q->bind(1, id).bind(2, period);
   auto row = one<PeriodRow>(
       db_, std::move(q),
-      [](const Query& r) {
-        return PeriodRow{r.int64(0), r.int64(1), r.int64(2)};
-      },
+      [](const Query& r) { return PeriodRow{r.int64(0), r.int64(1), r.int64(2)}; },
       "read a counter period");
   if (cache_ && row.ok() && *row) WriterCache::put(cache_->periods_, std::move(key), **row);
   return row;

@@ -74,7 +74,7 @@ core::AuditEntry cli_audit(std::string action, std::string ns, std::string detai
 }  // namespace
 
 std::uint64_t tokens_revision(const std::string& dir) {
-  struct stat st {};
+  struct stat st{};
   if (::stat(rev_path(dir).c_str(), &st) != 0) return 0;
   return static_cast<std::uint64_t>(st.st_size);
 }

@@ -80,7 +80,7 @@ TEST(WalBufferVfs, ALargeCommitReachesTheFileWhole) {
 }
 
 std::int64_t FileSize(const std::string& path) {
-  struct stat st {};
+  struct stat st{};
   return ::stat(path.c_str(), &st) == 0 ? static_cast<std::int64_t>(st.st_size) : -1;
 }
 

@@ -73,8 +73,19 @@ TEST_JOBS ?= $(shell n=$$(nproc); echo $$(( n < 2 ? 4 : 2 * n + 2 )))
 # suite on the memory and SQLite stores, the SQLite store tests, the integration tests on SQLite
 # that are not slow by nature, the OpenAPI lint, the layering fences, clang-format and clang's
 # thread-safety analysis. Prints the ten slowest at the end.
+# The second trees (the thread-safety check; for make test also the fuzz targets) are built
+# before the tests start, not beside them: from nothing they take minutes of both cores, and
+# timing-sensitive tests should not share the machine with a compiler. Their tests
+# (analysis_thread_safety, fuzz_build) then only check that nothing is left to do, and report a
+# failure with its output; the log of the step itself is in build/Testing/.
+PREBUILD = mkdir -p build/Testing; for step in $(1); do \
+	  echo "make: $$step before the tests (log: build/Testing/$${step//[ \/]/-}.log)"; \
+	  $$step >build/Testing/$${step//[ \/]/-}.log 2>&1 || \
+	    echo "make: $$step failed; its test reports it"; done
+
 check: build
 	@scripts/install-deps analysis format
+	@$(call PREBUILD,scripts/analysis)
 	@ctest --test-dir build -L '^fast$$' -j $(TEST_JOBS) --timeout 300 --output-on-failure \
 	  --output-junit $(CURDIR)/build/Testing/check.xml; status=$$?; \
 	  scripts/slowest-tests build/Testing/check.xml; exit $$status
@@ -87,6 +98,7 @@ check: build
 # test's timeout on apt. Prints the ten slowest at the end.
 test: build
 	scripts/install-deps browser deploy postgres fuzz analysis format proxy
+	@$(call PREBUILD,scripts/analysis "scripts/fuzz build")
 	@ICHIDO_CONTRACT_MIN_OPERATIONS=all ICHIDO_FUZZ_SECONDS=$(FUZZ_SECONDS) \
 	  ctest --test-dir build -j $(TEST_JOBS) --timeout 600 --output-on-failure \
 	  --output-junit $(CURDIR)/build/Testing/test.xml; status=$$?; \

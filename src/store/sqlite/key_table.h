@@ -2,10 +2,11 @@
 // (decision 143): the table and its hash. KeyIndex (key_index.h) shares it between the store's
 // threads, and key_table_file.h writes and reads its snapshot.
 //
-// The unique b-tree indexes on callers' keys (`issued_by_key`, once_records' `UNIQUE (ns, key)`)
-// put every new key at a random leaf page: ≈ 37 key comparisons and a whole 4 KiB WAL frame per
-// key. Decision 143 replaces them with this table in memory plus an index in `kseq` order (a
-// stamp that only grows, drawn with the row), which every new key appends to.
+// A unique b-tree index on callers' keys puts every new key at a random leaf page: ≈ 37 key
+// comparisons and a whole 4 KiB WAL frame per key. For issued numbers' keys (`issued_by_key`)
+// decision 143 replaces it with this table in memory plus an index in `kseq` order (a stamp that
+// only grows, drawn with the row), which every new key appends to. Once records keep their
+// `UNIQUE (ns, key)` index (decision 143 says why); KeyKind::once is defined but not used.
 //
 // The table maps hash(kind, scope, key) to the key's kseq. It never decides an answer by
 // itself: a slot whose tag matches is a *candidate*, which the caller confirms by reading the

@@ -246,4 +246,26 @@ void ServerProcess::kill9() {
   pid_ = -1;
 }
 
+std::map<std::string, std::string> steady_threads(pid_t pid) {
+  const std::string task = "/proc/" + std::to_string(pid) + "/task";
+  auto list = [&] {
+    std::map<std::string, std::string> by_tid;
+    for (const auto& t : std::filesystem::directory_iterator(task)) {
+      std::ifstream comm(t.path() / "comm");
+      std::string name;
+      std::getline(comm, name);
+      if (comm) by_tid[t.path().filename().string()] = name;
+    }
+    return by_tid;
+  };
+  auto threads = list();
+  for (int i = 0; i < 50; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto again = list();
+    if (again == threads) break;
+    threads = std::move(again);
+  }
+  return threads;
+}
+
 }  // namespace ichido::testing

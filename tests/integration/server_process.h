@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -98,5 +99,10 @@ class ServerProcess {
 
 // The path of the ichido binary under test (compiled in by CMake).
 const char* ichido_binary();
+
+// The threads of process `pid` by thread id → name, once two listings 100 ms apart agree (at
+// most 5 s): its long-lived threads, without a short-lived helper that comes and goes meanwhile
+// (the PostgreSQL store's connection attempt runs on a thread of its own while it lasts).
+std::map<std::string, std::string> steady_threads(pid_t pid);
 
 }  // namespace ichido::testing

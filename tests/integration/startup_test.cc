@@ -371,27 +371,8 @@ TEST(ServerThreads, EveryThreadIsNamed) {
   ServerProcess server(dir.path() + "/data", {"--threads", "3"});
   std::string err;
   ASSERT_TRUE(server.start(&err)) << err;
-  // The server's long-lived threads: the listing is taken again until two listings 100 ms apart
-  // agree (at most 5 s), so that a short-lived helper — the PostgreSQL store's connection attempt
-  // runs on a thread of its own while it lasts — is not counted in place of the threads it helps.
-  const std::string task = "/proc/" + std::to_string(server.pid()) + "/task";
-  auto list = [&] {
-    std::map<std::string, std::string> by_tid;
-    for (const auto& t : fs::directory_iterator(task)) {
-      std::ifstream comm(t.path() / "comm");
-      std::string name;
-      std::getline(comm, name);
-      if (comm) by_tid[t.path().filename().string()] = name;
-    }
-    return by_tid;
-  };
-  auto threads = list();
-  for (int i = 0; i < 50; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    auto again = list();
-    if (again == threads) break;
-    threads = std::move(again);
-  }
+  // Its long-lived threads, not a connection attempt's short-lived one (steady_threads).
+  const auto threads = steady_threads(server.pid());
   std::multiset<std::string> names;
   for (const auto& [tid, name] : threads) names.insert(name);
   std::vector<std::string> expected = {"ichido", "ichido-io-1", "ichido-io-2", "ichido-log"};

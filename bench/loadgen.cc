@@ -131,6 +131,7 @@ struct Options {
   std::string name = "bench";
   std::string path = "/healthz";
   std::string token;
+  std::string redis_password;  // redis: AUTH on every connection before its first command
   std::string run_id;
   bool keys_in_time_order = false;
   std::string system;  // default: the target's name
@@ -385,6 +386,34 @@ asio::awaitable<void> resp_loop(Shared& sh, ThreadStats& st, unsigned conn) {
       connected = true;
       op = OpState{};
       in.clear();
+      if (!sh.opt.redis_password.empty()) {
+        // AUTH first, as a client of a server with requirepass does (not counted as a request).
+        request.clear();
+        resp_command(request, {"AUTH", sh.opt.redis_password});
+        co_await asio::async_write(sock, asio::buffer(request),
+                                   asio::redirect_error(asio::use_awaitable, ec));
+        RespReply reply;
+        long used = 0;
+        while (!ec && (used = parse_resp(in, reply)) == 0) {
+          const std::size_t n = co_await sock.async_read_some(
+              asio::buffer(chunk), asio::redirect_error(asio::use_awaitable, ec));
+          in.append(chunk, n);
+        }
+        if (ec || used < 0) {
+          ++st.transport_errors;
+          sh.samples.add(ec ? "transport: " + ec.message() : std::string("malformed RESP reply"));
+          sock.close(ec);
+          connected = false;
+          continue;
+        }
+        if (reply.type == '-') {
+          // A refused password: an error, and this connection stops (every command would fail).
+          ++st.status_errors;
+          sh.samples.add("redis AUTH: " + clip(reply.text));
+          break;
+        }
+        in.erase(0, static_cast<std::size_t>(used));
+      }
     }
     if (op.step == 0) t0 = Clock::now();
     w.make(conn, seq, op, request);
@@ -583,6 +612,7 @@ void usage(std::FILE* to) {
       "(bench/bench)\n"
       "  --path PATH          path for get (default /healthz)\n"
       "  --token T            send Authorization: Bearer T\n"
+      "  --redis-password P   redis: AUTH P on each connection before its first command\n"
       "  --run-id ID          idempotency keys are k-ID-CONN-SEQ (default: time and pid)\n"
       "  --keys-in-time-order keys k-ID-SEQ-CONN (SEQ 12 digits): every connection's keys in\n"
       "                       one order, so a batch's keys share a key index's last pages\n"
@@ -719,6 +749,8 @@ int parse_args(int argc, char** argv, Options& o) {
     } else if (a == "--token") {
       o.token = v;
       ok = v.find_first_of("\r\n") == std::string_view::npos;
+    } else if (a == "--redis-password") {
+      o.redis_password = v;
     } else if (a == "--run-id") {
       o.run_id = v;
       ok = valid_name(v) && v.size() <= 64;

@@ -27,7 +27,9 @@ def _stat_cpu_seconds(stat: str) -> Tuple[str, float]:
 
 class Server:
     """`binary serve --no-auth` on 127.0.0.1, any port, data in `data`; its output goes to
-    server.out beside `data`. Errors name `prog` (the tool)."""
+    server.out beside `data`. Errors name `prog` (the tool). Without a token on purpose: the tools
+    using it (one-conn, paced, ab, commits) are micro-experiments on ichido itself; bench/run
+    compares the systems with authentication on, as deployed."""
 
     def __init__(self, prog: str, binary: str, data: str) -> None:
         self.prog = prog

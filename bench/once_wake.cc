@@ -8,7 +8,9 @@
 // Latency = t1 - t0: the commit of the complete (one fsync), the wake-up, B's re-run of begin
 // (a write job through group commit) and the HTTP round trips.
 //
-//   ichido-once-wake --url http://127.0.0.1:7878 [--rounds 300] [--ns bench]
+//   ichido-once-wake --url http://127.0.0.1:7878 [--rounds 300] [--ns bench] [--token T]
+// --token: the bearer token of every call (a writer token of --ns; /metrics needs a reader);
+// default $ICHIDO_TOKEN when set, else none (a server with --no-auth).
 // Prints "once-wake rounds=N p50_ms=… p90_ms=… p99_ms=… max_ms=… errors=E" (and JSON with --json).
 #include <unistd.h>
 
@@ -17,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,7 +32,7 @@ namespace json = boost::json;
 using Clock = std::chrono::steady_clock;
 
 int usage() {
-  std::fprintf(stderr, "usage: ichido-once-wake --url URL [--rounds N] [--ns NS] [--json]\n");
+  std::fprintf(stderr, "usage: ichido-once-wake --url URL [--rounds N] [--ns NS] [--token T] [--json]\n");
   return 2;
 }
 
@@ -46,6 +49,7 @@ int main(int argc, char** argv) {
   std::string url = "http://127.0.0.1:7878", ns = "bench";
   int rounds = 300;
   bool as_json = false;
+  std::optional<std::string> token;  // nullopt: $ICHIDO_TOKEN when set
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--json") {
@@ -54,6 +58,8 @@ int main(int argc, char** argv) {
       url = argv[++i];
     } else if (i + 1 < argc && a == "--ns") {
       ns = argv[++i];
+    } else if (i + 1 < argc && a == "--token") {
+      token = argv[++i];
     } else if (i + 1 < argc && a == "--rounds") {
       rounds = std::atoi(argv[++i]);
     } else {
@@ -63,7 +69,7 @@ int main(int argc, char** argv) {
   auto base = ichido::cli::parse_base_url(url);
   if (!base.ok() || rounds < 1) return usage();
   ichido::cli::ClientOptions copt;
-  copt.token = "";
+  copt.token = token;
   copt.read_timeout = std::chrono::milliseconds(90000);
   ichido::cli::HttpClient holder(*base.url, copt), waiter(*base.url, copt), probe(*base.url, copt);
   const std::string path = "/v1/ns/" + ns + "/once";

@@ -6,6 +6,8 @@ Environment: ICHIDO_BINARY, ICHIDO_LOADGEN (its directory holds the other bench 
 import glob
 import json
 import os
+import re
+import shutil
 import subprocess
 import tempfile
 import unittest
@@ -78,6 +80,9 @@ class RunTest(unittest.TestCase):
             self.assertNotEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertIn("without a token: authentication is not on", r.stderr)
             self.assertEqual(glob.glob(os.path.join(out, "*.json")), [])
+            kept = re.search(r"kept (\S+) for inspection", r.stderr)  # a failed run keeps its files
+            if kept:
+                shutil.rmtree(kept.group(1), ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from typing import Dict, List, Optional, Tuple
 
@@ -26,22 +27,32 @@ def _stat_cpu_seconds(stat: str) -> Tuple[str, float]:
 
 
 class Server:
-    """`binary serve --no-auth` on 127.0.0.1, any port, data in `data`; its output goes to
-    server.out beside `data`. Errors name `prog` (the tool). Without a token on purpose: the tools
-    using it (one-conn, paced, ab, commits) are micro-experiments on ichido itself; bench/run
-    compares the systems with authentication on, as deployed."""
+    """`binary serve` on 127.0.0.1, any port, data in `data`; its output goes to server.out beside
+    `data`. With `auth` (bench/ab's default, as deployed) it asks for a token: `token` is the
+    admin token its first start wrote (DATA/admin.token), sent with every request() and given to
+    the load generator (--token); without, it runs with --no-auth and `token` is "" (one-conn,
+    paced and commits: micro-experiments on ichido's store and disk). Errors name `prog`."""
 
-    def __init__(self, prog: str, binary: str, data: str) -> None:
+    def __init__(self, prog: str, binary: str, data: str, auth: bool = False) -> None:
         self.prog = prog
+        self.token = ""
         self.out = open(os.path.join(os.path.dirname(data), "server.out"), "w+")
-        self.proc = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--data", data,
-                                      "--no-auth"], stdout=self.out, stderr=subprocess.STDOUT)
+        cmd = [binary, "serve", "--listen", "127.0.0.1:0", "--data", data]
+        if not auth:
+            cmd.append("--no-auth")
+        self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=subprocess.STDOUT)
+        token_file = os.path.join(data, "admin.token")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             self.out.seek(0)
             m = re.search(r"listening on (\S+)", self.out.read())
             if m:
                 self.url = "http://" + m.group(1)
+                if auth:
+                    # Written before the server listens (a first start only).
+                    self._check_asks_for_token()
+                    with open(token_file, encoding="ascii") as f:
+                        self.token = f.read().strip()
                 return
             if self.proc.poll() is not None:
                 break
@@ -52,9 +63,30 @@ class Server:
     def request(self, method: str, path: str, body: Optional[dict] = None) -> bytes:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+                                     headers=self.headers())
         with urllib.request.urlopen(req, timeout=30) as resp:
             return resp.read()
+
+    def _check_asks_for_token(self) -> None:
+        """Measuring "as deployed" means the server checks tokens: a request without one must
+        be refused (401), or the measurement would be of something else."""
+        req = urllib.request.Request(self.url + "/v1/ns/bench/counters", method="GET")
+        try:
+            with urllib.request.urlopen(req, timeout=30):
+                pass
+        except urllib.error.HTTPError as e:
+            if e.code == 401:
+                return
+        self.stop()
+        raise RuntimeError(f"{self.prog}: the server does not ask for a token (started with "
+                           "--no-auth?); measure with --no-auth to compare without")
+
+    def headers(self) -> Dict[str, str]:
+        """A request's headers: JSON, and the token when the server asks for one."""
+        h = {"Content-Type": "application/json"}
+        if self.token:
+            h["Authorization"] = "Bearer " + self.token
+        return h
 
     def metric(self, name: str) -> float:
         text = self.request("GET", "/metrics").decode()

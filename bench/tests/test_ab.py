@@ -100,6 +100,18 @@ class LiveTest(unittest.TestCase):
         self.assertIn("bench/ab: ichido-loadgen saw errors", out.stderr)
         self.assertNotIn("verdict=", out.stdout)
 
+    def test_a_server_that_asks_for_no_token_is_an_error_unless_no_auth(self):
+        with tempfile.TemporaryDirectory() as d:
+            wrapper = os.path.join(d, "ichido-no-auth")
+            with open(wrapper, "w") as f:
+                f.write(f'#!/bin/sh\nexec {os.environ["ICHIDO_BINARY"]} "$@" --no-auth\n')
+            os.chmod(wrapper, 0o755)
+            out = self.run_ab("--a", wrapper, "--b", wrapper, "--rounds", "1")
+            self.assertEqual(out.returncode, 1, out.stdout)
+            self.assertIn("the server does not ask for a token", out.stderr)
+            out = self.run_ab("--a", wrapper, "--b", wrapper, "--rounds", "1", "--no-auth")
+            self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+
     def test_a_server_that_does_not_start_is_an_error(self):
         out = self.run_ab("--a", "/bin/false", "--rounds", "1")
         self.assertEqual(out.returncode, 1)

@@ -32,7 +32,8 @@ namespace json = boost::json;
 using Clock = std::chrono::steady_clock;
 
 int usage() {
-  std::fprintf(stderr, "usage: ichido-once-wake --url URL [--rounds N] [--ns NS] [--token T] [--json]\n");
+  std::fprintf(stderr,
+               "usage: ichido-once-wake --url URL [--rounds N] [--ns NS] [--token T] [--json]\n");
   return 2;
 }
 

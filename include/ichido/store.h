@@ -388,24 +388,16 @@ struct StoreStats {
   // The fatal write latch: a commit failed with an I/O error and every later write is refused
   // until the process restarts (LevelDB's rule: never carry on after a failed fsync).
   bool write_failed = false;
-  // The embedded store's WAL checkpoints (docs/decisions/136); absent for other stores.
-  struct Checkpoints {
-    std::uint64_t done = 0;       // completed, by the checkpointer or the writer
-    std::uint64_t failed = 0;     // failed (nothing committed is lost: the WAL keeps it)
-    std::uint64_t wal_bytes = 0;  // the WAL file's size now
+  // Figures of one store's own machinery (the embedded store's checkpoints and key index, …),
+  // served on /metrics as they are. Names start with ichido_store_.
+  struct Metric {
+    enum class Type { counter, gauge };
+    std::string name;
+    Type type = Type::counter;
+    std::string help;
+    std::uint64_t value = 0;
   };
-  std::optional<Checkpoints> checkpoints;
-  // The embedded store's commits of a lone write run on the caller's thread (decision 141), of
-  // `commits`; absent for other stores.
-  std::optional<std::uint64_t> caller_commits;
-  // The embedded store's key index (docs/decisions/143); absent for other stores.
-  struct KeyIndex {
-    std::uint64_t keys = 0;          // slots in the table
-    std::uint64_t memory_bytes = 0;  // the table's slots
-    std::uint64_t snapshots = 0;     // snapshot files written and named by the database
-    std::uint64_t failed_snapshots = 0;
-  };
-  std::optional<KeyIndex> key_index;
+  std::vector<Metric> own;
 };
 
 // What other processes sharing the store committed that may end a wait in this one (several

@@ -65,12 +65,6 @@ std::string Metrics::render(const StoreStats& s) const {
          "Batches run again with a savepoint per command because a failing command had "
          "already written.",
          s.isolated_batches);
-  if (s.caller_commits) {
-    series(out, "ichido_store_caller_commits_total", "counter",
-           "Of the commits, those of a lone request run on its own I/O thread instead of the "
-           "writer thread (a client alone: no hand-off between threads).",
-           *s.caller_commits);
-  }
   char secs[64];
   std::snprintf(secs, sizeof secs, "%.6f", static_cast<double>(s.commit_us_total) / 1e6);
   series(out, "ichido_store_commit_seconds_total", "counter",
@@ -81,34 +75,9 @@ std::string Metrics::render(const StoreStats& s) const {
          "1 when a commit failed with an I/O error: every write is refused until the server "
          "restarts (check the disk, then restart).",
          std::string_view(s.write_failed ? "1" : "0"));
-  if (s.checkpoints) {
-    series(out, "ichido_store_checkpoints_total", "counter",
-           "WAL checkpoints completed (the WAL copied into the database file, beside the "
-           "writer).",
-           s.checkpoints->done);
-    series(out, "ichido_store_failed_checkpoints_total", "counter",
-           "WAL checkpoints that failed (nothing is lost, but the WAL cannot start over and "
-           "grows until one succeeds).",
-           s.checkpoints->failed);
-    series(out, "ichido_store_wal_bytes", "gauge",
-           "Size of the WAL file (about 40 MiB at most while checkpoints keep up).",
-           s.checkpoints->wal_bytes);
-  }
-  if (s.key_index) {
-    series(out, "ichido_store_key_index_keys", "gauge",
-           "Keys of issued numbers in the embedded store's key index (decision 143).",
-           s.key_index->keys);
-    series(out, "ichido_store_key_index_bytes", "gauge",
-           "Memory of the key index's table (8 bytes a slot, at most 3/4 full: about 11 bytes "
-           "a key).",
-           s.key_index->memory_bytes);
-    series(out, "ichido_store_key_index_snapshots_total", "counter",
-           "Snapshots of the key index written to keys.idx and named by the database.",
-           s.key_index->snapshots);
-    series(out, "ichido_store_key_index_failed_snapshots_total", "counter",
-           "Snapshots of the key index that failed (nothing is lost: the next start adds the "
-           "newer keys from the database, or rebuilds the index).",
-           s.key_index->failed_snapshots);
+  for (const auto& m : s.own) {
+    series(out, m.name, m.type == StoreStats::Metric::Type::gauge ? "gauge" : "counter", m.help,
+           m.value);
   }
   for (const auto& g : gauges_) series(out, g.name, g.type, g.help, g.read());
   for (const auto& c : collectors_) out += c();

@@ -67,32 +67,23 @@ TEST(OnceGauges, CountsPerNamespaceAndStateAndTheOldestExpiredAge) {
       << text;
 }
 
-// The embedded store's checkpoint series (decision 136) are shown when the store has them, and
-// not at all for a store without (PostgreSQL: no WAL of ours to watch).
-TEST(StoreMetrics, CheckpointSeriesOnlyForAStoreThatHasThem) {
+// A store's own series are served as it names them, with their type; a store without any adds
+// nothing.
+TEST(StoreMetrics, AStoresOwnSeriesAreServedAsTheStoreNamesThem) {
   Metrics m;
   StoreStats s;
-  EXPECT_EQ(m.render(s).find("checkpoints"), std::string::npos);
-  EXPECT_EQ(m.render(s).find("ichido_store_wal_bytes"), std::string::npos);
-  s.checkpoints = StoreStats::Checkpoints{3, 1, 4194304};
+  const std::string bare = m.render(s);
+  s.own.push_back(
+      {"ichido_store_wal_bytes", StoreStats::Metric::Type::gauge, "WAL size.", 4194304});
+  s.own.push_back(
+      {"ichido_store_checkpoints_total", StoreStats::Metric::Type::counter, "Checkpoints.", 3});
   const std::string text = m.render(s);
-  EXPECT_NE(text.find("\nichido_store_checkpoints_total 3\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("\nichido_store_failed_checkpoints_total 1\n"), std::string::npos) << text;
+  EXPECT_EQ(bare.find("ichido_store_wal_bytes"), std::string::npos);
   EXPECT_NE(text.find("\nichido_store_wal_bytes 4194304\n"), std::string::npos) << text;
   EXPECT_NE(text.find("# TYPE ichido_store_wal_bytes gauge\n"), std::string::npos) << text;
-}
-
-// The embedded store's key index (decision 143): shown only for a store that has one.
-TEST(StoreMetrics, KeyIndexSeriesOnlyForAStoreThatHasOne) {
-  Metrics m;
-  StoreStats s;
-  EXPECT_EQ(m.render(s).find("key_index"), std::string::npos);
-  s.key_index = StoreStats::KeyIndex{1500, 16384, 2, 1};
-  const std::string text = m.render(s);
-  EXPECT_NE(text.find("\nichido_store_key_index_keys 1500\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("\nichido_store_key_index_bytes 16384\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("\nichido_store_key_index_snapshots_total 2\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("\nichido_store_key_index_failed_snapshots_total 1\n"), std::string::npos)
+  EXPECT_NE(text.find("# HELP ichido_store_wal_bytes WAL size.\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nichido_store_checkpoints_total 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE ichido_store_checkpoints_total counter\n"), std::string::npos)
       << text;
 }
 

@@ -110,7 +110,7 @@ class SqliteKeyIndexTest : public ::testing::Test {
     EXPECT_FALSE(fresh->replayed);
     EXPECT_EQ(values.count(fresh->record.value), 0u);
   }
-  static std::uint64_t Keys(SqliteStore& s) { return s.stats().key_index.value().keys; }
+  static std::uint64_t Keys(SqliteStore& s) { return s.own_stats().keys; }
 
   TempDir tmp_;
   std::mutex mu_;
@@ -278,15 +278,26 @@ TEST_F(SqliteKeyIndexTest, TheSnapshotThreadWritesSnapshotsAsKeysCome) {
   std::map<std::string, std::int64_t> issued;
   for (std::uint64_t round = 1; round <= 3; ++round) {
     issued.merge(Issue(*s, "k" + std::to_string(round) + "-", 40));
-    for (int i = 0; i < 6000 && s->stats().key_index->snapshots < round; ++i) {
+    for (int i = 0; i < 6000 && s->own_stats().key_snapshots < round; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    ASSERT_GE(s->stats().key_index->snapshots, round) << "no snapshot after 40 new keys";
+    ASSERT_GE(s->own_stats().key_snapshots, round) << "no snapshot after 40 new keys";
   }
-  const auto k = s->stats().key_index.value();
-  EXPECT_EQ(k.failed_snapshots, 0u);
+  const auto k = s->own_stats();
+  EXPECT_EQ(k.failed_key_snapshots, 0u);
   EXPECT_EQ(k.keys, 120u);
-  EXPECT_GE(k.memory_bytes, 120u * 8);
+  EXPECT_GE(k.key_memory_bytes, 120u * 8);
+  // /metrics serves them under these names.
+  const auto own = s->stats().own;
+  auto served = [&](const std::string& name) {
+    for (const auto& m : own)
+      if (m.name == name) return std::optional<std::uint64_t>(m.value);
+    return std::optional<std::uint64_t>();
+  };
+  EXPECT_EQ(served("ichido_store_key_index_keys"), k.keys);
+  EXPECT_EQ(served("ichido_store_key_index_bytes"), k.key_memory_bytes);
+  EXPECT_EQ(served("ichido_store_key_index_snapshots_total"), k.key_snapshots);
+  EXPECT_EQ(served("ichido_store_key_index_failed_snapshots_total"), 0u);
   EXPECT_NE(Notices().find("key index: snapshot of "), std::string::npos) << Notices();
   ExpectKeysHeld(*s, issued);
 }

@@ -869,26 +869,57 @@ Result<void> SqliteStore::check_ready() {
   return {};
 }
 
+SqliteStore::OwnStats SqliteStore::own_stats() const {
+  OwnStats o;
+  o.checkpoints = checkpoints_.load() + writer_checkpoints_.load();
+  o.failed_checkpoints = failed_checkpoints_.load();
+  struct stat st{};
+  if (::stat((db_path_ + "-wal").c_str(), &st) == 0)
+    o.wal_bytes = static_cast<std::uint64_t>(st.st_size);
+  o.caller_commits = caller_commits_.load();
+  if (keys_) {
+    const auto k = keys_->stats();
+    o.keys = k.keys;
+    o.key_memory_bytes = k.capacity * sizeof(std::uint64_t);
+  }
+  o.key_snapshots = key_snapshots_.load();
+  o.failed_key_snapshots = failed_key_snapshots_.load();
+  return o;
+}
+
 StoreStats SqliteStore::stats() const {
   StoreStats s{commits_.load(),          committed_commands_.load(), failed_commits_.load(),
                isolated_batches_.load(), commit_us_.load(),          failed_.load()};
-  StoreStats::Checkpoints c;
-  c.done = checkpoints_.load() + writer_checkpoints_.load();
-  c.failed = failed_checkpoints_.load();
-  struct stat st{};
-  if (::stat((db_path_ + "-wal").c_str(), &st) == 0)
-    c.wal_bytes = static_cast<std::uint64_t>(st.st_size);
-  s.checkpoints = c;
-  s.caller_commits = caller_commits_.load();
-  if (keys_) {
-    const auto k = keys_->stats();
-    StoreStats::KeyIndex ki;
-    ki.keys = k.keys;
-    ki.memory_bytes = k.capacity * sizeof(std::uint64_t);
-    ki.snapshots = key_snapshots_.load();
-    ki.failed_snapshots = failed_key_snapshots_.load();
-    s.key_index = ki;
-  }
+  const OwnStats o = own_stats();
+  using T = StoreStats::Metric::Type;
+  s.own = {
+      {"ichido_store_caller_commits_total", T::counter,
+       "Of the commits, those of a lone request run on its own I/O thread instead of the writer "
+       "thread (a client alone: no hand-off between threads).",
+       o.caller_commits},
+      {"ichido_store_checkpoints_total", T::counter,
+       "WAL checkpoints completed (the WAL copied into the database file, beside the writer).",
+       o.checkpoints},
+      {"ichido_store_failed_checkpoints_total", T::counter,
+       "WAL checkpoints that failed (nothing is lost, but the WAL cannot start over and grows "
+       "until one succeeds).",
+       o.failed_checkpoints},
+      {"ichido_store_wal_bytes", T::gauge,
+       "Size of the WAL file (about 40 MiB at most while checkpoints keep up).", o.wal_bytes},
+      {"ichido_store_key_index_keys", T::gauge,
+       "Keys of issued numbers in the embedded store's key index.", o.keys},
+      {"ichido_store_key_index_bytes", T::gauge,
+       "Memory of the key index's table (8 bytes a slot, at most 3/4 full: about 11 bytes a "
+       "key).",
+       o.key_memory_bytes},
+      {"ichido_store_key_index_snapshots_total", T::counter,
+       "Snapshots of the key index written to keys.idx and named by the database.",
+       o.key_snapshots},
+      {"ichido_store_key_index_failed_snapshots_total", T::counter,
+       "Snapshots of the key index that failed (nothing is lost: the next start adds the newer "
+       "keys from the database, or rebuilds the index).",
+       o.failed_key_snapshots},
+  };
   return s;
 }
 

@@ -157,6 +157,19 @@ class SqliteStore final : public TableStore {
   StoreStats stats() const override;
   void close() override;
 
+  // This store's own figures; stats().own serves them on /metrics (names in stats()).
+  struct OwnStats {
+    std::uint64_t checkpoints = 0;         // WAL checkpoints done, by the checkpointer or writer
+    std::uint64_t failed_checkpoints = 0;  // failed (nothing committed is lost: the WAL keeps it)
+    std::uint64_t wal_bytes = 0;           // the WAL file's size now
+    std::uint64_t caller_commits = 0;      // of the commits, lone writes run on their caller
+    std::uint64_t keys = 0;                // key index: slots in use
+    std::uint64_t key_memory_bytes = 0;    // key index: its table's slots
+    std::uint64_t key_snapshots = 0;       // key index: snapshot files written and named
+    std::uint64_t failed_key_snapshots = 0;
+  };
+  OwnStats own_stats() const;
+
   const std::string& db_path() const { return db_path_; }
   const Identity& identity() const { return identity_; }
 

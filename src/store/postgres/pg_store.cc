@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "base/thread_name.h"
+#include "store/batch_engine.h"
 #include "store/postgres/change_feed.h"
 #include "store/postgres/schema.h"
 
@@ -411,6 +412,189 @@ milliseconds serialization_retry_wait(int retries) {
   return milliseconds(std::uniform_int_distribution<std::int64_t>(0, cap.count())(rng));
 }
 
+// A lane connection's side of a batch's transaction (batch_engine.h), pipelined: begin() sends
+// BEGIN, the settings, the key locks, the clock read and (optimistic) the prefetch of every
+// job's rows and waits once for all of them; an optimistic attempt then waits for nothing until
+// its COMMIT, an isolated one once per job (so that a failure is known to be its own). After
+// keys_alone (a busy outcome), begin() takes each key in a savepoint of its own and answers the
+// jobs of a key locked elsewhere with busy_error. Every step that ends an attempt leaves the
+// connection idle, outside a transaction, unless it is broken, and records why in outcome().
+// Lives for one run_batch, on its lane thread.
+class PgStore::LaneTransaction final : public BatchTransaction {
+ public:
+  // `keys`: the batch's job keys, sorted and deduplicated.
+  LaneTransaction(PgStore& s, const std::vector<std::int64_t>& keys) : s_(s), keys_(keys) {}
+
+  // The connection of the next attempt, and how its keys are locked.
+  void use(PgConn& c, bool keys_alone) {
+    c_ = &c;
+    keys_alone_ = keys_alone;
+  }
+  // What ended the last attempt that did not commit (committed after one that did).
+  Outcome outcome() const { return outcome_; }
+
+  Began begin(BatchMode mode, std::span<Job> batch, JobErrors& job_errors) override {
+    PgConn& c = *c_;
+    const Sql& sql = s_.sql_;
+    isolate_ = mode != BatchMode::optimistic;
+    outcome_ = Outcome::committed;
+    tables_.emplace(c, sql, s_.node_id_);
+    tables_->set_batch_mode(!isolate_);
+    tables_->set_token_batch(static_cast<int>(std::min<std::size_t>(batch.size(), 64)));
+    c.send(sql.begin_write, Params());
+    c.send(sql.tx_settings, Params()
+                                .text(std::to_string(s_.opt_.lock_timeout_ms))
+                                .text(std::to_string(s_.opt_.idle_in_tx_timeout_ms)));
+    TimeMs now = 0;
+    if (keys_alone_) {
+      // Each key in its own savepoint, in the same sorted order: a key whose lock another
+      // transaction holds past lock_timeout fails alone, and so do the jobs that need it.
+      std::vector<std::int64_t> busy;
+      for (const std::int64_t k : keys_) {
+        c.send(sql.savepoint, Params());
+        c.send(sql.lock_keys_now, Params().i64_array({k}));
+        if (auto s = c.sync(); !s.ok()) {
+          if (c.broken() || c.failure() != PgFailure::busy) return {fail(s.error(), false)};
+          busy.push_back(k);
+          c.send(sql.rollback_to_savepoint, Params());
+        }
+        c.send(sql.release_savepoint, Params());
+      }
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        for (const std::int64_t k : batch[i].keys) {
+          if (std::binary_search(busy.begin(), busy.end(), k)) job_errors.set(i, busy_error());
+        }
+      }
+      // The clock after the locks, as below.
+      c.send_read(sql.now, Params(), [&now](const PgResult& r) { now = r.i64(0, 0); });
+    } else {
+      c.send_read(sql.lock_keys_now, Params().i64_array(keys_),
+                  [&now](const PgResult& r) { now = r.i64(0, 1); });
+    }
+    if (!isolate_) {
+      // Every row the jobs announce, and the tokens they may draw, behind the locks in the same
+      // pipeline: the whole start of the batch is one round trip.
+      for (auto& job : batch) {
+        if (job.prefetch) job.prefetch(*tables_);
+      }
+      tables_->end_prefetch();
+    }
+    if (auto r = c.wait_results(); !r.ok()) return {fail(r.error(), false)};
+    if (s_.opt_.clock) now = s_.opt_.clock->now_ms();
+    return {TxStep::ok(), now};
+  }
+
+  Tables& tables() override { return *tables_; }
+  std::uint64_t writes() override { return tables_->writes(); }
+
+  TxStep savepoint() override {
+    c_->send(s_.sql_.savepoint, Params());
+    return TxStep::ok();
+  }
+
+  TxStep job_done(BatchMode mode) override {
+    PgConn& c = *c_;
+    if (c.broken()) return fail(pg_unavailable("the connection was lost"), false);
+    if (mode == BatchMode::isolated) {
+      // Wait for every statement of this job, so that a failure is known to be its own.
+      if (auto s = c.sync(); !s.ok()) {
+        if (c.broken() || c.failure() == PgFailure::retry ||
+            c.failure() == PgFailure::unavailable) {
+          return fail(s.error(), false);
+        }
+        return TxStep::job_failed(c.failure() == PgFailure::busy ? busy_error() : s.error());
+      }
+    } else if (c.failure() != PgFailure::none) {
+      // A statement of this job or a pipelined write of an earlier one failed: the transaction
+      // is aborted.
+      return fail(pg_unavailable("a statement failed"), false);
+    }
+    return TxStep::ok();
+  }
+
+  TxStep rollback_to_savepoint() override {
+    c_->send(s_.sql_.rollback_to_savepoint, Params());
+    return TxStep::ok();
+  }
+
+  TxStep release_savepoint() override {
+    c_->send(s_.sql_.release_savepoint, Params());
+    return TxStep::ok();
+  }
+
+  TxStep rollback() override {
+    PgConn& c = *c_;
+    (void)c.sync();
+    c.send(s_.sql_.rollback, Params());
+    if (auto s = c.sync(); !s.ok()) return fail(s.error(), false);
+    if (c.broken()) return fail(pg_unavailable("the connection was lost"), false);
+    return TxStep::ok();
+  }
+
+  TxStep flush() override {
+    if (auto r = tables_->flush_writes(); !r.ok()) return fail(r.error(), false);
+    return TxStep::ok();
+  }
+
+  TxStep commit(std::vector<Announcement> announcements) override {
+    PgConn& c = *c_;
+    // The change feed: one notification for the whole transaction, delivered by PostgreSQL when
+    // (and only if) it commits. Pipelined: no extra round trip.
+    if (!announcements.empty()) {
+      c.send(
+          s_.sql_.notify,
+          Params().text(s_.channel_).text(encode_changes(s_.node_id_, std::move(announcements))));
+      s_.sent_.fetch_add(1);
+    }
+    c.send(s_.sql_.commit, Params());
+    if (auto s = c.sync(); !s.ok()) {
+      // Either a pipelined statement failed (the COMMIT was skipped, nothing was saved) or the
+      // COMMIT itself failed (rolled back) — unless the connection broke: then nobody knows.
+      return fail(s.error(), true);
+    }
+    return TxStep::ok();
+  }
+
+ private:
+  // After a failure `e`: leaves the aborted transaction (unless the connection is gone) and
+  // records what the lane makes of it; an optimistic attempt's failed statement asks for an
+  // isolated one.
+  TxStep fail(const Error& e, bool commit_sent) {
+    outcome_ = classify(commit_sent);
+    if (outcome_ == Outcome::isolate) return TxStep::rerun_isolated(e);
+    return TxStep::batch_failed(e);
+  }
+  Outcome classify(bool commit_sent) {
+    PgConn& c = *c_;
+    if (c.broken()) return commit_sent ? Outcome::unknown : Outcome::lost;
+    const PgFailure f = c.failure();
+    (void)c.sync();  // end the failed segment, then leave the aborted transaction
+    c.send(s_.sql_.rollback, Params());
+    (void)c.sync();
+    if (c.broken()) return commit_sent ? Outcome::unknown : Outcome::lost;
+    switch (f) {
+      case PgFailure::retry:
+        return Outcome::retry;
+      case PgFailure::busy:
+        return Outcome::busy;
+      case PgFailure::unavailable:
+        return Outcome::unavailable;
+      case PgFailure::statement:
+      case PgFailure::none:
+        return isolate_ ? Outcome::unavailable : Outcome::isolate;
+    }
+    return Outcome::unavailable;
+  }
+
+  PgStore& s_;
+  const std::vector<std::int64_t>& keys_;
+  PgConn* c_ = nullptr;
+  bool keys_alone_ = false;
+  bool isolate_ = false;
+  Outcome outcome_ = Outcome::committed;
+  std::optional<PgTables> tables_;  // the open attempt's
+};
+
 void PgStore::run_batch(Lane& lane, std::vector<Job>& batch, Steady::time_point deadline) {
   std::vector<std::int64_t> keys;
   for (const auto& j : batch) keys.insert(keys.end(), j.keys.begin(), j.keys.end());
@@ -429,10 +613,11 @@ void PgStore::run_batch(Lane& lane, std::vector<Job>& batch, Steady::time_point 
     }
     if (lost) return fail_all(*lost);
   }
-  Mode mode = Mode::optimistic;
+  LaneTransaction tx(*this, keys);
+  BatchMode mode = BatchMode::optimistic;
+  bool keys_alone = false;
   bool reconnected = false;
   int retries = 0;
-  std::vector<std::optional<Error>> job_errors;
   for (;;) {
     // The database does not answer (the heartbeat, or another request's time bound, found
     // so): answer now instead of waiting out the bound; the monitor says when it is back.
@@ -441,29 +626,35 @@ void PgStore::run_batch(Lane& lane, std::vector<Job>& batch, Steady::time_point 
     PgConn* conn = ensure(lane.conn, lane.connecting, lane.retry_at, lane.backoff, error, deadline);
     if (!conn) return fail_all(error);
     conn->set_deadline(deadline);
-    const Outcome o = attempt(*conn, batch, keys, mode, job_errors, error);
+    tx.use(*conn, keys_alone);
+    // The engine runs the batch optimistically and, when a failed job wrote or a statement
+    // failed, once more isolated (a savepoint per job); what else ended it is tx.outcome().
+    BatchResult result = run_transaction(tx, batch, mode);
+    if (result.isolated && mode == BatchMode::optimistic) {
+      isolated_batches_.fetch_add(1);
+      mode = BatchMode::isolated;  // a re-run below stays isolated
+    }
+    if (result.error) error = *result.error;
     const bool late = conn->deadline_passed();
     if (!conn->broken()) conn->set_deadline(std::nullopt);
     if (late) mark_unhealthy(error.message, /*unreachable=*/true);
-    switch (o) {
-      case Outcome::committed:
-        commits_.fetch_add(1);
-        committed_commands_.fetch_add(batch.size());
-        for (std::size_t i = 0; i < batch.size(); ++i) {
-          batch[i].finish(job_errors[i] ? &*job_errors[i] : nullptr);
-        }
-        return;
-      case Outcome::isolate:
-        if (mode != Mode::optimistic) return fail_all(error);  // isolated attempts do not ask
-        isolated_batches_.fetch_add(1);
-        mode = Mode::isolated;
-        continue;
+    if (result.committed) {
+      commits_.fetch_add(1);
+      committed_commands_.fetch_add(batch.size());
+      result.finish(batch);
+      return;
+    }
+    switch (tx.outcome()) {
+      case Outcome::committed:  // not after a failed run: every failing step names its outcome
+      case Outcome::isolate:    // an isolated attempt cannot be isolated further
+        return fail_all(error);
       case Outcome::busy:
         // A lock held past lock_timeout: run again with each job alone, taking the keys one by
         // one, so that only the jobs of that record fail (busy_error) — once.
-        if (mode == Mode::keys_alone) return fail_all(error);  // cannot happen: busy is per key
-        if (mode == Mode::optimistic) isolated_batches_.fetch_add(1);
-        mode = Mode::keys_alone;
+        if (keys_alone) return fail_all(error);  // cannot happen: busy is per key
+        if (mode == BatchMode::optimistic) isolated_batches_.fetch_add(1);
+        mode = BatchMode::isolated;
+        keys_alone = true;
         continue;
       case Outcome::retry: {
         // 40001 / 40P01: run again after a random wait, within the time bound.
@@ -494,136 +685,6 @@ void PgStore::run_batch(Lane& lane, std::vector<Job>& batch, Steady::time_point 
         return fail_all(unknown_outcome(error));
     }
   }
-}
-
-// One try at a batch (see the class comment). Leaves the connection idle, outside a
-// transaction, unless it is broken. `error` is set for every outcome but committed.
-PgStore::Outcome PgStore::attempt(PgConn& c, std::vector<Job>& batch,
-                                  const std::vector<std::int64_t>& keys, Mode mode,
-                                  std::vector<std::optional<Error>>& job_errors, Error& error) {
-  const bool isolate = mode != Mode::optimistic;
-  auto outcome_of_failure = [&](const Error& e, bool commit_sent) -> Outcome {
-    error = e;
-    if (c.broken()) return commit_sent ? Outcome::unknown : Outcome::lost;
-    const PgFailure f = c.failure();
-    (void)c.sync();  // end the failed segment, then leave the aborted transaction
-    c.send(sql_.rollback, Params());
-    (void)c.sync();
-    if (c.broken()) return commit_sent ? Outcome::unknown : Outcome::lost;
-    switch (f) {
-      case PgFailure::retry:
-        return Outcome::retry;
-      case PgFailure::busy:
-        return Outcome::busy;
-      case PgFailure::unavailable:
-        return Outcome::unavailable;
-      case PgFailure::statement:
-      case PgFailure::none:
-        return isolate ? Outcome::unavailable : Outcome::isolate;
-    }
-    return Outcome::unavailable;
-  };
-
-  PgTables t(c, sql_, node_id_);
-  t.set_batch_mode(!isolate);
-  t.set_token_batch(static_cast<int>(std::min<std::size_t>(batch.size(), 64)));
-  job_errors.assign(batch.size(), std::nullopt);
-  c.send(sql_.begin_write, Params());
-  c.send(sql_.tx_settings, Params()
-                               .text(std::to_string(opt_.lock_timeout_ms))
-                               .text(std::to_string(opt_.idle_in_tx_timeout_ms)));
-  TimeMs now = 0;
-  if (mode == Mode::keys_alone) {
-    // Each key in its own savepoint, in the same sorted order: a key whose lock another
-    // transaction holds past lock_timeout fails alone, and so do the jobs that need it.
-    std::vector<std::int64_t> busy;
-    for (const std::int64_t k : keys) {
-      c.send(sql_.savepoint, Params());
-      c.send(sql_.lock_keys_now, Params().i64_array({k}));
-      if (auto s = c.sync(); !s.ok()) {
-        if (c.broken() || c.failure() != PgFailure::busy)
-          return outcome_of_failure(s.error(), false);
-        busy.push_back(k);
-        c.send(sql_.rollback_to_savepoint, Params());
-      }
-      c.send(sql_.release_savepoint, Params());
-    }
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      for (const std::int64_t k : batch[i].keys) {
-        if (std::binary_search(busy.begin(), busy.end(), k)) job_errors[i] = busy_error();
-      }
-    }
-    // The clock after the locks, as below.
-    c.send_read(sql_.now, Params(), [&now](const PgResult& r) { now = r.i64(0, 0); });
-  } else {
-    c.send_read(sql_.lock_keys_now, Params().i64_array(keys),
-                [&now](const PgResult& r) { now = r.i64(0, 1); });
-  }
-  if (!isolate) {
-    // Every row the jobs announce, and the tokens they may draw, behind the locks in the same
-    // pipeline: the whole start of the batch is one round trip.
-    for (auto& job : batch) {
-      if (job.prefetch) job.prefetch(t);
-    }
-    t.end_prefetch();
-  }
-  if (auto r = c.wait_results(); !r.ok()) return outcome_of_failure(r.error(), false);
-  if (opt_.clock) now = opt_.clock->now_ms();
-  std::vector<Announcement> announced;  // by the jobs that kept their changes
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    Job& job = batch[i];
-    if (job_errors[i]) continue;  // a record it needs is locked elsewhere (keys_alone)
-    if (isolate) c.send(sql_.savepoint, Params());
-    const std::uint64_t writes_before = t.writes();
-    bool keep = false;
-    try {
-      keep = job.apply(t, now);
-    } catch (const std::exception&) {
-      keep = false;  // no result in the job's slot: it answers internal (table_store.h)
-    }
-    if (c.broken()) return outcome_of_failure(pg_unavailable("the connection was lost"), false);
-    if (isolate) {
-      // Wait for every statement of this job, so that a failure is known to be its own.
-      if (auto s = c.sync(); !s.ok()) {
-        if (c.broken() || c.failure() == PgFailure::retry ||
-            c.failure() == PgFailure::unavailable) {
-          return outcome_of_failure(s.error(), false);
-        }
-        job_errors[i] = c.failure() == PgFailure::busy ? busy_error() : s.error();
-        keep = false;
-      }
-      if (!keep) c.send(sql_.rollback_to_savepoint, Params());
-      c.send(sql_.release_savepoint, Params());
-    } else if (c.failure() != PgFailure::none) {
-      // A statement of this job or a pipelined write of an earlier one failed: the transaction
-      // is aborted.
-      return outcome_of_failure(pg_unavailable("a statement failed"), false);
-    } else if (!keep && t.writes() != writes_before) {
-      error = pg_unavailable("a failed command had written");
-      (void)c.sync();
-      c.send(sql_.rollback, Params());
-      if (auto s = c.sync(); !s.ok() || c.broken()) return outcome_of_failure(s.error(), false);
-      return Outcome::isolate;
-    }
-    if (keep && !job_errors[i]) {
-      announced.insert(announced.end(), job.announce.begin(), job.announce.end());
-    }
-  }
-  if (auto r = t.flush_writes(); !r.ok()) return outcome_of_failure(r.error(), false);
-  // The change feed: one notification for the whole transaction, delivered by PostgreSQL when
-  // (and only if) it commits. Pipelined: no extra round trip.
-  if (!announced.empty()) {
-    c.send(sql_.notify,
-           Params().text(channel_).text(encode_changes(node_id_, std::move(announced))));
-    sent_.fetch_add(1);
-  }
-  c.send(sql_.commit, Params());
-  if (auto s = c.sync(); !s.ok()) {
-    // Either a pipelined statement failed (the COMMIT was skipped, nothing was saved) or the
-    // COMMIT itself failed (rolled back) — unless the connection broke: then nobody knows.
-    return outcome_of_failure(s.error(), true);
-  }
-  return Outcome::committed;
 }
 
 // --- reads -------------------------------------------------------------------------------------

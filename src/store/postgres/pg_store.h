@@ -18,7 +18,9 @@
 // A job routes to lane job_key % lanes, so one key's jobs stay in order on one lane and jobs on
 // different keys commit in parallel. If a job fails after it wrote, or a statement fails, the
 // transaction is rolled back and the batch runs again with a SAVEPOINT per job (isolated), so
-// only the failing job fails. Serialization failures and deadlocks (40001, 40P01) re-run the batch
+// only the failing job fails (the transaction engine, store/batch_engine.h, shared with the
+// SQLite store, runs those attempts; this store provides its LaneTransaction and keeps the
+// re-runs below). Serialization failures and deadlocks (40001, 40P01) re-run the batch
 // (up to max_retries). A connection lost before COMMIT was sent re-runs the batch once on a new
 // connection (libpq picks the host again: a multi-host URI follows a failover); lost after COMMIT
 // was sent, the outcome is unknown: the jobs fail with store_unavailable and
@@ -180,11 +182,12 @@ class PgStore final : public TableStore {
   };
   struct Lane;
   struct Reader;
-  // busy: a lock was held past lock_timeout (run again, keys_alone).
+  // What ended an attempt at a batch. isolate: a statement failed in an optimistic attempt
+  // (the engine runs it again isolated); busy: a lock was held past lock_timeout (run again
+  // isolated, each key locked in a savepoint of its own: keys_alone).
   enum class Outcome { committed, isolate, busy, retry, lost, unavailable, unknown };
-  // How a batch runs: in one go; each job in a savepoint; and besides, each key locked in a
-  // savepoint of its own (after a busy outcome).
-  enum class Mode { optimistic, isolated, keys_alone };
+  // A lane connection's BatchTransaction (store/batch_engine.h); pg_store.cc.
+  class LaneTransaction;
 
   explicit PgStore(Options options);
   Result<void> start();
@@ -192,8 +195,6 @@ class PgStore final : public TableStore {
   // `deadline`: the earliest of the batch's jobs' time bounds.
   void run_batch(Lane& lane, std::vector<Job>& batch,
                  std::chrono::steady_clock::time_point deadline);
-  Outcome attempt(PgConn& conn, std::vector<Job>& batch, const std::vector<std::int64_t>& keys,
-                  Mode mode, std::vector<std::optional<Error>>& job_errors, Error& error);
   void reader_loop(Reader& reader);
   void monitor_loop();
   // Renews this node's heartbeat lease (its row in the nodes table).

@@ -16,6 +16,7 @@
 #include <random>
 
 #include "base/thread_name.h"
+#include "store/batch_engine.h"
 #include "store/sqlite/data_dir.h"
 #include "store/sqlite/schema.h"
 #include "store/sqlite/sqlite_tables.h"
@@ -208,9 +209,9 @@ void SqliteStore::submit_write(Job job) {
     // writer — which also ends the lone mode until the writer sees a batch of one again.
     std::vector<Job> batch;
     batch.push_back(std::move(job));
-    const std::optional<Error> outcome = commit_batch(batch);
-    if (!outcome) caller_commits_.fetch_add(1);
-    const bool zeros = !outcome && wal_wants_zeros();
+    const BatchResult outcome = commit_batch(batch);
+    if (outcome.committed) caller_commits_.fetch_add(1);
+    const bool zeros = outcome.committed && wal_wants_zeros();
     bool wake = false;
     {
       MutexLock lk(mu_);
@@ -306,10 +307,10 @@ void SqliteStore::writer_loop() {
       continue;
     }
     const auto started = std::chrono::steady_clock::now();
-    const std::optional<Error> outcome = commit_batch(batch);
+    const BatchResult outcome = commit_batch(batch);
     last_commit = std::chrono::steady_clock::now() - started;
     last_batch = batch.size();
-    const bool zeros = !outcome && wal_wants_zeros();
+    const bool zeros = outcome.committed && wal_wants_zeros();
     {
       MutexLock lk(mu_);
       batch_running_ = false;
@@ -321,95 +322,202 @@ void SqliteStore::writer_loop() {
   }
 }
 
-// Group commit, in one of two modes:
-//
-// - optimistic (first try): the jobs run one after another in one transaction with no savepoint
-//   between them. The rules decide before they write, so a job that fails (a 4xx answer) has
-//   almost always written nothing; sqlite3_total_changes() tells. A savepoint per job costs more
-//   than all of a counter `next`'s statements (it journals every page the job touches).
-// - isolated (only when a failed job did write): the transaction is rolled back and the whole
-//   batch runs again with a SAVEPOINT around each job, so the failed job's writes are undone
-//   alone. Jobs are functions of (tables, now) and are re-run with the same `now`.
-//
-// Either way one COMMIT (one fsync) covers the batch. No job is finished here: the caller frees
-// the write connection first, then answers every job with what this returns (finish_batch), so
-// that a client answered can find the connection free for its next write (decision 141).
-std::optional<Error> SqliteStore::commit_batch(std::vector<Job>& batch) {
-  if (failed_.load()) {
-    return unavailable(
-        "an earlier write failed with an I/O error; restart the server after checking the disk");
-  }
-  const TimeMs now = opt_.clock->now_ms();
-  cache_.drawn_token = 0;
-  cache_.drew_kseq = false;
-  std::optional<Error> failure;
-  Attempt a = apply_batch(batch, now, /*isolate=*/false, failure);
-  if (a == Attempt::dirty_failure) {
-    isolated_batches_.fetch_add(1);
-    a = apply_batch(batch, now, /*isolate=*/true, failure);
-  }
-  if (a != Attempt::applied) return failure;
-  Db& db = *write_db_;
-  auto abandon = [&](const Error& e) {
-    cache_.clear();
-    if (db.in_transaction()) (void)db.exec("ROLLBACK", "roll back");
-    keys_->rollback_batch();
-    failed_commits_.fetch_add(1);
-    return e;
-  };
-  if (auto r = reserve_tokens(); !r.ok()) return abandon(r.error());
-  std::uint64_t kseq = committed_kseq_.load();
-  if (cache_.drew_kseq) {
-    // The key sequence as this COMMIT makes it: what a snapshot may count as committed.
-    SqliteTables tables(db);
-    auto seq = tables.key_sequence();
-    if (!seq.ok()) return abandon(seq.error());
-    kseq = *seq;
-  }
-  const auto commit_started = std::chrono::steady_clock::now();
-  // COMMIT is a cached prepared statement (like BEGIN IMMEDIATE and the savepoints), not parsed
-  // again through sqlite3_exec for every batch. Its error is taken before the statement is reset
-  // (when `commit` goes out of scope), and the ROLLBACK below runs after that reset.
-  int rc = SQLITE_OK;
-  std::optional<Error> commit_error;
-  {
-    auto commit = db.query("COMMIT");
-    if (!commit.ok()) {
-      rc = sqlite3_extended_errcode(db.raw());
-      commit_error = std::move(commit).error();
-    } else if (commit->step() != SQLITE_DONE) {
-      rc = sqlite3_extended_errcode(db.raw());
-      commit_error = db.error("commit to disk");
+// The write connection's side of a batch's transaction (batch_engine.h): BEGIN IMMEDIATE, a
+// SAVEPOINT per job when isolated, the key index's undo marks and the token marks that go with
+// them, the period and sequence writes an optimistic attempt defers (decision 130), and COMMIT
+// with the fatal latch. One lives for one commit_batch, on the stack of the write connection's
+// owner (batch_running_), and uses the store's writer-owned state (write_db_, cache_, keys_).
+class SqliteStore::WriteTransaction final : public BatchTransaction {
+ public:
+  // `now`: every attempt at the batch runs with it.
+  WriteTransaction(SqliteStore& s, TimeMs now) : s_(s), db_(*s.write_db_), now_(now) {}
+
+  Began begin(BatchMode mode, std::span<Job> /*batch*/, JobErrors& /*job_errors*/) override {
+    if (auto r = step("BEGIN IMMEDIATE", "begin a transaction"); !r.ok()) {
+      return {give_up(r.error())};
     }
+    s_.keys_->begin_batch();  // ended by commit() or by any rollback
+    if (s_.token_floor_ > 0) {
+      // Opened read-only: D4's move of the sequence comes with the first write (data_dir.h).
+      if (auto r = raise_token_sequence(db_, s_.token_floor_); !r.ok()) {
+        return {give_up(r.error())};
+      }
+      s_.cache_.clear();  // the next token is drawn above the raised row
+    }
+    tables_.emplace(db_, &s_.cache_, s_.keys_.get());
+    // Optimistic attempts defer period and token sequence writes to flush() (decision 130);
+    // isolated ones write through, so that a savepoint rolled back takes its job's writes with
+    // it. The sequence is read again in every attempt (after a D4 raise above, too).
+    s_.cache_.start_batch();
+    s_.cache_.defer_writes = mode == BatchMode::optimistic;
+    batch_tokens_ = s_.cache_.token_mark();
+    return {TxStep::ok(), now_};
   }
-  commit_us_.fetch_add(
-      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                     std::chrono::steady_clock::now() - commit_started)
-                                     .count()));
-  if (commit_error) {
+
+  Tables& tables() override { return *tables_; }
+
+  // Rows changed plus writes deferred (period rows, token draws).
+  std::uint64_t writes() override {
+    return static_cast<std::uint64_t>(sqlite3_total_changes64(db_.raw())) +
+           s_.cache_.deferred_writes;
+  }
+
+  TxStep savepoint() override {
+    key_mark_ = s_.keys_->undo_mark();
+    job_tokens_ = s_.cache_.token_mark();
+    if (auto r = step("SAVEPOINT job", "open a savepoint"); !r.ok()) return give_up(r.error());
+    return TxStep::ok();
+  }
+
+  TxStep job_done(BatchMode /*mode*/) override {
+    if (db_.in_transaction()) return TxStep::ok();
+    // SQLite rolled the whole transaction back by itself (e.g. disk full or I/O error): every
+    // job's effect so far is gone, so none of them may be acknowledged.
+    if (is_fatal(sqlite3_extended_errcode(db_.raw()))) s_.failed_.store(true);
+    return give_up(db_.error("apply a batch of writes"));
+  }
+
+  TxStep rollback_to_savepoint() override {
+    s_.cache_.clear();
+    if (auto r = step("ROLLBACK TO job", "roll back a failed command"); !r.ok()) {
+      return give_up(r.error());
+    }
+    s_.keys_->rollback_to(key_mark_);
+    s_.cache_.rollback_tokens(job_tokens_);
+    return TxStep::ok();
+  }
+
+  TxStep release_savepoint() override {
+    if (auto r = step("RELEASE job", "release a savepoint"); !r.ok()) return give_up(r.error());
+    return TxStep::ok();
+  }
+
+  TxStep rollback() override {
+    s_.cache_.clear();
+    if (auto r = db_.exec("ROLLBACK", "roll back"); !r.ok() || db_.in_transaction()) {
+      return give_up(r.ok() ? db_.error("roll back") : r.error());
+    }
+    s_.keys_->rollback_batch();
+    s_.cache_.rollback_tokens(batch_tokens_);
+    tables_.reset();
+    return TxStep::ok();
+  }
+
+  TxStep flush() override {
+    if (auto r = tables_->flush_writes(); !r.ok()) return give_up(r.error());
+    s_.cache_.defer_writes = false;
+    return TxStep::ok();
+  }
+
+  // A single-process store's jobs announce nothing (TableStore::extras).
+  TxStep commit(std::vector<Announcement> /*announcements*/) override {
+    if (auto r = s_.reserve_tokens(); !r.ok()) return abandon(r.error());
+    kseq_ = s_.committed_kseq_.load();
+    if (s_.cache_.drew_kseq) {
+      // The key sequence as this COMMIT makes it: what a snapshot may count as committed.
+      SqliteTables tables(db_);
+      auto seq = tables.key_sequence();
+      if (!seq.ok()) return abandon(seq.error());
+      kseq_ = *seq;
+    }
+    const auto commit_started = std::chrono::steady_clock::now();
+    // COMMIT is a cached prepared statement (like BEGIN IMMEDIATE and the savepoints), not
+    // parsed again through sqlite3_exec for every batch. Its error is taken before the statement
+    // is reset (when `commit` goes out of scope), and the ROLLBACK below runs after that reset.
+    int rc = SQLITE_OK;
+    std::optional<Error> commit_error;
+    {
+      auto commit = db_.query("COMMIT");
+      if (!commit.ok()) {
+        rc = sqlite3_extended_errcode(db_.raw());
+        commit_error = std::move(commit).error();
+      } else if (commit->step() != SQLITE_DONE) {
+        rc = sqlite3_extended_errcode(db_.raw());
+        commit_error = db_.error("commit to disk");
+      }
+    }
+    s_.commit_us_.fetch_add(
+        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                       std::chrono::steady_clock::now() - commit_started)
+                                       .count()));
+    if (!commit_error) {
+      s_.keys_->commit_batch();
+      return TxStep::ok();
+    }
     Error e = std::move(*commit_error);
-    note_failed_write(rc);
-    if (db.read_only()) read_only_.store(true);
-    cache_.clear();
-    if (db.in_transaction()) (void)db.exec("ROLLBACK", "roll back");
+    s_.note_failed_write(rc);
+    if (db_.read_only()) s_.read_only_.store(true);
     // Whether or not the WAL holds the batch after a restart, its slots go: a fatal failure
     // stops all writing, and a start-up adds every committed row's slot from the database.
-    keys_->rollback_batch();
-    failed_commits_.fetch_add(1);
+    (void)abandon(e);
     if (is_fatal(rc) && e.code != errc::store_corrupt) {
       // The WAL may hold this batch after a restart, or not: say so, and stop writing.
-      failed_.store(true);
+      s_.failed_.store(true);
       e = Error(errc::store_unavailable,
-                "The store could not save this change to disk (" + db.describe() +
+                "The store could not save this change to disk (" + db_.describe() +
                     "): it may or may not have been saved. The server now refuses writes until "
                     "it is restarted; then a call with the same key or token is safe to retry.")
               .with("outcome", std::string("unknown"));
     } else if (is_fatal(rc)) {
-      failed_.store(true);
+      s_.failed_.store(true);
     }
-    return e;
+    return TxStep::batch_failed(std::move(e));
   }
-  keys_->commit_batch();
+
+  // After a successful commit(): the key sequence it committed.
+  std::uint64_t committed_kseq() const { return kseq_; }
+
+ private:
+  Result<void> step(const char* sql, const char* what) {
+    auto q = db_.query(sql);
+    if (!q.ok()) return std::move(q).error();
+    return q->run(what);
+  }
+  // Ends the transaction and every mark of it: no job of the batch is answered but with `e`.
+  TxStep abandon(const Error& e) {
+    s_.cache_.clear();
+    if (db_.in_transaction()) (void)db_.exec("ROLLBACK", "roll back");
+    s_.keys_->rollback_batch();
+    s_.failed_commits_.fetch_add(1);
+    return TxStep::batch_failed(e);
+  }
+  // abandon() after a failed statement, which may say the disk is full or read-only.
+  TxStep give_up(const Error& e) {
+    s_.note_failed_write(sqlite3_extended_errcode(db_.raw()));
+    TxStep s = abandon(e);
+    if (db_.read_only()) s_.read_only_.store(true);
+    return s;
+  }
+
+  SqliteStore& s_;
+  Db& db_;
+  const TimeMs now_;
+  std::optional<SqliteTables> tables_;  // the open attempt's
+  std::optional<std::int64_t> batch_tokens_;
+  std::optional<std::int64_t> job_tokens_;
+  std::size_t key_mark_ = 0;
+  std::uint64_t kseq_ = 0;
+};
+
+// Group commit: the batch runs through the transaction engine (batch_engine.h: optimistic, then
+// isolated only when a failed job did write), with the same `now` for both attempts. Either way
+// one COMMIT (one fsync) covers the batch. No job is finished here: the caller frees the write
+// connection first, then answers every job with what this returns (finish_batch), so that a
+// client answered can find the connection free for its next write (decision 141).
+BatchResult SqliteStore::commit_batch(std::vector<Job>& batch) {
+  if (failed_.load()) {
+    BatchResult refused;
+    refused.error = unavailable(
+        "an earlier write failed with an I/O error; restart the server after checking the disk");
+    return refused;
+  }
+  cache_.drawn_token = 0;
+  cache_.drew_kseq = false;
+  WriteTransaction tx(*this, opt_.clock->now_ms());
+  BatchResult result = run_transaction(tx, batch);
+  if (result.isolated) isolated_batches_.fetch_add(1);
+  if (!result.committed) return result;
+  const std::uint64_t kseq = tx.committed_kseq();
   if (kseq != committed_kseq_.load()) {
     committed_kseq_.store(kseq);
     const std::uint64_t keys = keys_->stats().keys;
@@ -431,7 +539,7 @@ std::optional<Error> SqliteStore::commit_batch(std::vector<Job>& batch) {
   token_floor_ = 0;
   commits_.fetch_add(1);
   committed_commands_.fetch_add(batch.size());
-  return std::nullopt;
+  return result;
 }
 
 void SqliteStore::note_failed_write(int rc) {
@@ -444,9 +552,9 @@ void SqliteStore::note_failed_write(int rc) {
   no_space_.store(true);
 }
 
-void SqliteStore::finish_batch(std::vector<Job>& batch, const std::optional<Error>& outcome) {
+void SqliteStore::finish_batch(std::vector<Job>& batch, const BatchResult& outcome) {
   HandoffBatch handoff;  // the answers go to their I/O threads together, when it ends
-  for (auto& j : batch) j.finish(outcome ? &*outcome : nullptr);
+  outcome.finish(batch);
 }
 
 Result<void> SqliteStore::reserve_tokens() {
@@ -459,92 +567,6 @@ Result<void> SqliteStore::reserve_tokens() {
   identity_ = id;
   reserved_token_ = id.token_high_water;
   return {};
-}
-
-// Runs every job of `batch` inside one open transaction (left open when it returns `applied`).
-// On a store failure it rolls back, sets `failure` (every job's answer) and returns `failed`; with
-// `isolate` false it returns `dirty_failure` (after rolling back) when a failed job had written.
-// A job that throws is a failed job (its answer: internal); it never ends the writer.
-SqliteStore::Attempt SqliteStore::apply_batch(std::vector<Job>& batch, TimeMs now, bool isolate,
-                                              std::optional<Error>& failure) {
-  Db& db = *write_db_;
-  auto give_up = [&](const Error& e) {
-    note_failed_write(sqlite3_extended_errcode(db.raw()));
-    cache_.clear();
-    if (db.in_transaction()) (void)db.exec("ROLLBACK", "roll back");
-    keys_->rollback_batch();
-    if (db.read_only()) read_only_.store(true);
-    failed_commits_.fetch_add(1);
-    failure = e;
-    return Attempt::failed;
-  };
-  auto step = [&](const char* sql, const char* what) -> Result<void> {
-    auto q = db.query(sql);
-    if (!q.ok()) return std::move(q).error();
-    return q->run(what);
-  };
-  if (auto r = step("BEGIN IMMEDIATE", "begin a transaction"); !r.ok()) return give_up(r.error());
-  keys_->begin_batch();  // ended by commit_batch (COMMIT) or by any rollback
-  if (token_floor_ > 0) {
-    // Opened read-only: D4's move of the sequence comes with the first write (data_dir.h).
-    if (auto r = raise_token_sequence(db, token_floor_); !r.ok()) return give_up(r.error());
-    cache_.clear();  // the next token is drawn above the raised row
-  }
-  SqliteTables tables(db, &cache_, keys_.get());
-  // Optimistic batches defer period and token sequence writes to the flush below (decision
-  // 130); isolated ones write through, so that a savepoint rolled back takes its job's writes
-  // with it. The sequence is read again in every batch (after a D4 raise above, too).
-  cache_.start_batch();
-  cache_.defer_writes = !isolate;
-  const auto batch_tokens = cache_.token_mark();
-  for (auto& job : batch) {
-    const std::size_t key_mark = keys_->undo_mark();
-    const auto job_tokens = cache_.token_mark();
-    if (isolate) {
-      // Cannot isolate this job: give up on the batch rather than risk a partial effect.
-      if (auto r = step("SAVEPOINT job", "open a savepoint"); !r.ok()) return give_up(r.error());
-    }
-    // What this job wrote: rows changed plus writes deferred (period rows, token draws).
-    auto writes = [&] {
-      return static_cast<std::uint64_t>(sqlite3_total_changes64(db.raw())) + cache_.deferred_writes;
-    };
-    const auto changes_before = writes();
-    bool keep = false;
-    try {
-      keep = job.apply(tables, now);
-    } catch (const std::exception&) {
-      keep = false;  // no result in the job's slot: it answers internal (table_store.h)
-    }
-    if (!db.in_transaction()) {
-      // SQLite rolled the whole transaction back by itself (e.g. disk full or I/O error):
-      // every job's effect so far is gone, so none of them may be acknowledged.
-      const int rc = sqlite3_extended_errcode(db.raw());
-      if (is_fatal(rc)) failed_.store(true);
-      return give_up(db.error("apply a batch of writes"));
-    }
-    if (isolate) {
-      if (!keep) {
-        cache_.clear();
-        if (auto r = step("ROLLBACK TO job", "roll back a failed command"); !r.ok()) {
-          return give_up(r.error());  // its writes could stay: no answer of this batch holds
-        }
-        keys_->rollback_to(key_mark);
-        cache_.rollback_tokens(job_tokens);
-      }
-      if (auto r = step("RELEASE job", "release a savepoint"); !r.ok()) return give_up(r.error());
-    } else if (!keep && writes() != changes_before) {
-      cache_.clear();
-      if (auto r = db.exec("ROLLBACK", "roll back"); !r.ok() || db.in_transaction()) {
-        return give_up(r.ok() ? db.error("roll back") : r.error());
-      }
-      keys_->rollback_batch();
-      cache_.rollback_tokens(batch_tokens);
-      return Attempt::dirty_failure;
-    }
-  }
-  if (auto r = tables.flush_writes(); !r.ok()) return give_up(r.error());
-  cache_.defer_writes = false;
-  return Attempt::applied;
 }
 
 int SqliteStore::on_wal_commit(void* self_ptr, sqlite3* db, const char* name, int frames) {

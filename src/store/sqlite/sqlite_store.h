@@ -7,7 +7,9 @@
 // before its change is on disk, and the fsync cost is shared by everyone who queued while the
 // previous batch was being synced. A job that fails has normally written nothing (the rules
 // decide before they write); when one did write, the batch is rolled back and run again with a
-// SAVEPOINT around each job, so the failed job's writes are undone alone (commit_batch).
+// SAVEPOINT around each job, so the failed job's writes are undone alone. That protocol is the
+// transaction engine's (store/batch_engine.h), shared with the PostgreSQL store; this store
+// provides its BatchTransaction (WriteTransaction: SQL, deferred writes, key-index undo marks).
 // A lone client's write (the writer idle, nothing queued, the last batch alone, and the caller's
 // thread serving one client: CallerServesOneClient in ichido/store.h) is run as that batch of one
 // on the caller's thread instead, the same way; only the thread differs (decision 141).
@@ -96,6 +98,7 @@
 
 #include "base/mutex.h"
 #include "ichido/clock.h"
+#include "store/batch_engine.h"
 #include "store/sqlite/data_dir.h"
 #include "store/sqlite/db.h"
 #include "store/sqlite/key_index.h"
@@ -204,13 +207,12 @@ class SqliteStore final : public TableStore {
   // than wal_zero_ahead / 2 bytes past its furthest frame; and appending them (the writer, idle).
   bool wal_wants_zeros();
   void fill_wal_ahead();
-  // Runs `batch` in one transaction and commits it; returns what every job is to be answered
-  // with (nullopt: committed). Finishes no job (finish_batch, once the connection is free).
-  std::optional<Error> commit_batch(std::vector<Job>& batch);
-  static void finish_batch(std::vector<Job>& batch, const std::optional<Error>& outcome);
-  enum class Attempt { applied, dirty_failure, failed };
-  Attempt apply_batch(std::vector<Job>& batch, TimeMs now, bool isolate,
-                      std::optional<Error>& failure);
+  // The write connection's BatchTransaction (batch_engine.h); sqlite_store.cc.
+  class WriteTransaction;
+  // Runs `batch` in one transaction through the engine and commits it; returns what every job
+  // is to be answered. Finishes no job (finish_batch, once the connection is free).
+  BatchResult commit_batch(std::vector<Job>& batch);
+  static void finish_batch(std::vector<Job>& batch, const BatchResult& outcome);
   Result<void> reserve_tokens();  // data_dir.h D4, before COMMIT
   // After a failed write whose SQLite code is `rc`: lack of space (SQLITE_FULL) makes the store
   // not ready until a write succeeds (see "Disk full" above).

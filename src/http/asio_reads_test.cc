@@ -1,7 +1,6 @@
-// Asio's reads as ichido builds them (decision 142, cmake/asio_short_reads.cmake): a short read
-// drains the socket, so the next read waits for epoll instead of trying first; data that comes
-// later still completes it; a peer's half-close is never missed, whether its FIN came with the
-// last data or after it. Real loopback TCP sockets and Asio's epoll reactor; no sleeps: the
+// Asio's reads as the server relies on them: data that comes after a short read completes the
+// waiting read, and a peer's half-close is never missed, whether its FIN came with the last data
+// or after it. Real loopback TCP sockets and Asio's epoll reactor; no sleeps: the
 // client's bytes are known to have arrived when poll(2) on the server's socket says so.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -69,45 +68,6 @@ struct Pair {
   boost::system::error_code ec;    // the last read's error
 };
 
-#if defined(ICHIDO_ASIO_SHORT_READS)
-TEST(AsioReads, AfterAShortReadTheNextReadWaitsForEpoll) {
-  Pair p;
-  // The first read waits for its data in the reactor, as a connection's reads do: an epoll
-  // event completes it, and no event is left pending.
-  p.read("first");
-  asio::write(p.client, asio::buffer(std::string("a")));
-  ASSERT_TRUE(p.run_until([&] { return p.order.size() == 1; }));
-  EXPECT_EQ(p.got, "a");  // 1 byte of a 64-byte buffer: a short read
-
-  // The next request is already there when the next read starts. Stock Asio reads it at once
-  // (a speculative recv) and queues the answer before anything posted after it; with the patch
-  // the read waits for the reactor's epoll_wait, so what was posted after it runs first.
-  asio::write(p.client, asio::buffer(std::string("b")));
-  p.await_readable();
-  p.read("second");
-  asio::post(p.ioc, [&] { p.order.push_back("posted after"); });
-  ASSERT_TRUE(p.run_until([&] { return p.order.size() == 3; }));
-  EXPECT_EQ(p.order, (std::vector<std::string>{"first", "posted after", "second"}));
-  EXPECT_EQ(p.got, "b");
-  EXPECT_FALSE(p.ec);
-}
-
-TEST(AsioReads, AFullReadKeepsReadingAtOnce) {
-  Pair p;
-  asio::write(p.client, asio::buffer(std::string(64 + 10, 'x')));  // more than one buffer
-  p.await_readable();
-  p.read("first");
-  ASSERT_TRUE(p.run_until([&] { return p.order.size() == 1; }));
-  EXPECT_EQ(p.got.size(), 64u);  // the buffer filled: the socket may hold more, and it does
-  p.read("second");
-  asio::post(p.ioc, [&] { p.order.push_back("posted after"); });
-  ASSERT_TRUE(p.run_until([&] { return p.order.size() == 3; }));
-  EXPECT_EQ(p.order, (std::vector<std::string>{"first", "second", "posted after"}));
-  EXPECT_EQ(p.got, std::string(10, 'x'));
-}
-#endif
-
-// The rest holds with and without the patch: nothing is lost or left waiting.
 
 TEST(AsioReads, DataThatArrivesAfterAShortReadCompletesTheWaitingRead) {
   Pair p;

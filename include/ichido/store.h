@@ -78,51 +78,6 @@ class CallerServesOneClient {
   }
 };
 
-// Answers handed back in one go (decision 141). A store thread that answers a batch of jobs opens a
-// HandoffBatch around it. A callback that would hand its answer to another thread (call_store:
-// a post to the awaiting I/O thread's event loop) may instead keep it and register a flush with
-// the open batch; when the batch ends, each registered flush runs once (call_store's posts one
-// function per I/O thread that runs all of that thread's answers in order — one hand-off a batch
-// instead of one a job). With no batch open on a thread, `current()` is null and callbacks hand
-// off at once. Per thread; a batch opened inside another ends (and flushes) on its own.
-class HandoffBatch {
- public:
-  using Flush = void (*)(void* ctx) noexcept;
-
-  HandoffBatch() noexcept : outer_(slot()) { slot() = this; }
-  ~HandoffBatch() {
-    slot() = outer_;
-    for (std::size_t i = 0; i < n_; ++i) flushes_[i].fn(flushes_[i].ctx);
-  }
-  HandoffBatch(const HandoffBatch&) = delete;
-  HandoffBatch& operator=(const HandoffBatch&) = delete;
-
-  static HandoffBatch* current() noexcept { return slot(); }
-
-  // Registers `fn(ctx)` to run when this batch ends. False when the batch holds no more
-  // flushes (kCapacity distinct ones): the caller then hands off at once, as with no batch.
-  bool on_end(Flush fn, void* ctx) noexcept {
-    if (n_ == kCapacity) return false;
-    flushes_[n_++] = {fn, ctx};
-    return true;
-  }
-
-  static constexpr std::size_t kCapacity = 4;
-
- private:
-  struct Entry {
-    Flush fn;
-    void* ctx;
-  };
-  static HandoffBatch*& slot() noexcept {
-    static thread_local HandoffBatch* open = nullptr;
-    return open;
-  }
-  HandoffBatch* const outer_;
-  Entry flushes_[kCapacity] = {};
-  std::size_t n_ = 0;
-};
-
 // --- counters --------------------------------------------------------------------------------
 
 struct CounterRef {

@@ -1,6 +1,5 @@
-// call_store's hand-off of answers: one post per answer outside a HandoffBatch, one post per
-// I/O thread (executor) for all of a batch's answers inside one, in the store's order, and an
-// answer whose handler throws strands none of the others.
+// call_store's hand-off of answers: each answer is one post to its coroutine's executor, made on
+// the store's thread, and resumes that coroutine there.
 #include "service/call_store.h"
 
 #include <gtest/gtest.h>
@@ -70,63 +69,12 @@ struct Awaiting {
   }
 };
 
-TEST(CallStoreTest, WithoutABatchEachAnswerIsItsOwnPost) {
+TEST(CallStoreTest, EachAnswerIsItsOwnPost) {
   Awaiting w(3);
   for (int i = 0; i < 3; ++i) w.answer(i, i);
   ASSERT_EQ(w.poll_one(), 1u);
   EXPECT_EQ(w.seen, std::vector<int>{0});  // one operation resumed one coroutine
   w.poll();
-  EXPECT_EQ(w.seen, (std::vector<int>{0, 1, 2}));
-}
-
-TEST(CallStoreTest, ABatchsAnswersReachEachThreadInOnePostInOrder) {
-  Awaiting a(4);
-  Awaiting b(3);
-  {
-    HandoffBatch batch;  // what a store thread opens around a batch's answers
-    // Interleaved, as a batch mixes connections of both threads; in reverse order on `a`.
-    for (int i = 0; i < 4; ++i) {
-      a.answer(3 - i, 10 + i);
-      if (i < 3) b.answer(i, 20 + i);
-    }
-    EXPECT_EQ(a.poll(), 0u);  // nothing handed off before the batch ends
-    EXPECT_EQ(b.poll(), 0u);
-  }
-  ASSERT_EQ(a.poll_one(), 1u);
-  EXPECT_EQ(a.seen, (std::vector<int>{10, 11, 12, 13}));  // one operation, every answer, in order
-  ASSERT_EQ(b.poll_one(), 1u);
-  EXPECT_EQ(b.seen, (std::vector<int>{20, 21, 22}));
-  EXPECT_EQ(HandoffBatch::current(), nullptr);
-}
-
-TEST(CallStoreTest, AnAnswerThatThrowsStrandsNoOther) {
-  Awaiting w(3, /*throw_on=*/1);
-  {
-    HandoffBatch batch;
-    for (int i = 0; i < 3; ++i) w.answer(i, i);
-  }
-  EXPECT_THROW(w.poll_one(), std::runtime_error);
-  EXPECT_EQ(w.seen, (std::vector<int>{0, 1, 2}));
-}
-
-TEST(CallStoreTest, BatchesNestAndEachEndsWithItsOwnAnswers) {
-  Awaiting w(3);
-  {
-    HandoffBatch outer;
-    w.answer(0, 0);
-    {
-      HandoffBatch inner;
-      EXPECT_EQ(HandoffBatch::current(), &inner);
-      w.answer(1, 1);
-    }
-    EXPECT_EQ(HandoffBatch::current(), &outer);
-    ASSERT_EQ(w.poll_one(), 1u);  // the inner batch's end handed off what was held until then
-    EXPECT_EQ(w.seen, (std::vector<int>{0, 1}));
-    w.poll();
-    w.answer(2, 2);
-    EXPECT_EQ(w.poll(), 0u);  // held again, for the outer batch's end
-  }
-  ASSERT_EQ(w.poll_one(), 1u);
   EXPECT_EQ(w.seen, (std::vector<int>{0, 1, 2}));
 }
 

@@ -392,15 +392,12 @@ void PgStore::lane_loop(Lane& lane) {
         lane.queue.pop_front();
       }
     }
-    {
-      HandoffBatch handoff;  // the batch's answers go to their I/O threads together
-      if (!late.empty()) {
-        const Error e = timed_out_error();
-        failed_commits_.fetch_add(1);
-        for (auto& j : late) j.finish(&e);
-      }
-      if (!batch.empty()) run_batch(lane, batch, deadline);
+    if (!late.empty()) {
+      const Error e = timed_out_error();
+      failed_commits_.fetch_add(1);
+      for (auto& j : late) j.finish(&e);
     }
+    if (!batch.empty()) run_batch(lane, batch, deadline);
     batch.clear();
     late.clear();
   }

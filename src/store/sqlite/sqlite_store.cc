@@ -221,7 +221,7 @@ void SqliteStore::submit_write(Job job) {
       zeros_wanted_ = zeros_wanted_ || zeros;
     }
     if (wake) write_cv_.notify_one();
-    finish_batch(batch, outcome);
+    outcome.finish(batch);
     return;
   }
   write_cv_.notify_one();
@@ -250,7 +250,6 @@ void SqliteStore::submit_read(Job job) {
 void SqliteStore::writer_loop() {
   std::vector<Job> batch;
   std::size_t last_batch = 0;
-  auto last_commit = std::chrono::steady_clock::duration::zero();
   for (;;) {
     bool fill = false;
     {
@@ -282,18 +281,6 @@ void SqliteStore::writer_loop() {
       }
       if (!fill && write_queue_.empty()) return;  // closing and drained
       zeros_wanted_ = false;                      // asked again after the batch or the fill
-      // Cohort merging (after PostgreSQL's commit_delay/commit_siblings): the clients the last
-      // commit just answered are sending their next requests right now. If fewer than half of
-      // them are queued yet, wait a little — at most a quarter of the last commit's duration,
-      // and never more than 1 ms — so they share the next fsync instead of paying for one more.
-      // A lone client (last batch of 1) never waits.
-      if (!fill && last_batch > 1 && write_queue_.size() < last_batch / 2 && !closing_) {
-        const auto delay = std::min<std::chrono::steady_clock::duration>(
-            last_commit / 4, std::chrono::milliseconds(1));
-        const auto until = std::chrono::steady_clock::now() + delay;
-        while (!closing_ && write_queue_.size() < last_batch && write_cv_.wait_until(mu_, until)) {
-        }
-      }
       while (!write_queue_.empty() && batch.size() < opt_.max_batch) {
         batch.push_back(std::move(write_queue_.front()));
         write_queue_.pop_front();
@@ -306,9 +293,7 @@ void SqliteStore::writer_loop() {
       batch_running_ = false;
       continue;
     }
-    const auto started = std::chrono::steady_clock::now();
     const BatchResult outcome = commit_batch(batch);
-    last_commit = std::chrono::steady_clock::now() - started;
     last_batch = batch.size();
     const bool zeros = outcome.committed && wal_wants_zeros();
     {
@@ -317,7 +302,7 @@ void SqliteStore::writer_loop() {
       lone_ = last_batch == 1 && write_queue_.empty();
       zeros_wanted_ = zeros_wanted_ || zeros;
     }
-    finish_batch(batch, outcome);
+    outcome.finish(batch);
     batch.clear();
   }
 }
@@ -502,7 +487,7 @@ class SqliteStore::WriteTransaction final : public BatchTransaction {
 // Group commit: the batch runs through the transaction engine (batch_engine.h: optimistic, then
 // isolated only when a failed job did write), with the same `now` for both attempts. Either way
 // one COMMIT (one fsync) covers the batch. No job is finished here: the caller frees the write
-// connection first, then answers every job with what this returns (finish_batch), so that a
+// connection first, then answers every job with what this returns (BatchResult::finish), so that a
 // client answered can find the connection free for its next write (decision 141).
 BatchResult SqliteStore::commit_batch(std::vector<Job>& batch) {
   if (failed_.load()) {
@@ -550,11 +535,6 @@ void SqliteStore::note_failed_write(int rc) {
   no_space_free_.store(free_bytes);
   no_space_at_.store(opt_.clock->now_ms());
   no_space_.store(true);
-}
-
-void SqliteStore::finish_batch(std::vector<Job>& batch, const BatchResult& outcome) {
-  HandoffBatch handoff;  // the answers go to their I/O threads together, when it ends
-  outcome.finish(batch);
 }
 
 Result<void> SqliteStore::reserve_tokens() {

@@ -210,9 +210,8 @@ class SqliteStore final : public TableStore {
   // The write connection's BatchTransaction (batch_engine.h); sqlite_store.cc.
   class WriteTransaction;
   // Runs `batch` in one transaction through the engine and commits it; returns what every job
-  // is to be answered. Finishes no job (finish_batch, once the connection is free).
+  // is to be answered. Finishes no job (BatchResult::finish, once the connection is free).
   BatchResult commit_batch(std::vector<Job>& batch);
-  static void finish_batch(std::vector<Job>& batch, const BatchResult& outcome);
   Result<void> reserve_tokens();  // data_dir.h D4, before COMMIT
   // After a failed write whose SQLite code is `rc`: lack of space (SQLITE_FULL) makes the store
   // not ready until a write succeeds (see "Disk full" above).

@@ -197,8 +197,6 @@ TEST(FakeClock, TheFiscalYearTurnsAtMidnightInTokyoAndAReplayKeepsTheOldYearsAns
   ASSERT_FALSE(libfaketime.empty()) << "no libfaketime: scripts/install-deps postgres installs it";
   TempDir dir;
   ServerProcess server(dir.path() + "/data", {"--default-timezone", "Asia/Tokyo"});
-  // libfaketime cannot start in a process linked with jemalloc (decision 133).
-  server.set_binary(ICHIDO_SYSTEM_MALLOC_BINARY);
   auto at = [&](const char* utc) {  // the clock starts at `utc` and runs on from there
     server.set_env({{"LD_PRELOAD", libfaketime},
                     {"FAKETIME", std::string("@") + utc},

@@ -234,11 +234,6 @@ TEST(Nodes, ANodeWhoseClockIsTenMinutesAheadDecidesLikeTheOthers) {
   }
   ASSERT_FALSE(libfaketime.empty()) << "no libfaketime: scripts/install-deps postgres installs it";
   Deployment d(2);
-  // libfaketime cannot start inside a process linked with jemalloc (its initialisation and
-  // jemalloc's call each other: "Unexpected recursive calls to clock_gettime()"), so the node
-  // with the fake clock runs the same sources linked with the system's malloc
-  // (ichido-system-malloc, built for this test only; decision 133).
-  d.node(1).set_binary(ICHIDO_SYSTEM_MALLOC_BINARY);
   d.node(1).set_env(
       {{"LD_PRELOAD", libfaketime}, {"FAKETIME", "+10m"}, {"FAKETIME_DONT_FAKE_MONOTONIC", "1"}});
   d.start_all();

@@ -68,7 +68,6 @@ struct Pair {
   boost::system::error_code ec;    // the last read's error
 };
 
-
 TEST(AsioReads, DataThatArrivesAfterAShortReadCompletesTheWaitingRead) {
   Pair p;
   asio::write(p.client, asio::buffer(std::string("a")));

@@ -363,9 +363,8 @@ int run_server(const ServeConfig& cfg) {
   // token --store` announce them in their transaction, decision 075).
   std::atomic<std::uint64_t> external_token_changes{0};
   if (cfg.store_url.empty()) {
-    auth_opt.external_revision = [dir = cfg.data_dir] {
-      return store::sqlite::tokens_revision(dir);
-    };
+    auth_opt.external_revision =
+        [rev = std::make_shared<store::sqlite::TokensRevision>(cfg.data_dir)] { return (*rev)(); };
   } else {
     auth_opt.external_revision = [&external_token_changes] {
       return external_token_changes.load();

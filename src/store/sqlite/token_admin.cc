@@ -79,6 +79,33 @@ std::uint64_t tokens_revision(const std::string& dir) {
   return static_cast<std::uint64_t>(st.st_size);
 }
 
+TokensRevision::TokensRevision(std::string dir) : dir_(std::move(dir)) { reopen(); }
+
+TokensRevision::~TokensRevision() {
+  if (const int fd = fd_.load(); fd >= 0) ::close(fd);
+}
+
+void TokensRevision::reopen() const {
+  const int fresh =
+      ::open(rev_path(dir_).c_str(), O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fresh < 0) return;
+  int expected = -1;
+  if (fd_.compare_exchange_strong(expected, fresh)) return;  // the first open
+  // Put the new file under the old number: readers never see a closed or reused number.
+  (void)::dup2(fresh, expected);
+  ::close(fresh);
+}
+
+std::uint64_t TokensRevision::operator()() const {
+  const int fd = fd_.load(std::memory_order_acquire);
+  struct stat st{};
+  if (fd >= 0 && ::fstat(fd, &st) == 0 && st.st_nlink > 0) {
+    return static_cast<std::uint64_t>(st.st_size);
+  }
+  reopen();  // removed or replaced (or never opened): the path's file from now on
+  return tokens_revision(dir_);
+}
+
 Result<NewToken> create_token_in_dir(const std::string& dir, core::Role role,
                                      const std::string& scope, const std::string& label,
                                      std::optional<TimeMs> expires_at, TimeMs now, bool init) {

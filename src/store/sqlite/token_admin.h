@@ -9,6 +9,7 @@
 // "cli"), in the same transaction.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -36,7 +37,29 @@ Result<core::TokenInfo> revoke_token_in_dir(const std::string& dir, const std::s
                                             TimeMs now);
 
 // The revision of the tokens as changed outside the server: the size of DIR/tokens.rev (0 when
-// it does not exist). Cheap: one stat(2).
+// it does not exist). One stat(2) of the path.
 std::uint64_t tokens_revision(const std::string& dir);
+
+// tokens_revision() for a server that asks before every authenticated request: DIR/tokens.rev
+// is kept open (created empty when missing, which is revision 0 as well) and its size read with
+// fstat(2), without a path lookup each time. The token CLI only appends to the file, so the open
+// file is the one it changes; should the file be removed or replaced, the next call sees that
+// (no links left) and opens the path again. When it cannot be opened at all, every call falls
+// back to tokens_revision(). Thread-safe; noexcept.
+class TokensRevision {
+ public:
+  explicit TokensRevision(std::string dir);
+  ~TokensRevision();
+  TokensRevision(const TokensRevision&) = delete;
+  TokensRevision& operator=(const TokensRevision&) = delete;
+
+  std::uint64_t operator()() const;
+
+ private:
+  void reopen() const;
+  const std::string dir_;
+  // Reopened with dup2 onto the same number, so a concurrent fstat sees one file or the other.
+  mutable std::atomic<int> fd_{-1};
+};
 
 }  // namespace ichido::store::sqlite

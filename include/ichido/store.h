@@ -6,8 +6,9 @@
 //   - Asynchronous: the method returns at once; `done` is called exactly once, on a store-owned
 //     thread. `done` must not block; hand work back to your own executor. Exceptions: the
 //     in-memory store runs every command on the calling thread, and the embedded store may run a
-//     lone write there on a thread that said it serves one client (CallerServesOneClient below);
-//     then `done` is called before the method returns.
+//     lone write there when its options say the calling thread may wait for it
+//     (store/sqlite/sqlite_store.h, Options::caller_may_commit); then `done` is called before the
+//     method returns.
 //   - Mutations (create_counter, next, void_number, set_last_value, and the lock commands
 //     except get_lock/list_locks) call `done` with success only
 //     after the effect is durable: on the embedded store, after the commit that contains it was
@@ -46,37 +47,6 @@ namespace ichido {
 // copied, on its way to the handler (a by-value parameter cost two more moves per hop).
 template <class T>
 using Callback = std::function<void(Result<T>&&)>;
-
-// A thread's word to the store that it has nothing else to do while one of its writes runs (an
-// I/O thread with one open connection; decision 141). The embedded store then runs a write that
-// finds its writer idle, nothing queued and the last batch alone on the calling thread itself —
-// the same transaction and commit, answered after the same fsync — which spares a lone request
-// the two hand-offs to and from the writer thread. Other stores ignore it. Per thread; false on
-// a thread until it says otherwise.
-class CallerServesOneClient {
- public:
-  static void set(bool one) { flag() = one; }
-  static bool get() { return flag(); }
-
-  // Within its scope the thread does not offer itself: for writes nobody on this thread waits
-  // for (fire and forget), which must not hold the thread for their fsync.
-  class NotForThis {
-   public:
-    NotForThis() : saved_(flag()) { flag() = false; }
-    ~NotForThis() { flag() = saved_; }
-    NotForThis(const NotForThis&) = delete;
-    NotForThis& operator=(const NotForThis&) = delete;
-
-   private:
-    const bool saved_;
-  };
-
- private:
-  static bool& flag() {
-    static thread_local bool one = false;
-    return one;
-  }
-};
 
 // --- counters --------------------------------------------------------------------------------
 

@@ -152,7 +152,9 @@ void Api::audit_failure(const Request& req, const Error& e, const std::string& a
   entry.remote = req.remote;
   entry.detail = req.method_string + " " + std::string(req.path);
   if (req.segments.size() >= 3 && req.segments[1] == "ns") entry.ns = req.segments[2];
-  // Fire and forget: the client's answer does not wait for this record.
+  // Fire and forget: the client's answer does not wait for this record, so it is not committed
+  // on this thread (decision 141).
+  const NotWaitingHere queued;
   admin_.append_audit_detached(std::move(entry), [this] { metrics_.count_dropped_audit(); });
 }
 

@@ -12,7 +12,10 @@
 #include <string>
 
 #include "http/api.h"
+#include "http/server.h"
+#include "service/token_auth.h"
 #include "store/memory/memory_store.h"
+#include "store/testing/forwarding_store.h"
 
 namespace ichido::http {
 namespace {
@@ -158,6 +161,44 @@ TEST_F(AuditTest, AFailedAdminMutationIsAuditedWithItsStatus) {
   ASSERT_GE(log.size(), 1u);
   EXPECT_EQ(log[0].at("status").as_int64(), 404);
   EXPECT_EQ(log[0].at("action").as_string(), "POST /v1/ns/{ns}/counters/{name}/void");
+}
+
+// A refused call's audit entry is fire and forget: the store is never told that the calling
+// I/O thread may wait for its commit (decision 141), which would hold the refused client's answer
+// back by an fsync; the thread's answer is back afterwards. An admin call that awaits its entry
+// does offer the thread.
+class OfferedStore final : public store_testing::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  std::vector<bool> offered;  // this_thread_serves_one_client() at each append_audit
+  void append_audit(core::AuditEntry e, Callback<core::AuditEntry> d) override {
+    offered.push_back(this_thread_serves_one_client());
+    in_.append_audit(std::move(e), std::move(d));
+  }
+};
+
+TEST(RefusedCallAudit, IsNeverCommittedOnTheCallersThread) {
+  ManualClock clock{1'780'000'000'000};
+  store::memory::MemoryStore inner{&clock};
+  OfferedStore store{inner};
+  service::Authenticator auth{store, clock};
+  ASSERT_TRUE(auth.load_blocking().ok());
+  Metrics metrics;
+  Api api{store, metrics, ApiOptions{.auth = &auth, .clock = &clock}};
+  boost::asio::io_context ioc;
+  set_this_thread_serves_one_client(true);  // as an I/O thread with one connection
+  BeastRequest req{verb::get, "/v1/ns/shop/counters", 11};
+  req.set(beast_http::field::authorization, "Bearer not-a-token");
+  std::optional<::ichido::http::Answer> res;
+  boost::asio::co_spawn(
+      ioc, [&]() -> boost::asio::awaitable<void> { res = co_await api.handle(req, "1.2.3.4:5"); },
+      boost::asio::detached);
+  ioc.run();
+  ASSERT_TRUE(res.has_value());
+  EXPECT_EQ(res->result_int(), 401u);
+  EXPECT_TRUE(this_thread_serves_one_client()) << "the thread's answer is restored";
+  set_this_thread_serves_one_client(false);
+  EXPECT_EQ(store.offered, std::vector<bool>{false}) << "one entry, not offered the thread";
 }
 
 }  // namespace

@@ -637,11 +637,28 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
 
 namespace {
 
-// How many connections this I/O thread serves now, and the store told whether that is one
-// (CallerServesOneClient, decision 141): a thread with one connection has nothing else to do
-// while that connection's write runs, so the store may run a lone write on it. Kept only where
-// each connection stays on one thread (serve_connections_on): on strands of a shared io_context
-// a coroutine may resume on any thread.
+// Whether this thread serves one connection now (this_thread_serves_one_client).
+bool& serves_one_client() noexcept {
+  static thread_local bool one = false;
+  return one;
+}
+
+}  // namespace
+
+bool this_thread_serves_one_client() noexcept { return serves_one_client(); }
+void set_this_thread_serves_one_client(bool one) noexcept { serves_one_client() = one; }
+
+NotWaitingHere::NotWaitingHere() noexcept : saved_(serves_one_client()) {
+  serves_one_client() = false;
+}
+NotWaitingHere::~NotWaitingHere() { serves_one_client() = saved_; }
+
+namespace {
+
+// How many connections this I/O thread serves now, and whether that is one
+// (this_thread_serves_one_client). Kept only where each connection stays on one thread
+// (serve_connections_on): on strands of a shared io_context a coroutine may resume on any
+// thread.
 class ThreadSessions {
  public:
   explicit ThreadSessions(bool counted) : counted_(counted) {
@@ -661,7 +678,7 @@ class ThreadSessions {
     static thread_local int n = 0;
     return n;
   }
-  static void changed(int n) { CallerServesOneClient::set(n == 1); }
+  static void changed(int n) { serves_one_client() = n == 1; }
   const bool counted_;
 };
 

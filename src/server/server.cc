@@ -188,6 +188,7 @@ Result<std::unique_ptr<store::TableStore>> open_store(const ServerLog& log,
           std::to_string(to) + " (once; on a large store this start takes a while)");
     };
     o.on_notice = [log](const std::string& line) { log(line); };
+    o.caller_may_commit = &http::this_thread_serves_one_client;
     auto s = store::sqlite::SqliteStore::open(o);
     if (!s.ok()) return std::move(s).error();
     log("store " + (*s)->identity().store_id + " opened at " + (*s)->db_path() +

@@ -56,9 +56,6 @@ boost::asio::awaitable<Result<core::AuditEntry>> AdminService::append_audit(
 }
 
 void AdminService::append_audit_detached(core::AuditEntry entry, std::function<void()> on_failure) {
-  // Nobody waits for it: not committed on this thread (decision 141), so the refused caller's
-  // answer is not held back by this entry's fsync.
-  const CallerServesOneClient::NotForThis queued;
   store_.append_audit(std::move(entry),
                       [on_failure = std::move(on_failure)](Result<core::AuditEntry> r) {
                         if (!r.ok() && on_failure) on_failure();

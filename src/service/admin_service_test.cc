@@ -32,13 +32,6 @@ class WatchedStore final : public store_testing::ForwardingStore {
   std::atomic<int> lookups{0};
   bool hold_lists = false;
   std::vector<std::function<void()>> held;
-  std::vector<bool> audits_offered_the_thread;  // CallerServesOneClient at each append_audit
-
-  void append_audit(core::AuditEntry e, Callback<core::AuditEntry> d) override {
-    audits_offered_the_thread.push_back(CallerServesOneClient::get());
-    in_.append_audit(std::move(e), std::move(d));
-  }
-
   void find_token_by_hash(std::string h, Callback<std::optional<core::TokenInfo>> d) override {
     lookups.fetch_add(1);
     in_.find_token_by_hash(std::move(h), std::move(d));
@@ -201,23 +194,6 @@ TEST_F(AdminServiceTest, BadInputNamesItsField) {
   EXPECT_EQ(missing.error().code, errc::token_not_found);
   auto limit = Run<AuditPage>([&] { return admin_.list_audit(AuditQuery{.limit = 1001}); });
   EXPECT_EQ(limit.error().field, "limit");
-}
-
-// A failure's audit entry is fire and forget: it never offers the calling I/O thread for its
-// commit (decision 141), which would hold the refused client's answer back by an fsync; the
-// thread's word is back afterwards. (An awaited append does offer it.)
-TEST_F(AdminServiceTest, ADetachedAuditEntryIsNeverCommittedOnTheCallersThread) {
-  CallerServesOneClient::set(true);
-  core::AuditEntry e;
-  e.actor = "-";
-  e.action = "auth_failure";
-  e.status = 401;
-  admin_.append_audit_detached(e, [] {});
-  EXPECT_TRUE(CallerServesOneClient::get()) << "the thread's word is restored";
-  auto awaited = Run<core::AuditEntry>([&] { return admin_.append_audit(e); });
-  EXPECT_TRUE(awaited.ok());
-  CallerServesOneClient::set(false);
-  EXPECT_EQ(store_.audits_offered_the_thread, (std::vector<bool>{false, true}));
 }
 
 }  // namespace

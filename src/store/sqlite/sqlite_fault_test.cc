@@ -47,6 +47,7 @@ class SqliteFaultTest : public ::testing::Test {
                                     int restart_frames = 10000, bool zero_fill = false,
                                     std::chrono::milliseconds quiet = {}) {
     Options o;
+    o.caller_may_commit = &test_caller_may_commit;
     o.checkpoint_frames = checkpoint_frames;
     o.restart_frames = restart_frames;
     if (zero_fill) {
@@ -192,7 +193,7 @@ TEST_F(SqliteFaultTest, ALoneWriteWhoseFsyncFailsOnTheCallersThreadSaysOutcomeUn
   MakeCounter(*s);
   std::string first, second;
   std::thread lone([&] {
-    CallerServesOneClient::set(true);
+    test_serves_one_client() = true;
     auto answer = [&](const std::string& key) {
       std::string what = "not answered before the call returned";
       s->next(Next(key), [&](Result<NextReply> r) {

@@ -189,7 +189,8 @@ void SqliteStore::submit_write(Job job) {
       refuse = &closed;
     } else if (failed_.load()) {
       refuse = &failed;
-    } else if (lone_ && !batch_running_ && write_queue_.empty() && CallerServesOneClient::get()) {
+    } else if (lone_ && !batch_running_ && write_queue_.empty() && opt_.caller_may_commit &&
+               opt_.caller_may_commit()) {
       batch_running_ = true;  // the write connection is this thread's until the batch is done
       run_here = true;
     } else if (write_queue_.size() >= opt_.max_queue) {

@@ -11,7 +11,7 @@
 // transaction engine's (store/batch_engine.h), shared with the PostgreSQL store; this store
 // provides its BatchTransaction (WriteTransaction: SQL, deferred writes, key-index undo marks).
 // A lone client's write (the writer idle, nothing queued, the last batch alone, and the caller's
-// thread serving one client: CallerServesOneClient in ichido/store.h) is run as that batch of one
+// thread serving one client: Options::caller_may_commit) is run as that batch of one
 // on the caller's thread instead, the same way; only the thread differs (decision 141).
 //
 // Failures (each tested with a fault-injecting VFS, sqlite_fault_test.cc):
@@ -142,6 +142,11 @@ struct Options {
   // Told, as one line each, how the key index was opened and when a snapshot of it failed (the
   // server logs them). May be called from the snapshot thread.
   std::function<void(const std::string&)> on_notice;
+  // Asked on the calling thread of a write: true when that thread has nothing else to do while
+  // the write commits (an I/O thread serving one connection: http::this_thread_serves_one_client).
+  // Then a write that finds the writer idle, nothing queued and the last batch alone runs on the
+  // calling thread itself (the lone write, decision 141). nullptr: every write goes to the writer.
+  bool (*caller_may_commit)() = nullptr;
 };
 
 // check_ready() after a failed write for lack of space: space came back once the file system has

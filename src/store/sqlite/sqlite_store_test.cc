@@ -122,6 +122,7 @@ class SqliteStoreTest : public ::testing::Test {
     Options o;
     o.dir = dir_.path() + "/data";
     o.clock = &clock_;
+    o.caller_may_commit = &test_caller_may_commit;
     return o;
   }
   std::unique_ptr<SqliteStore> MustOpen(Options o) {
@@ -163,7 +164,7 @@ class SqliteStoreTest : public ::testing::Test {
   }
 
   // `threads` threads each issue `per_thread` numbers of counter "c" one after the other (keys
-  // "t<thread>-<i>"), each thread first telling CallerServesOneClient `serves_one(thread)`;
+  // "t<thread>-<i>"), each thread first telling test_serves_one_client() `serves_one(thread)`;
   // returns every thread's values in its order (-1 for a failure).
   static std::vector<std::vector<std::int64_t>> IssueFromThreads(
       SqliteStore& store, int threads, int per_thread,
@@ -172,7 +173,7 @@ class SqliteStoreTest : public ::testing::Test {
     std::vector<std::thread> running;
     for (int t = 0; t < threads; ++t) {
       running.emplace_back([&, t] {
-        CallerServesOneClient::set(serves_one(t));
+        test_serves_one_client() = serves_one(t);
         SyncStore s(store);
         for (int i = 0; i < per_thread; ++i) {
           auto r = s.next({Ref("c"), {"t" + std::to_string(t) + "-" + std::to_string(i), ""}});
@@ -943,10 +944,10 @@ TEST_F(SqliteStoreTest, CloseFinishesQueuedWrites) {
 }
 
 // A lone write on the caller's thread (decision 141). Each case runs on a thread of its own, so
-// that what it tells CallerServesOneClient stays there.
+// that what it tells test_serves_one_client() stays there.
 void OnThreadServingOneClient(bool one, const std::function<void()>& fn) {
   std::thread t([&] {
-    CallerServesOneClient::set(one);
+    test_serves_one_client() = one;
     fn();
   });
   t.join();
@@ -1009,14 +1010,14 @@ TEST_F(SqliteStoreTest, AClientIsAnsweredOnlyOnceTheConnectionIsFree) {
       inner.set_value({false, -1});
       return;
     }
-    CallerServesOneClient::set(true);  // the writer thread, for this one call
+    test_serves_one_client() = true;  // the writer thread, for this one call
     bool answered = false;
     std::int64_t value = -1;
     store->next({Ref("c"), {"second", ""}}, [&](Result<NextReply> r2) {
       answered = true;
       value = r2.ok() ? r2->record.value : -1;
     });
-    CallerServesOneClient::set(false);
+    test_serves_one_client() = false;
     inner.set_value({answered, value});
   });
   auto f = inner.get_future();
@@ -1038,7 +1039,7 @@ TEST_F(SqliteStoreTest, WritesQueuedDuringALoneWriteWaitForItAndEndTheLoneMode) 
   std::promise<void> inside, release;
   auto released = release.get_future().share();
   std::thread lone([&] {
-    CallerServesOneClient::set(true);
+    test_serves_one_client() = true;
     Job job;
     job.apply = [&](Tables&, TimeMs) {
       inside.set_value();
@@ -1104,7 +1105,7 @@ TEST_F(SqliteStoreTest, CloseWaitsForALoneWrite) {
   auto released = release.get_future().share();
   std::promise<std::string> answer;
   std::thread lone([&] {
-    CallerServesOneClient::set(true);
+    test_serves_one_client() = true;
     Job job;
     job.apply = [&](Tables& t, TimeMs) {
       inside.set_value();

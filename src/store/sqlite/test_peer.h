@@ -15,6 +15,14 @@
 
 namespace ichido::store::sqlite {
 
+// The tests' stand-in for the HTTP server's answer to Options::caller_may_commit
+// (http::this_thread_serves_one_client): what the calling thread said of itself.
+inline bool& test_serves_one_client() {
+  static thread_local bool one = false;
+  return one;
+}
+inline bool test_caller_may_commit() { return test_serves_one_client(); }
+
 class SqliteStoreTestPeer {
  public:
   static void submit_write(SqliteStore& s, Job job) { s.submit_write(std::move(job)); }

@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "core/origin.h"
+#include "http/one_client.h"
 #include "http/routes.h"
 
 namespace ichido::http {

@@ -365,6 +365,23 @@ long parse_resp(std::string_view in, RespReply& r) {
   }
 }
 
+// Writes `request` and reads one RESP reply into `reply`, keeping what follows it in `in`.
+// Returns the bytes of `in` the reply used; 0 with `ec` set on a transport error, < 0 when the
+// reply is malformed.
+asio::awaitable<long> resp_round_trip(tcp::socket& sock, const std::string& request,
+                                      std::string& in, RespReply& reply, beast::error_code& ec) {
+  co_await asio::async_write(sock, asio::buffer(request),
+                             asio::redirect_error(asio::use_awaitable, ec));
+  char chunk[4096];
+  long used = 0;
+  while (!ec && (used = parse_resp(in, reply)) == 0) {
+    const std::size_t n = co_await sock.async_read_some(
+        asio::buffer(chunk), asio::redirect_error(asio::use_awaitable, ec));
+    in.append(chunk, n);
+  }
+  co_return ec ? 0 : used;
+}
+
 // One Redis connection's closed loop.
 asio::awaitable<void> resp_loop(Shared& sh, ThreadStats& st, unsigned conn) {
   auto ex = co_await asio::this_coro::executor;
@@ -378,7 +395,6 @@ asio::awaitable<void> resp_loop(Shared& sh, ThreadStats& st, unsigned conn) {
   bool connected = false;
   beast::error_code ec;
   Clock::time_point t0;
-  char chunk[4096];
 
   while (Clock::now() < sh.end) {
     if (!connected) {
@@ -390,15 +406,8 @@ asio::awaitable<void> resp_loop(Shared& sh, ThreadStats& st, unsigned conn) {
         // AUTH first, as a client of a server with requirepass does (not counted as a request).
         request.clear();
         resp_command(request, {"AUTH", sh.opt.redis_password});
-        co_await asio::async_write(sock, asio::buffer(request),
-                                   asio::redirect_error(asio::use_awaitable, ec));
         RespReply reply;
-        long used = 0;
-        while (!ec && (used = parse_resp(in, reply)) == 0) {
-          const std::size_t n = co_await sock.async_read_some(
-              asio::buffer(chunk), asio::redirect_error(asio::use_awaitable, ec));
-          in.append(chunk, n);
-        }
+        const long used = co_await resp_round_trip(sock, request, in, reply, ec);
         if (ec || used < 0) {
           ++st.transport_errors;
           sh.samples.add(ec ? "transport: " + ec.message() : std::string("malformed RESP reply"));
@@ -417,15 +426,8 @@ asio::awaitable<void> resp_loop(Shared& sh, ThreadStats& st, unsigned conn) {
     }
     if (op.step == 0) t0 = Clock::now();
     w.make(conn, seq, op, request);
-    co_await asio::async_write(sock, asio::buffer(request),
-                               asio::redirect_error(asio::use_awaitable, ec));
     RespReply reply;
-    long used = 0;
-    while (!ec && (used = parse_resp(in, reply)) == 0) {
-      const std::size_t n = co_await sock.async_read_some(
-          asio::buffer(chunk), asio::redirect_error(asio::use_awaitable, ec));
-      in.append(chunk, n);
-    }
+    const long used = co_await resp_round_trip(sock, request, in, reply, ec);
     if (ec || used < 0) {
       ++st.transport_errors;
       sh.samples.add(ec ? "transport: " + ec.message() : std::string("malformed RESP reply"));

@@ -396,6 +396,14 @@ asio::awaitable<void> resp_loop(Shared& sh, ThreadStats& st, unsigned conn) {
   beast::error_code ec;
   Clock::time_point t0;
 
+  // A transport error or a malformed reply: counted, and the connection is opened again.
+  auto lost_connection = [&](long used) {
+    ++st.transport_errors;
+    sh.samples.add(used == 0 ? "transport: " + ec.message() : std::string("malformed RESP reply"));
+    sock.close(ec);
+    connected = false;
+  };
+
   while (Clock::now() < sh.end) {
     if (!connected) {
       if (!co_await tcp_connect(sh, st, sock, conn)) break;
@@ -409,10 +417,7 @@ asio::awaitable<void> resp_loop(Shared& sh, ThreadStats& st, unsigned conn) {
         RespReply reply;
         const long used = co_await resp_round_trip(sock, request, in, reply, ec);
         if (ec || used < 0) {
-          ++st.transport_errors;
-          sh.samples.add(ec ? "transport: " + ec.message() : std::string("malformed RESP reply"));
-          sock.close(ec);
-          connected = false;
+          lost_connection(used);
           continue;
         }
         if (reply.type == '-') {
@@ -429,10 +434,7 @@ asio::awaitable<void> resp_loop(Shared& sh, ThreadStats& st, unsigned conn) {
     RespReply reply;
     const long used = co_await resp_round_trip(sock, request, in, reply, ec);
     if (ec || used < 0) {
-      ++st.transport_errors;
-      sh.samples.add(ec ? "transport: " + ec.message() : std::string("malformed RESP reply"));
-      sock.close(ec);
-      connected = false;
+      lost_connection(used);
       ++seq;
       continue;
     }

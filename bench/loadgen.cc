@@ -134,7 +134,8 @@ struct Options {
   std::string redis_password;  // redis: AUTH on every connection before its first command
   std::string run_id;
   bool keys_in_time_order = false;
-  std::string system;  // default: the target's name
+  unsigned counters = 1;  // --counters (ichido counter-next only)
+  std::string system;     // default: the target's name
   bool verify = true;
   bool json = false;
 };
@@ -614,6 +615,8 @@ void usage(std::FILE* to) {
       "                       | lock-handoff (ichido: waiting acquire + release on one name)\n"
       "  --ns NS --name NAME  namespace; counter name, or the lock of lock-contended "
       "(bench/bench)\n"
+      "  --counters N         ichido counter-next: connection c uses counter NAME-(c %% N),\n"
+      "                       which must exist (1-%u; default 1: the one counter NAME)\n"
       "  --path PATH          path for get (default /healthz)\n"
       "  --token T            send Authorization: Bearer T\n"
       "  --redis-password P   redis: AUTH P on each connection before its first command\n"
@@ -623,7 +626,7 @@ void usage(std::FILE* to) {
       "  --no-verify          only check the status code (e.g. against ichido-ok-server)\n"
       "  --system NAME        label of the machine line (default: the target)\n"
       "  --json               print a JSON object instead of the machine line\n",
-      kMaxConnections, kMaxThreads);
+      kMaxConnections, kMaxThreads, kMaxConnections);
 }
 
 bool valid_name(std::string_view s) {
@@ -747,6 +750,10 @@ int parse_args(int argc, char** argv, Options& o) {
     } else if (a == "--name") {
       o.name = v;
       ok = valid_name(v);
+    } else if (a == "--counters") {
+      const auto n = parse_uint(v, 1, kMaxConnections);
+      ok = n.has_value();
+      if (ok) o.counters = static_cast<unsigned>(*n);
     } else if (a == "--path") {
       o.path = v;
       ok = v.starts_with('/') && v.find_first_of(" \r\n") == std::string_view::npos;
@@ -784,6 +791,10 @@ int parse_args(int argc, char** argv, Options& o) {
     std::fprintf(stderr, "ichido-loadgen: --workload get is for HTTP targets\n");
     return 2;
   }
+  if (o.counters > 1 && (o.target != Target::ichido || o.workload != "counter-next")) {
+    std::fprintf(stderr, "ichido-loadgen: --counters is for --workload counter-next on ichido\n");
+    return 2;
+  }
   if (o.workload == "incr" && o.target == Target::ichido) {
     std::fprintf(stderr, "ichido-loadgen: --workload incr is the peers' bare increment\n");
     return 2;
@@ -809,6 +820,7 @@ int run(const Options& opt) {
   p.name = opt.name;
   p.run_id = opt.run_id;
   p.keys_in_time_order = opt.keys_in_time_order;
+  p.counters = opt.counters;
   p.verify = opt.verify;
   const std::string& wl = opt.workload;
   const bool contended = wl == "lock-contended";

@@ -65,6 +65,10 @@ struct WorkloadParams {
   // index) or PREFIX RUNID-SEQ(12 digits)-CONN (true: all connections' keys in one time order, so
   // a batch's new keys share the last pages of a key index: what the keys' order costs).
   bool keys_in_time_order = false;
+  // counter-next on ichido: connection c uses counter NAME-(c % counters) when counters > 1 (the
+  // counters NAME-0 … NAME-(counters-1) must exist), else NAME: one hot record, or as many as
+  // asked, so that commits on different records need not wait for each other.
+  unsigned counters = 1;
 };
 
 inline void append_uint(std::string& out, std::uint64_t v) {
@@ -167,16 +171,24 @@ class HttpGet final : public HttpWorkload {
   std::string target_;
 };
 
-// W1 on ichido: POST /v1/ns/{ns}/counters/{name}/next with a fresh key. Check: `value` strictly
-// increases on each connection and the answer is not a replay.
+// W1 on ichido: POST /v1/ns/{ns}/counters/{name}/next with a fresh key (name: see
+// WorkloadParams::counters). Check: `value` strictly increases on each connection and the answer
+// is not a replay.
 class IchidoCounterNext final : public HttpWorkload {
  public:
   explicit IchidoCounterNext(const WorkloadParams& p) : p_(p) {
-    target_ = p.prefix + "/v1/ns/" + p.ns + "/counters/" + p.name + "/next";
+    const std::string base = p.prefix + "/v1/ns/" + p.ns + "/counters/" + p.name;
+    if (p.counters <= 1) {
+      targets_.push_back(base + "/next");
+    } else {
+      for (unsigned i = 0; i < p.counters; ++i)
+        targets_.push_back(base + "-" + std::to_string(i) + "/next");
+    }
   }
   void make(unsigned conn, std::uint64_t seq, const OpState&, HttpRequest& out) const override {
     out.method = "POST";
-    if (out.target != target_) out.target = target_;
+    const std::string& target = targets_[conn % targets_.size()];
+    if (out.target != target) out.target = target;
     out.body.assign("{\"key\":\"");
     append_key(out.body, "k-", p_, conn, seq);
     out.body.append("\"}");
@@ -193,7 +205,7 @@ class IchidoCounterNext final : public HttpWorkload {
 
  private:
   WorkloadParams p_;
-  std::string target_;
+  std::vector<std::string> targets_;  // one a counter; connection c uses c % size
 };
 
 // W2 on ichido: once begin (fresh key) → acquired with a token, then complete with that token.

@@ -1,6 +1,7 @@
 """ichido-loadgen against a live ichido: every workload it drives answers without errors, and its
 keys have the documented shapes (k-RUNID-CONN-SEQ, or with --keys-in-time-order
-k-RUNID-SEQ(12 digits)-CONN), read back from the counter's audit trail; and ichido-ok-server, the
+k-RUNID-SEQ(12 digits)-CONN), read back from the counter's audit trail, and with --counters N
+connection c draws from counter NAME-(c % N) only; and ichido-ok-server, the
 HTTP ceiling, serves every connection with one or several threads and stops on SIGTERM.
 Environment: ICHIDO_BINARY, ICHIDO_LOADGEN, ICHIDO_OK_SERVER."""
 
@@ -64,6 +65,25 @@ class LoadgenTest(unittest.TestCase):
                      "--keys-in-time-order")
         for key in self.keys_of("timed"):
             self.assertRegex(key, r"^k-r2-[0-9]{12}-[0-2]$")
+
+    def test_a_counter_per_connection(self):
+        # --counters 3 with 3 connections: connection c uses spread-c and only it.
+        for i in range(3):
+            self.create_counter(f"spread-{i}")
+        self.loadgen("--workload", "counter-next", "--name", "spread", "--counters", "3",
+                     "--run-id", "r3")
+        for i in range(3):
+            keys = self.keys_of(f"spread-{i}")
+            self.assertEqual({k.split("-")[2] for k in keys}, {str(i)}, keys[:3])
+
+    def test_counters_are_refused_where_they_mean_nothing(self):
+        for args in (["--counters", "2", "--workload", "once"],
+                     ["--counters", "2", "--target", "redis", "--url", "redis://127.0.0.1:1"],
+                     ["--counters", "0"]):
+            out = subprocess.run([os.environ["ICHIDO_LOADGEN"], *args], capture_output=True,
+                                 text=True, timeout=60)
+            self.assertEqual(out.returncode, 2, (args, out.stderr))
+            self.assertIn("counters", out.stderr, args)
 
     def test_once_and_lock_workloads(self):
         self.loadgen("--workload", "once", "--keys-in-time-order")

@@ -1,6 +1,8 @@
 """bench/run against ichido alone, short: with authentication on (the default) every ichido row
 sends a token the server checks, and answers without errors; --no-auth is the old variant; a
-server that does not ask for a token fails the run instead of being measured.
+server that does not ask for a token fails the run instead of being measured; --pin puts the
+servers and the load generator on the CPUs it names and says so; --w1-counters spreads W1 over
+counters of its own rows.
 Environment: ICHIDO_BINARY, ICHIDO_LOADGEN (its directory holds the other bench tools)."""
 
 import glob
@@ -34,9 +36,9 @@ def report(out):
 
 
 class RunTest(unittest.TestCase):
-    def check_rows(self, data, text):
+    def check_rows(self, data, text, workload="w1"):
         rows = [r for r in data["results"] if r["system"] == "ichido"]
-        self.assertEqual([r["workload"] for r in rows], ["w1"], text)
+        self.assertEqual([r["workload"] for r in rows], [workload], text)
         self.assertEqual(rows[0]["errors"], 0, text)  # a 401 would be counted here
         self.assertGreater(rows[0]["ok"], 0, text)
 
@@ -62,6 +64,42 @@ class RunTest(unittest.TestCase):
             self.assertEqual(data["auth"], "off")
             self.assertIn("noauth", name)
             self.check_rows(data, text)
+
+    def test_pin_puts_the_server_on_its_cpus_and_says_so(self):
+        # A wrapper records the CPUs the server was allowed before it becomes the server.
+        last = str(os.cpu_count() - 1)
+        with tempfile.TemporaryDirectory() as tmp:
+            wrapper = os.path.join(tmp, "ichido-cpus")
+            cpus = os.path.join(tmp, "cpus")
+            with open(wrapper, "w") as f:
+                f.write("#!/bin/sh\n"
+                        f"grep Cpus_allowed_list /proc/self/status >>{cpus}\n"
+                        f'exec {os.environ["ICHIDO_BINARY"]} "$@"\n')
+            os.chmod(wrapper, 0o755)
+            out = os.path.join(tmp, "out")
+            r = run(out, "--pin", f"{last}/0", server=wrapper)
+            text = r.stdout + r.stderr
+            self.assertEqual(r.returncode, 0, text)
+            self.assertIn(f"# pinned: every server process on CPUs {last}", r.stdout)
+            with open(cpus) as f:
+                self.assertEqual(f.read().split(), ["Cpus_allowed_list:", last])
+            name, data = report(out)
+            self.assertEqual(data["pin"], f"{last}/0")
+            self.assertIn("pinned", name)
+            self.check_rows(data, text)
+        r = run("/nonexistent", "--pin", "0")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--pin wants SERVER-CPUS/LOADGEN-CPUS", r.stderr)
+
+    def test_w1_counters_spread_the_connections_over_counters(self):
+        with tempfile.TemporaryDirectory() as out:
+            r = run(out, "--w1-counters", "3", "--conc", "3")
+            text = r.stdout + r.stderr
+            self.assertEqual(r.returncode, 0, text)
+            self.assertNotIn("errors in", r.stderr)
+            name, data = report(out)
+            self.assertIn("w1x3", name)
+            self.check_rows(data, text, workload="w1-3-counters")
 
     def test_a_server_that_asks_for_no_token_fails_the_run(self):
         # A wrapper that starts ichido with --no-auth (but still writes an admin token file, so

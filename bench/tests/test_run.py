@@ -36,11 +36,12 @@ def report(out):
 
 
 class RunTest(unittest.TestCase):
-    def check_rows(self, data, text, workload="w1"):
+    def check_rows(self, data, text, workloads=("w1",)):
         rows = [r for r in data["results"] if r["system"] == "ichido"]
-        self.assertEqual([r["workload"] for r in rows], [workload], text)
-        self.assertEqual(rows[0]["errors"], 0, text)  # a 401 would be counted here
-        self.assertGreater(rows[0]["ok"], 0, text)
+        self.assertEqual([r["workload"] for r in rows], list(workloads), text)
+        for row in rows:
+            self.assertEqual(row["errors"], 0, text)  # a 401 would be counted here
+            self.assertGreater(row["ok"], 0, text)
 
     def test_auth_is_on_by_default_and_the_rows_send_the_token(self):
         with tempfile.TemporaryDirectory() as out:
@@ -93,13 +94,16 @@ class RunTest(unittest.TestCase):
 
     def test_w1_counters_spread_the_connections_over_counters(self):
         with tempfile.TemporaryDirectory() as out:
-            r = run(out, "--w1-counters", "3", "--conc", "3")
+            r = run(out, "--w1-counters", "1 3", "--conc", "3")
             text = r.stdout + r.stderr
             self.assertEqual(r.returncode, 0, text)
             self.assertNotIn("errors in", r.stderr)
             name, data = report(out)
-            self.assertIn("w1x3", name)
-            self.check_rows(data, text, workload="w1-3-counters")
+            self.assertIn("w1x1+3", name)
+            self.check_rows(data, text, workloads=["w1", "w1-3-counters"])
+        r = run("/nonexistent", "--w1-counters", "0")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--w1-counters wants whole numbers", r.stderr)
 
     def test_a_server_that_asks_for_no_token_fails_the_run(self):
         # A wrapper that starts ichido with --no-auth (but still writes an admin token file, so

@@ -27,7 +27,10 @@ namespace ichido::store {
 //
 // FNV-1a 64 of kind '\0' a '\0' b. It is part of the PostgreSQL store's protocol between nodes:
 // two nodes that hashed differently would no longer exclude each other, so it never changes.
-// A collision only makes two unrelated records share a lock.
+// A collision only makes two unrelated records share a lock. The key leaves out the PostgreSQL
+// schema, so two stores in one database serialize records of equal names: a wait, never a wrong
+// answer. Putting the schema in would break exclusion between nodes of two versions during a
+// rolling upgrade.
 std::int64_t job_key(std::string_view kind, std::string_view a, std::string_view b);
 inline std::vector<std::int64_t> counter_keys(const CounterRef& r) {
   return {job_key("counter", r.ns, r.name)};

@@ -14,7 +14,7 @@
  *
  * Errors are IchidoError objects (name 'IchidoError') with code, status, details and message;
  * branch on e.code. Codes are the API's ("counter_exhausted", "stale_token", "forbidden", …) and
- * this client's: "lock_timeout", "in_progress", "dead", "complete_unconfirmed", "unreachable",
+ * this client's: "lock_timeout", "lock_lost", "in_progress", "dead", "complete_unconfirmed", "unreachable",
  * "bad_answer", "invalid_argument". connect({lang: 'ja'}) (or the Script Property ICHIDO_LANG = ja)
  * makes the messages of the codes users meet most Japanese; the codes stay as they are.
  *
@@ -88,6 +88,7 @@ var Ichido = (function () {
       dead: "この項目は失敗が続いたため止まっています（dead）。原因を直してから、管理者がダッシュボードでリセットしてください。",
       stale_token: "この実行のリースが切れ、ほかの実行がこの項目を引き継ぎました。この実行の結果は記録されません。",
       not_holder: "このロックはもう持っていません（リースが切れたか、解放済みです）。",
+      lock_lost: "ロックを持って処理している間にリースが切れ、ほかの実行がロックを取りました。処理が重なった可能性があります。leaseMs を処理より長くするか、処理中に lock.renew() を呼んでください。",
       fingerprint_mismatch: "同じキーで内容の違う項目が送られました。キーが項目ごとに一意になっているか確認してください。",
       complete_unconfirmed: "処理は成功しましたが、ichido が完了を記録したか確かめられませんでした。二重処理を避けるため処理はやり直さず、リースが切れる前に完了を記録し直してください。",
       unreachable: "ichido に接続できませんでした。URL、ネットワーク、プロキシの設定を確認してください。もう一度実行しても二重処理にはなりません。",
@@ -188,7 +189,9 @@ var Ichido = (function () {
    * Runs fn(token, lock) holding the lock `name` and releases it in finally. options: waitMs
    * (default 10000, ≤ 300000), leaseMs (default 30000; choose it longer than the work, or call
    * lock.renew() during long work), owner. Throws IchidoError 'lock_timeout' (details.holder) when
-   * the lock was not acquired within waitMs. Returns what fn returns.
+   * the lock was not acquired within waitMs, and 'lock_lost' (details.token) after fn returned
+   * when the lease had lapsed and another execution took the lock meanwhile: the work may have
+   * overlapped with that execution's. Returns what fn returns.
    */
   IchidoClient_.prototype.withLock = function (name, fn, options) {
     ichidoCheckName_('lock name', name);
@@ -207,15 +210,25 @@ var Ichido = (function () {
         return self.renewLock(name, grant.token, ms || leaseMs);
       },
     };
+    var result;
+    var returned = false;
+    var lost = false;
     try {
-      return fn(grant.token, lock);
+      result = fn(grant.token, lock);
+      returned = true;
     } finally {
       try {
         this.release(name, grant.token);
       } catch (e) {
-        // A lost release costs the lease only: the lock lapses and the next waiter gets it.
+        // not_holder: the lease lapsed and someone else holds the lock now. Any other failure (a
+        // lost answer) costs the lease only: the lock lapses and the next waiter gets it.
+        lost = e && e.code === 'not_holder';
       }
     }
+    if (returned && lost) {
+      throw IchidoError('lock_lost', 'the lease of lock ' + name + ' (token ' + grant.token + ') lapsed during the work and another execution took the lock: the work may have overlapped with it; choose a longer leaseMs or call lock.renew()', 409, { token: grant.token });
+    }
+    return result;
   };
 
   /**

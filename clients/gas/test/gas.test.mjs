@@ -315,6 +315,53 @@ test('withLock: renew() keeps the lock through work longer than the lease; relea
   assert.equal(assertOk(await gas.run('tryIt')), 'ran');
 });
 
+test('withLock: a lease that lapsed and was taken during the work throws lock_lost after it; lapsed but free, no error', async () => {
+  const ns = 'gas-locks-lost';
+  const lock = `/v1/ns/${ns}/locks/ledger`;
+  let takeIt = false;
+  const gas = new GasRuntime({
+    files: [
+      ichidoGs,
+      gs('t.gs', `
+      function slow() {
+        var ran = false;
+        try {
+          Ichido.connect().withLock('ledger', function () { __testHook('work'); ran = true; return 'done'; }, { leaseMs: 1000 });
+          return { ran: ran, error: null };
+        } catch (e) { return { ran: ran, error: e.code, status: e.status, token: e.details.token }; }
+      }
+      function slowAndFailing() {
+        try { Ichido.connect().withLock('ledger', function () { __testHook('work'); throw new Error('paper jam'); }, { leaseMs: 1000 }); }
+        catch (e) { return e.message; }
+      }`),
+    ],
+    properties: await props(ns),
+    onHook: async () => {
+      // The work outlives its 1 s lease: wait until the server says the lease lapsed (GET shows
+      // held: false), then, when asked, another owner takes the lock.
+      for (let i = 0; (await server.admin('GET', lock)).body.held; i++) {
+        assert.ok(i < 300, 'the lease never lapsed');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      if (takeIt) {
+        const got = await server.admin('POST', `${lock}/acquire`, { owner: 'other', wait_ms: 0, lease_ms: 60000 });
+        assert.equal(got.body.acquired, true, JSON.stringify(got.body));
+      }
+      return null;
+    },
+  });
+  assert.deepEqual(assertOk(await gas.run('slow')), { ran: true, error: null }, 'lapsed, nobody took it: released as usual');
+  takeIt = true;
+  const lost = assertOk(await gas.run('slow'));
+  assert.equal(lost.ran, true);
+  assert.equal(lost.error, 'lock_lost');
+  assert.equal(lost.status, 409);
+  assert.ok(lost.token > 0);
+  assert.equal((await server.admin('GET', lock)).body.owner, 'other', 'the other holder keeps the lock');
+  await server.admin('POST', `${lock}/force-release`, {});
+  assert.equal(assertOk(await gas.run('slowAndFailing')), 'paper jam', "the work's own error is not replaced by lock_lost");
+});
+
 test('withLock: lock_timeout names the holder', async () => {
   const ns = 'gas-locks2';
   let inner;

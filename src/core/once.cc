@@ -83,24 +83,38 @@ Result<OnceFilter> parse_once_filter(std::string_view s) {
                        "The state must be one of processing, expired, pending, completed or dead.");
 }
 
+OnceFilterTerms filter_terms(OnceFilter f) {
+  switch (f) {
+    case OnceFilter::all:
+      return {std::nullopt, LeaseSide::any};
+    case OnceFilter::processing:
+      return {OnceState::processing, LeaseSide::live};
+    case OnceFilter::expired:
+      return {OnceState::processing, LeaseSide::lapsed};
+    case OnceFilter::pending:
+      return {OnceState::pending, LeaseSide::any};
+    case OnceFilter::completed:
+      return {OnceState::completed, LeaseSide::any};
+    case OnceFilter::dead:
+      return {OnceState::dead, LeaseSide::any};
+  }
+  return {std::nullopt, LeaseSide::any};
+}
+
 bool lease_live(const OnceRecord& r, TimeMs now) {
-  return r.state == OnceState::processing && now < r.lease_expires_at;
+  return r.state == OnceState::processing && lease_live_at(r.lease_expires_at, now);
 }
 
 bool matches(OnceFilter f, const OnceRecord& r, TimeMs now) {
-  switch (f) {
-    case OnceFilter::all:
+  const OnceFilterTerms t = filter_terms(f);
+  if (t.state && r.state != *t.state) return false;
+  switch (t.lease) {
+    case LeaseSide::any:
       return true;
-    case OnceFilter::processing:
-      return lease_live(r, now);
-    case OnceFilter::expired:
-      return r.state == OnceState::processing && !lease_live(r, now);
-    case OnceFilter::pending:
-      return r.state == OnceState::pending;
-    case OnceFilter::completed:
-      return r.state == OnceState::completed;
-    case OnceFilter::dead:
-      return r.state == OnceState::dead;
+    case LeaseSide::live:
+      return lease_live_at(r.lease_expires_at, now);
+    case LeaseSide::lapsed:
+      return !lease_live_at(r.lease_expires_at, now);
   }
   return false;
 }

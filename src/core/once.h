@@ -73,7 +73,29 @@ std::string_view to_string(OnceState s);
 // What GET ?state= selects. `processing` = live leases only, `expired` = processing with a
 // lapsed lease, `all` = every record.
 enum class OnceFilter { all, processing, expired, pending, completed, dead };
+inline constexpr OnceFilter kOnceFilters[] = {OnceFilter::all,       OnceFilter::processing,
+                                              OnceFilter::expired,   OnceFilter::pending,
+                                              OnceFilter::completed, OnceFilter::dead};
 Result<OnceFilter> parse_once_filter(std::string_view s);  // error names field "state"
+
+// --- the state of a record at time `now` ---------------------------------------------------------
+// Decided here once, for begin's takeover (lease_live), GET ?state= and the overview counts
+// (matches). The SQL stores cannot call matches() inside a statement: they translate
+// filter_terms() into SQL (store/once_sql.h), and the conformance suite checks that every
+// store's listing and counts by state select what matches() selects.
+
+// A lease is live while now < lease_expires_at: at now == lease_expires_at it has lapsed (the
+// record shows as `expired`, and the next begin takes it over).
+constexpr bool lease_live_at(TimeMs lease_expires_at, TimeMs now) { return now < lease_expires_at; }
+
+// What a filter selects, as two conditions that must both hold: the record's state, and which
+// side of its lease end `now` is (only the processing state looks at its lease).
+enum class LeaseSide { any, live, lapsed };
+struct OnceFilterTerms {
+  std::optional<OnceState> state;  // nullopt: every state
+  LeaseSide lease = LeaseSide::any;
+};
+OnceFilterTerms filter_terms(OnceFilter f);
 
 struct OnceRecord {
   std::string key;
@@ -96,10 +118,10 @@ struct OnceRecord {
   bool operator==(const OnceRecord&) const = default;
 };
 
-// True when `r` is selected by `f` at `now`.
+// True when `r` is selected by `f` at `now`: filter_terms(f) hold for it.
 bool matches(OnceFilter f, const OnceRecord& r, TimeMs now);
 
-// True while the holder's lease is live (processing and now < lease_expires_at).
+// True while the holder's lease is live: processing and lease_live_at(r.lease_expires_at, now).
 bool lease_live(const OnceRecord& r, TimeMs now);
 
 // O1–O5 for one record; the error (errc::internal) names the broken invariant.

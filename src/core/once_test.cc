@@ -340,6 +340,37 @@ TEST(OnceFilterTest, ProcessingMeansLiveLeasesAndExpiredMeansLapsed) {
   ASSERT_TRUE(parse_once_filter("expired").ok());
 }
 
+// The boundary, stated once in lease_live_at: a lease ending at now has lapsed. Every filter
+// against a record of every state whose lease ends just before, at and just after now.
+TEST(OnceFilterTest, EveryFilterInEveryStateOnBothSidesOfTheLeaseEnd) {
+  EXPECT_TRUE(lease_live_at(kT0 + 1, kT0));
+  EXPECT_FALSE(lease_live_at(kT0, kT0));
+  EXPECT_FALSE(lease_live_at(kT0 - 1, kT0));
+  const OnceState states[] = {OnceState::processing, OnceState::pending, OnceState::completed,
+                              OnceState::dead};
+  for (const OnceState st : states) {
+    for (const TimeMs lease_end : {kT0 - 1, kT0, kT0 + 1}) {
+      SCOPED_TRACE(std::string(to_string(st)) +
+                   ", lease end - now = " + std::to_string(lease_end - kT0));
+      OnceRecord r;
+      r.state = st;
+      r.lease_expires_at = lease_end;
+      const bool processing = st == OnceState::processing;
+      EXPECT_TRUE(matches(OnceFilter::all, r, kT0));
+      EXPECT_EQ(matches(OnceFilter::processing, r, kT0), processing && lease_end > kT0);
+      EXPECT_EQ(matches(OnceFilter::expired, r, kT0), processing && lease_end <= kT0);
+      EXPECT_EQ(lease_live(r, kT0), matches(OnceFilter::processing, r, kT0));
+      EXPECT_EQ(matches(OnceFilter::pending, r, kT0), st == OnceState::pending);
+      EXPECT_EQ(matches(OnceFilter::completed, r, kT0), st == OnceState::completed);
+      EXPECT_EQ(matches(OnceFilter::dead, r, kT0), st == OnceState::dead);
+      // Each record shows under exactly one state.
+      int shown = 0;
+      for (const OnceFilter f : kOnceFilters) shown += f != OnceFilter::all && matches(f, r, kT0);
+      EXPECT_EQ(shown, 1);
+    }
+  }
+}
+
 TEST(OnceInvariants, CheckRejectsImpossibleRecords) {
   OnceRecord r;
   r.key = "k";

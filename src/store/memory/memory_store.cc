@@ -217,7 +217,7 @@ class MemoryTables final : public Tables {
         case core::OnceState::processing:
           if (processing_rows >= cap) break;
           ++processing_rows;
-          if (r.lease_expires_at <= now) {
+          if (core::matches(core::OnceFilter::expired, r, now)) {
             ++c.expired;
             if (!c.oldest_expired_lease || r.lease_expires_at < *c.oldest_expired_lease)
               c.oldest_expired_lease = r.lease_expires_at;

@@ -7,6 +7,7 @@
 #include <thread>
 #include <utility>
 
+#include "store/once_sql.h"
 #include "store/table_store.h"
 
 namespace ichido::store::postgres {
@@ -258,20 +259,14 @@ Sql::Sql(const std::string& schema) {
         "finished_at = excluded.finished_at, request_id = excluded.request_id, "
         "replayed = excluded.replayed");
   delete_once = S("DELETE FROM {s}.once_records WHERE ns = $1 AND key = $2");
-  list_once_all = S("SELECT " ONCE_COLUMNS
-                    " FROM {s}.once_records WHERE ns = $1 AND key > $2 ORDER BY key LIMIT $3");
-  list_once_processing =
-      S("SELECT " ONCE_COLUMNS
-        " FROM {s}.once_records WHERE ns = $1 AND state = 'processing' AND key > $2 "
-        "AND lease_expires_at > $3 ORDER BY key LIMIT $4");
-  list_once_expired = S("SELECT " ONCE_COLUMNS
-                        " FROM {s}.once_records WHERE ns = $1 AND state = 'processing' "
-                        "AND key > $2 AND lease_expires_at <= $3 ORDER BY key LIMIT $4");
-  // A literal state each, so that a generic plan can use that state's partial index.
-  for (const char* state : {"pending", "completed", "dead"}) {
-    list_once_state.push_back(
-        S(std::string("SELECT " ONCE_COLUMNS " FROM {s}.once_records WHERE ns = $1 AND state = '") +
-          state + "' AND key > $2 ORDER BY key LIMIT $3"));
+  // One listing per filter (once_sql.h): $1 ns, $2 after, then $3 now when the filter looks at
+  // the lease, and the limit last. The literal state lets a generic plan use that state's
+  // partial index.
+  for (const core::OnceFilter f : core::kOnceFilters) {
+    std::string sql = "SELECT " ONCE_COLUMNS " FROM {s}.once_records WHERE ns = $1 AND key > $2";
+    if (const std::string w = once_sql::where(f, "$3"); !w.empty()) sql += " AND " + w;
+    sql += once_sql::uses_now(f) ? " ORDER BY key LIMIT $4" : " ORDER BY key LIMIT $3";
+    list_once[static_cast<std::size_t>(f)] = S(sql);
   }
   // Index once_ns_finished (migration 2): a range of (ns, finished_at), oldest first.
   purge_candidates =
@@ -303,19 +298,26 @@ Sql::Sql(const std::string& schema) {
         "  WHERE l.ns IS NOT NULL) "
         "SELECT ns FROM c WHERE ns IS NOT NULL UNION SELECT ns FROM o WHERE ns IS NOT NULL "
         "UNION SELECT ns FROM l WHERE ns IS NOT NULL ORDER BY 1");
-  // Each count stops at the cap ($2): an index range bounded by LIMIT, never a full scan.
-  count_once_state =
-      S("SELECT (SELECT count(*) FROM (SELECT 1 FROM {s}.once_records WHERE ns = $1 "
-        "AND state = 'pending' LIMIT $2) p), "
-        "(SELECT count(*) FROM (SELECT 1 FROM {s}.once_records WHERE ns = $1 "
-        "AND state = 'completed' LIMIT $2) c), "
-        "(SELECT count(*) FROM (SELECT 1 FROM {s}.once_records WHERE ns = $1 "
-        "AND state = 'dead' LIMIT $2) d)");
-  count_once_processing =
-      S("SELECT count(*), count(*) FILTER (WHERE lease_expires_at <= $2), "
-        "min(lease_expires_at) FILTER (WHERE lease_expires_at <= $2) FROM "
-        "(SELECT lease_expires_at FROM {s}.once_records WHERE ns = $1 AND state = 'processing' "
-        "LIMIT $3) p");
+  // Each count stops at the cap: an index range bounded by LIMIT, never a full scan. $1 ns,
+  // $2 the cap.
+  {
+    using F = core::OnceFilter;
+    const auto capped_count = [](F f) {
+      return "(SELECT count(*) FROM (SELECT 1 FROM {s}.once_records WHERE ns = $1 AND " +
+             once_sql::state_term(f) + " LIMIT $2) c)";
+    };
+    count_once_state = S("SELECT " + capped_count(F::pending) + ", " + capped_count(F::completed) +
+                         ", " + capped_count(F::dead));
+    // Processing rows read once: the lapsed ones (OnceFilter::expired) counted among them, the
+    // live ones are the rest. $1 ns, $2 now, $3 the cap.
+    const std::string lapsed = once_sql::lease_term(F::expired, "$2");
+    count_once_processing =
+        S("SELECT count(*), count(*) FILTER (WHERE " + lapsed +
+          "), min(lease_expires_at) FILTER (WHERE " + lapsed +
+          ") FROM (SELECT lease_expires_at FROM {s}.once_records WHERE ns = $1 AND " +
+          once_sql::state_term(F::expired) +  // the processing rows, live or lapsed
+          " LIMIT $3) p");
+  }
 
   insert_token =
       S("INSERT INTO {s}.tokens (" TOKEN_COLUMNS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)");
@@ -726,30 +728,12 @@ Result<bool> PgTables::delete_once(const std::string& ns, const std::string& key
 Result<std::vector<core::OnceRecord>> PgTables::list_once(const std::string& ns,
                                                           core::OnceFilter filter, TimeMs now,
                                                           const std::string& after, int limit) {
-  using F = core::OnceFilter;
-  switch (filter) {
-    case F::all:
-      return all<core::OnceRecord>(
-          conn_.query(sql_.list_once_all, Params().text(ns).text(after).i64(limit)), once_from);
-    case F::processing:
-      return all<core::OnceRecord>(
-          conn_.query(sql_.list_once_processing, Params().text(ns).text(after).i64(now).i64(limit)),
-          once_from);
-    case F::expired:
-      return all<core::OnceRecord>(
-          conn_.query(sql_.list_once_expired, Params().text(ns).text(after).i64(now).i64(limit)),
-          once_from);
-    case F::pending:
-    case F::completed:
-    case F::dead: {
-      const auto& stmt = sql_.list_once_state[filter == F::pending     ? 0
-                                              : filter == F::completed ? 1
-                                                                       : 2];
-      return all<core::OnceRecord>(conn_.query(stmt, Params().text(ns).text(after).i64(limit)),
-                                   once_from);
-    }
-  }
-  return std::vector<core::OnceRecord>();
+  Params p;
+  p.text(ns).text(after);
+  if (once_sql::uses_now(filter)) p.i64(now);
+  p.i64(limit);
+  return all<core::OnceRecord>(conn_.query(sql_.list_once[static_cast<std::size_t>(filter)], p),
+                               once_from);
 }
 
 Result<std::int64_t> PgTables::purge_once_in(const std::string& ns, TimeMs older_than, int limit) {

@@ -22,8 +22,10 @@
 // Thread-safety: none (like the connection it uses).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <string>
@@ -49,12 +51,11 @@ struct Sql {
       save_period, find_issued_by_key, find_issued_by_counter_key, find_issued, highest_issued,
       save_issued, list_issued;
   // Once records.
-  Stmt find_once, save_once, delete_once, list_once_all, list_once_processing, list_once_expired,
-      purge_candidates, purge_delete;
+  Stmt find_once, save_once, delete_once, purge_candidates, purge_delete;
+  std::array<Stmt, std::size(core::kOnceFilters)> list_once;  // by core::OnceFilter's value
   // Namespace settings; namespaces and counts (the dashboard's overview).
   Stmt find_ns_settings, save_ns_settings, delete_ns_settings, list_namespaces, count_once_state,
       count_once_processing;
-  std::vector<Stmt> list_once_state;  // pending, completed, dead
   // Tokens, audit.
   Stmt insert_token, find_token, find_token_by_hash, save_token, list_tokens, count_tokens,
       insert_audit, list_audit, list_audit_newest;

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "store/once_sql.h"
 #include "store/sqlite/rows.h"
 #include "store/sqlite/sqlite_tables.h"
 
@@ -147,8 +148,31 @@ Result<std::vector<std::string>> SqliteTables::list_namespaces() {
 // ones, which that index does not hold, as every record of the namespace less the open ones —
 // one range of the (ns, key) unique index, stopped at `cap` plus the open count. Exact below the
 // cap in one snapshot (every read runs in a transaction). When an open count itself reached the
-// cap, the difference would be wrong: then the completed ones are counted row by row.
+// cap, the difference would be wrong: then the completed ones are counted row by row. Processing
+// rows are read once: the lapsed ones (once_sql.h, OnceFilter::expired) counted among them, the
+// live ones are the rest.
 Result<OnceCounts> SqliteTables::count_once(const std::string& ns, TimeMs now, std::int64_t cap) {
+  using F = core::OnceFilter;
+  // Built once (Db finds each prepared statement by the text's address). ?1 ns, ?2 the cap.
+  const auto capped_count = [](F f) {
+    std::string q = "SELECT COUNT(*) FROM (SELECT 1 FROM once_records WHERE ns = ?1 AND " +
+                    once_sql::state_term(f);
+    if (f != F::completed) q += " AND " ICHIDO_ONCE_OPEN;
+    return q + " LIMIT ?2)";
+  };
+  static const std::string kPending = capped_count(F::pending);
+  static const std::string kDead = capped_count(F::dead);
+  static const std::string kCompleted = capped_count(F::completed);
+  // ?1 ns, ?2 now, ?3 the cap.
+  static const std::string kProcessing = [] {
+    const std::string lapsed = once_sql::lease_term(F::expired, "?2");
+    return "SELECT COUNT(*), COALESCE(SUM(" + lapsed + "), 0), MIN(CASE WHEN " + lapsed +
+           " THEN lease_expires_at END) FROM (SELECT lease_expires_at FROM once_records WHERE "
+           "ns = ?1 AND " +
+           once_sql::state_term(F::expired) +  // the processing rows, live or lapsed
+           " AND " ICHIDO_ONCE_OPEN " LIMIT ?3)";
+  }();
+
   OnceCounts c;
   auto count = [&](Result<Query> q, std::int64_t limit, std::int64_t& out) -> Result<void> {
     if (!q.ok()) return std::move(q).error();
@@ -162,19 +186,9 @@ Result<OnceCounts> SqliteTables::count_once(const std::string& ns, TimeMs now, s
     if (out >= cap) c.capped = true;
     return {};
   };
-  ICHIDO_TRY(
-      count_capped(db_.query("SELECT COUNT(*) FROM (SELECT 1 FROM once_records WHERE ns = ?1 "
-                             "AND state = 'pending' AND " ICHIDO_ONCE_OPEN " LIMIT ?2)"),
-                   c.pending));
-  ICHIDO_TRY(
-      count_capped(db_.query("SELECT COUNT(*) FROM (SELECT 1 FROM once_records WHERE ns = ?1 "
-                             "AND state = 'dead' AND " ICHIDO_ONCE_OPEN " LIMIT ?2)"),
-                   c.dead));
-  auto q = db_.query(
-      "SELECT COUNT(*), COALESCE(SUM(lease_expires_at <= ?2), 0), "
-      "MIN(CASE WHEN lease_expires_at <= ?2 THEN lease_expires_at END) FROM "
-      "(SELECT lease_expires_at FROM once_records WHERE ns = ?1 AND state = 'processing' "
-      "AND " ICHIDO_ONCE_OPEN " LIMIT ?3)");
+  ICHIDO_TRY(count_capped(db_.query(kPending.c_str()), c.pending));
+  ICHIDO_TRY(count_capped(db_.query(kDead.c_str()), c.dead));
+  auto q = db_.query(kProcessing.c_str());
   if (!q.ok()) return std::move(q).error();
   q->bind(1, ns).bind(2, now).bind(3, cap);
   if (q->step() != SQLITE_ROW) return db_.error("count once records");
@@ -185,9 +199,7 @@ Result<OnceCounts> SqliteTables::count_once(const std::string& ns, TimeMs now, s
   c.oldest_expired_lease = q->opt_int64(2);
 
   if (c.capped) {
-    ICHIDO_TRY(count_capped(db_.query("SELECT COUNT(*) FROM (SELECT 1 FROM once_records WHERE ns = "
-                                      "?1 AND state = 'completed' LIMIT ?2)"),
-                            c.completed));
+    ICHIDO_TRY(count_capped(db_.query(kCompleted.c_str()), c.completed));
     return c;
   }
   const std::int64_t open = c.pending + c.dead + processing;

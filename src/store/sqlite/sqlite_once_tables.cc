@@ -1,4 +1,8 @@
 // SqliteTables: the once-record rows (table once_records, schema migrations 4, 6, 10 and 11).
+#include <array>
+#include <iterator>
+
+#include "store/once_sql.h"
 #include "store/sqlite/sqlite_tables.h"
 
 namespace ichido::store::sqlite {
@@ -64,6 +68,27 @@ Result<std::vector<core::OnceRecord>> rows(Db& db, Result<Query> q) {
     if (!r.ok()) return std::move(r).error();
     out.push_back(std::move(*r));
   }
+}
+
+// The listing of each filter (once_sql.h), built once and kept at one address, so that Db finds
+// its prepared statement by that address. ?1 ns, ?2 after, then ?3 now when the filter looks at
+// the lease, and the limit last. Open states add ICHIDO_ONCE_OPEN to be served by once_open;
+// completed records (most of a namespace) are found through the (ns, key) unique index, each
+// row's state read from the table, so the first `limit` come after few others.
+const char* list_once_sql(core::OnceFilter f) {
+  static const auto sql = [] {
+    std::array<std::string, std::size(core::kOnceFilters)> out;
+    for (const core::OnceFilter each : core::kOnceFilters) {
+      const auto state = core::filter_terms(each).state;
+      std::string& q = out[static_cast<std::size_t>(each)];
+      q = "SELECT " ONCE_COLUMNS " FROM once_records WHERE ns = ?1 AND key > ?2";
+      if (const std::string w = once_sql::where(each, "?3"); !w.empty()) q += " AND " + w;
+      if (state && *state != core::OnceState::completed) q += " AND " ICHIDO_ONCE_OPEN;
+      q += once_sql::uses_now(each) ? " ORDER BY key LIMIT ?4" : " ORDER BY key LIMIT ?3";
+    }
+    return out;
+  }();
+  return sql[static_cast<std::size_t>(f)].c_str();
 }
 
 }  // namespace
@@ -219,54 +244,15 @@ Result<bool> SqliteTables::delete_once(const std::string& ns, const std::string&
 Result<std::vector<core::OnceRecord>> SqliteTables::list_once(const std::string& ns,
                                                               core::OnceFilter filter, TimeMs now,
                                                               const std::string& after, int limit) {
-  // One statement per filter (each is prepared once and cached by its text).
-  using F = core::OnceFilter;
-  const auto n = std::int64_t{limit};
-  switch (filter) {
-    case F::all: {
-      auto q = db_.query("SELECT " ONCE_COLUMNS
-                         " FROM once_records WHERE ns = ? AND key > ? ORDER BY key LIMIT ?");
-      if (q.ok()) q->bind(1, ns).bind(2, after).bind(3, n);
-      return rows(db_, std::move(q));
-    }
-    case F::processing: {
-      auto q = db_.query("SELECT " ONCE_COLUMNS
-                         " FROM once_records WHERE ns = ? AND "
-                         "state = 'processing' AND " ICHIDO_ONCE_OPEN
-                         " AND key > ? AND "
-                         "lease_expires_at > ? ORDER BY key LIMIT ?");
-      if (q.ok()) q->bind(1, ns).bind(2, after).bind(3, now).bind(4, n);
-      return rows(db_, std::move(q));
-    }
-    case F::expired: {
-      auto q = db_.query("SELECT " ONCE_COLUMNS
-                         " FROM once_records WHERE ns = ? AND "
-                         "state = 'processing' AND " ICHIDO_ONCE_OPEN
-                         " AND key > ? AND "
-                         "lease_expires_at <= ? ORDER BY key LIMIT ?");
-      if (q.ok()) q->bind(1, ns).bind(2, after).bind(3, now).bind(4, n);
-      return rows(db_, std::move(q));
-    }
-    case F::pending:
-    case F::dead: {
-      const auto state = filter == F::pending ? core::OnceState::pending : core::OnceState::dead;
-      auto q = db_.query("SELECT " ONCE_COLUMNS
-                         " FROM once_records WHERE ns = ? AND state = ? AND " ICHIDO_ONCE_OPEN
-                         " AND key > ? ORDER BY key LIMIT ?");
-      if (q.ok()) q->bind(1, ns).bind(2, core::to_string(state)).bind(3, after).bind(4, n);
-      return rows(db_, std::move(q));
-    }
-    case F::completed: {
-      // The (ns, key) unique index, each row's state read from the table: completed records
-      // are most of a namespace, so the first `limit` are found after few others.
-      auto q = db_.query("SELECT " ONCE_COLUMNS
-                         " FROM once_records WHERE ns = ? AND state = 'completed' AND key > ? "
-                         "ORDER BY key LIMIT ?");
-      if (q.ok()) q->bind(1, ns).bind(2, after).bind(3, n);
-      return rows(db_, std::move(q));
-    }
+  auto q = db_.query(list_once_sql(filter));
+  if (!q.ok()) return std::move(q).error();
+  q->bind(1, ns).bind(2, after);
+  if (once_sql::uses_now(filter)) {
+    q->bind(3, now).bind(4, std::int64_t{limit});
+  } else {
+    q->bind(3, std::int64_t{limit});
   }
-  return std::vector<core::OnceRecord>();
+  return rows(db_, std::move(q));
 }
 
 Result<std::int64_t> SqliteTables::purge_once_in(const std::string& ns, TimeMs older_than,

@@ -1,6 +1,6 @@
 // The store conformance suite, once records: every edge of the lifecycle in core/once.h run
-// against every Store (memory and SQLite), with a ManualClock for leases, exact outcomes and
-// exact error codes, and the invariants O1–O5 checked on every record a store answers.
+// against every Store (memory, SQLite and PostgreSQL), with a ManualClock for leases, exact
+// outcomes and exact error codes, and the invariants O1–O5 checked on every record a store answers.
 #include "store/testing/conformance_fixture.h"
 
 namespace ichido::store_testing {
@@ -278,6 +278,81 @@ TYPED_TEST(OnceConformance, ListsByStateInKeyOrderWithPaging) {
               "limit");
   ExpectError(this->S().list_once({"acme", OnceFilter::all, "", 1001}), errc::invalid_request,
               "limit");
+}
+
+// What a record is at time `now` is core::matches' to say (a lease ending at now has lapsed:
+// expired). Every store's listing by state and its counts by state (the overview, the /metrics
+// gauges) must select the same records, for records of every state whose lease ends just before,
+// at and just after now.
+TYPED_TEST(OnceConformance, ListingsAndCountsByStateAgreeWithTheRulebookAroundTheLeaseEnd) {
+  const TimeMs t0 = this->clock_.now_ms();
+  const TimeMs end = t0 + 60000;
+  const std::pair<const char*, TimeMs> sides[] = {
+      {"before", end - 1}, {"at", end}, {"after", end + 1}};
+  for (const auto& [side, lease_end] : sides) {
+    const std::string s = side;
+    const std::int64_t lease_ms = lease_end - t0;
+    this->MustAcquire("processing-" + s, "w", lease_ms);
+    ASSERT_TRUE(
+        this->Fail("pending-" + s, this->MustAcquire("pending-" + s, "w", lease_ms), "e").ok());
+    ASSERT_TRUE(
+        this->Complete("completed-" + s, this->MustAcquire("completed-" + s, "w", lease_ms), "1")
+            .ok());
+    ASSERT_TRUE(
+        this->Fail("dead-" + s, this->MustAcquire("dead-" + s, "w", lease_ms), "e", false).ok());
+  }
+  const std::pair<OnceFilter, const char*> filters[] = {{OnceFilter::all, "all"},
+                                                        {OnceFilter::processing, "processing"},
+                                                        {OnceFilter::expired, "expired"},
+                                                        {OnceFilter::pending, "pending"},
+                                                        {OnceFilter::completed, "completed"},
+                                                        {OnceFilter::dead, "dead"}};
+  using V = std::vector<std::string>;
+  for (const TimeMs now : {end - 1, end, end + 1}) {
+    SCOPED_TRACE("now = the middle lease end " + std::to_string(now - end) + " ms");
+    this->clock_.set(now);
+    auto page = this->S().list_once({"acme", OnceFilter::all, "", 1000});
+    ASSERT_TRUE(page.ok()) << page.error().message;
+    ASSERT_EQ(page->items.size(), 12u);
+    for (const auto& r : page->items) this->Check(r);
+
+    for (const auto& [f, name] : filters) {
+      V want;
+      for (const auto& r : page->items) {
+        if (core::matches(f, r, now)) want.push_back(r.key);
+      }
+      EXPECT_EQ(this->Listed(f), want) << "state=" << name;
+    }
+    if (now == end) {  // the boundary itself, spelled out
+      EXPECT_EQ(this->Listed(OnceFilter::processing), V{"processing-after"});
+      EXPECT_EQ(this->Listed(OnceFilter::expired), (V{"processing-at", "processing-before"}));
+    }
+
+    OnceCounts want;
+    for (const auto& r : page->items) {
+      want.processing += core::matches(OnceFilter::processing, r, now);
+      want.pending += core::matches(OnceFilter::pending, r, now);
+      want.completed += core::matches(OnceFilter::completed, r, now);
+      want.dead += core::matches(OnceFilter::dead, r, now);
+      if (core::matches(OnceFilter::expired, r, now)) {
+        ++want.expired;
+        if (!want.oldest_expired_lease || r.lease_expires_at < *want.oldest_expired_lease) {
+          want.oldest_expired_lease = r.lease_expires_at;
+        }
+      }
+    }
+    auto sum = this->S().summarize_namespaces(std::string("acme"), 1000);
+    ASSERT_TRUE(sum.ok()) << sum.error().message;
+    ASSERT_EQ(sum->size(), 1u);
+    const OnceCounts& got = (*sum)[0].once;
+    EXPECT_EQ(got.processing, want.processing);
+    EXPECT_EQ(got.expired, want.expired);
+    EXPECT_EQ(got.pending, want.pending);
+    EXPECT_EQ(got.completed, want.completed);
+    EXPECT_EQ(got.dead, want.dead);
+    EXPECT_EQ(got.oldest_expired_lease, want.oldest_expired_lease);
+    EXPECT_FALSE(got.capped);
+  }
 }
 
 TYPED_TEST(OnceConformance, NamespacesAndKeysAreKeptApartByteForByte) {

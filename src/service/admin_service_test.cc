@@ -155,6 +155,42 @@ TEST_F(AdminServiceTest, AnExternalRevokeIsSeenBeforeTheNextAnswer) {
   EXPECT_EQ(denied.error().code, errc::unauthenticated);
 }
 
+// The periodic refresh asks the probe to recheck what it cannot check per request, before it
+// reads the tokens.
+TEST_F(AdminServiceTest, TheRefreshRechecksTheProbeBeforeItReads) {
+  std::vector<std::string> events;
+  class Recording final : public store_testing::ForwardingStore {
+   public:
+    Recording(Store& in, std::vector<std::string>& events) : ForwardingStore(in), e_(events) {}
+    void list_tokens(Callback<std::vector<core::TokenInfo>> d) override {
+      e_.push_back("read");
+      in_.list_tokens(std::move(d));
+    }
+
+   private:
+    std::vector<std::string>& e_;
+  } recording(mem_, events);
+  AuthOptions o;
+  o.external_revision = [] { return std::uint64_t{0}; };
+  o.recheck_revision = [&] { events.push_back("recheck"); };
+  Authenticator auth(recording, clock_, std::move(o));
+  ASSERT_TRUE(auth.load_blocking().ok());
+  ASSERT_EQ(events, std::vector<std::string>{"read"});
+  auth.start_refresh(ioc_.get_executor(), std::chrono::milliseconds(1));
+  ioc_.restart();
+  for (int i = 0; i < 1000 && events.size() < 5; ++i) {
+    ioc_.run_one_for(std::chrono::milliseconds(10));
+  }
+  auth.stop();
+  ioc_.restart();
+  ioc_.run();
+  ASSERT_GE(events.size(), 5u);
+  for (std::size_t i = 1; i + 1 < events.size(); i += 2) {
+    EXPECT_EQ(events[i], "recheck") << i;
+    EXPECT_EQ(events[i + 1], "read") << i;
+  }
+}
+
 // Admin mutations: the audit entry and the effect are one transaction.
 TEST_F(AdminServiceTest, ATokenIsNotCreatedWhenItsAuditEntryCannotBeWritten) {
   core::AuditEntry audit;

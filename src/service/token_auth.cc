@@ -51,6 +51,7 @@ void Authenticator::schedule() {
   timer_->expires_after(period_);
   timer_->async_wait([this](boost::system::error_code ec) {
     if (ec || stopped_.load()) return;
+    if (opt_.recheck_revision) opt_.recheck_revision();
     store_.list_tokens([this](Result<std::vector<core::TokenInfo>> r) {
       // Keep the last good index when the store cannot be read: authentication must not fail
       // open or closed because of one failed refresh.

@@ -13,10 +13,11 @@
 //       either side (tokens are never deleted). A refresh read before a revoke committed can
 //       therefore never bring the revoked token back.
 //   A3. Changes made outside this process are noticed before answering. `external_revision`,
-//       when given, is a cheap probe of the backend (the SQLite store: the size of the
-//       DIR/tokens.rev file that `ichido token create|revoke` appends to); when it differs from
-//       the value last seen, the index is reloaded before the request is authenticated, so a
-//       revoke made with the CLI takes effect when the CLI returns.
+//       when given, is a cheap probe of the backend (the SQLite store: the counter in
+//       DIR/tokens.seq, mapped into memory, that `ichido token revoke` increments; PostgreSQL:
+//       the change feed's token notifications); when it differs from the value last seen, the
+//       index is reloaded before the request is authenticated, so a revoke made with the CLI
+//       takes effect when the CLI returns.
 // A periodic refresh (start_refresh) also picks up changes the probe cannot see (other nodes).
 //
 // Lifecycle: construct → load_blocking() → start_refresh() → stop() before the store closes.
@@ -46,6 +47,10 @@ namespace ichido::service {
 struct AuthOptions {
   int lookups_per_second = 20;  // A1: store lookups of unknown tokens, over all requests
   std::function<std::uint64_t()> external_revision;  // A3; empty: no out-of-process changes
+  // Called by the periodic refresh before it reads the tokens, on the refresh's executor: what
+  // the probe cannot afford to check per request (the SQLite store: whether DIR/tokens.seq was
+  // replaced, TokensRevision::recheck). Empty: nothing.
+  std::function<void()> recheck_revision;
 };
 
 class Authenticator {

@@ -162,9 +162,10 @@ void Api::audit_failure(const Request& req, const Error& e, const std::string& a
 boost::asio::awaitable<Response> Api::route(Request& req, Routed& routed, bool* admitted) {
   const bool v1 = !req.segments.empty() && req.segments[0] == "v1";
   const bool metrics = req.segments.size() == 1 && req.segments[0] == "metrics";
-  std::optional<core::TokenInfo> principal;
+  service::Authenticator::Principal principal;
   if (opt_.auth && (v1 || (metrics && !opt_.metrics_open))) {
-    auto who = co_await opt_.auth->authenticate(req.authorization);
+    // Nothing reads the header after this: handed over, not copied.
+    auto who = co_await opt_.auth->authenticate(std::move(req.authorization));
     if (!who.ok()) {
       if (who.error().code == errc::unauthenticated) audit_failure(req, who.error(), "-");
       co_return Response::error(who.error());
@@ -191,7 +192,7 @@ boost::asio::awaitable<Response> Api::route(Request& req, Routed& routed, bool* 
     *admitted = true;
     co_return Response();
   }
-  req.principal = principal ? &*principal : nullptr;
+  req.principal = principal.get();
   if (m.route->admin()) {
     core::AuditEntry entry;
     entry.actor = principal ? principal->id : "no-auth";

@@ -40,7 +40,7 @@ struct Request {
   // The body, not copied: it points into the server's request message, which outlives the
   // handler. Handlers parse it (parse_body) and must not keep the view.
   std::string_view body;
-  std::string authorization;  // the Authorization header, if any
+  std::string authorization;  // the Authorization header, if any; Api::route hands it to auth
   std::string if_none_match;  // the If-None-Match header, if any (static files answer 304)
   // The raw path (no query), for logs and audit: a view of the target parse_target() was given,
   // which outlives the request (the server's message; a test's literal).

@@ -359,13 +359,14 @@ int run_server(const ServeConfig& cfg) {
   }
   http::Metrics metrics;
   service::AuthOptions auth_opt;
-  // A3: token changes made outside this process. The data directory's revision file (`ichido
-  // token --data`); on PostgreSQL, the change feed's "tokens changed" (other nodes and `ichido
-  // token --store` announce them in their transaction, decision 075).
+  // A3: token changes made outside this process. The data directory's revision counter, mapped
+  // (`ichido token --data`; decision 144); on PostgreSQL, the change feed's "tokens changed"
+  // (other nodes and `ichido token --store` announce them in their transaction, decision 075).
   std::atomic<std::uint64_t> external_token_changes{0};
   if (cfg.store_url.empty()) {
-    auth_opt.external_revision =
-        [rev = std::make_shared<store::sqlite::TokensRevision>(cfg.data_dir)] { return (*rev)(); };
+    auto rev = std::make_shared<store::sqlite::TokensRevision>(cfg.data_dir);
+    auth_opt.external_revision = [rev] { return (*rev)(); };
+    auth_opt.recheck_revision = [rev] { rev->recheck(); };
   } else {
     auth_opt.external_revision = [&external_token_changes] {
       return external_token_changes.load();

@@ -57,8 +57,8 @@ class AdminServiceTest : public ::testing::Test {
     if (!out) return Error(errc::internal, "did not finish");
     return std::move(*out);
   }
-  Result<core::TokenInfo> Auth(const std::string& secret) {
-    return Run<core::TokenInfo>([&] { return auth_.authenticate("Bearer " + secret); });
+  Result<Authenticator::Principal> Auth(const std::string& secret) {
+    return Run<Authenticator::Principal>([&] { return auth_.authenticate("Bearer " + secret); });
   }
   NewToken MustCreate(const std::string& role = "writer", const std::string& ns = "shop") {
     auto t = Run<NewToken>([&] { return admin_.create_token({role, ns, "t", {}}, std::nullopt); });
@@ -66,10 +66,10 @@ class AdminServiceTest : public ::testing::Test {
     return t.ok() ? *t : NewToken{};
   }
   // A token written straight into the store, as `ichido token create` or another node would.
-  std::string CreateBehindTheServersBack() {
+  std::string CreateBehindTheServersBack(std::optional<TimeMs> expires_at = std::nullopt) {
     const std::string secret = new_token_secret();
     auto info = core::make_token(new_token_id(), secret, core::Role::writer, "shop", "cli",
-                                 clock_.now_ms(), std::nullopt);
+                                 clock_.now_ms(), expires_at);
     EXPECT_TRUE(info.ok());
     std::optional<Result<core::TokenInfo>> r;
     mem_.create_token(CreateTokenCmd{*info, std::nullopt},
@@ -92,7 +92,7 @@ TEST_F(AdminServiceTest, ATokenCreatedElsewhereWorksOnTheNextRequest) {
   const std::string secret = CreateBehindTheServersBack();
   auto who = Auth(secret);
   ASSERT_TRUE(who.ok()) << who.error().message;
-  EXPECT_EQ(who->scope, "shop");
+  EXPECT_EQ((*who)->scope, "shop");
   EXPECT_EQ(store_.lookups.load(), 1);
   ASSERT_TRUE(Auth(secret).ok());
   EXPECT_EQ(store_.lookups.load(), 1) << "now known: no second lookup";
@@ -153,6 +153,123 @@ TEST_F(AdminServiceTest, AnExternalRevokeIsSeenBeforeTheNextAnswer) {
   auto denied = Auth(made.secret);
   ASSERT_FALSE(denied.ok());
   EXPECT_EQ(denied.error().code, errc::unauthenticated);
+}
+
+// A4: a token verified on this thread is not hashed or looked up again while the index is
+// unchanged.
+TEST_F(AdminServiceTest, ATokenVerifiedOnThisThreadIsNotHashedAgain) {
+  auto made = MustCreate();
+  ASSERT_TRUE(auth_.load_blocking().ok());
+  ASSERT_TRUE(Auth(made.secret).ok());
+  const std::uint64_t hashed = auth_.secrets_hashed();
+  for (int i = 0; i < 3; ++i) {
+    auto again = Auth(made.secret);
+    ASSERT_TRUE(again.ok()) << again.error().message;
+    EXPECT_EQ((*again)->id, made.info.id);
+    EXPECT_EQ((*again)->scope, "shop");
+  }
+  EXPECT_EQ(auth_.secrets_hashed(), hashed);
+}
+
+// A4: the remembered token answers only for its own secret, only from the current index, and
+// only until it expires.
+TEST_F(AdminServiceTest, ARememberedTokenFollowsEveryChangeOfTheIndexAndTheClock) {
+  auto made = MustCreate();
+  ASSERT_TRUE(auth_.load_blocking().ok());
+  ASSERT_TRUE(Auth(made.secret).ok());
+  std::string other = made.secret;  // same length, one character off
+  other.back() = other.back() == 'A' ? 'B' : 'A';
+  auto wrong = Auth(other);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.error().code, errc::unauthenticated);
+  ASSERT_TRUE(Auth(made.secret).ok());
+
+  // Revoked on this node (the index learns it from the revoke itself).
+  auto revoked = Run<core::TokenInfo>([&] { return admin_.revoke_token(made.info.id, {}); });
+  ASSERT_TRUE(revoked.ok()) << revoked.error().message;
+  auto denied = Auth(made.secret);
+  ASSERT_FALSE(denied.ok());
+  EXPECT_EQ(denied.error().code, errc::unauthenticated);
+
+  // Expired while remembered.
+  const std::string short_lived = CreateBehindTheServersBack(clock_.now_ms() + 1000);
+  ASSERT_TRUE(Auth(short_lived).ok());
+  ASSERT_TRUE(Auth(short_lived).ok());
+  clock_.advance(1000);
+  auto expired = Auth(short_lived);
+  ASSERT_FALSE(expired.ok());
+  EXPECT_EQ(expired.error().code, errc::unauthenticated);
+}
+
+// A4 and A3: a revoke made outside the process is seen through a remembered token too.
+TEST_F(AdminServiceTest, AnExternalRevokeEndsARememberedToken) {
+  auto made = MustCreate();
+  ASSERT_TRUE(auth_.load_blocking().ok());
+  ASSERT_TRUE(Auth(made.secret).ok());
+  ASSERT_TRUE(Auth(made.secret).ok());
+  std::optional<Result<core::TokenInfo>> r;
+  mem_.revoke_token(RevokeTokenCmd{made.info.id, std::nullopt},
+                    [&](Result<core::TokenInfo> x) { r.emplace(std::move(x)); });
+  ASSERT_TRUE(r && r->ok());
+  revision_ += 1;
+  auto denied = Auth(made.secret);
+  ASSERT_FALSE(denied.ok());
+  EXPECT_EQ(denied.error().code, errc::unauthenticated);
+}
+
+// A4: two Authenticators whose requests run on one thread never answer from each other's
+// remembered token, even at the same index version.
+TEST_F(AdminServiceTest, ARememberedTokenBelongsToItsAuthenticator) {
+  auto made = MustCreate();                 // auth_'s index: version 2
+  ASSERT_TRUE(auth_.load_blocking().ok());  // 3
+  ASSERT_TRUE(Auth(made.secret).ok());      // remembered at 3
+  store::memory::MemoryStore empty{&clock_};
+  Authenticator other(empty, clock_);
+  ASSERT_TRUE(other.load_blocking().ok());  // 2
+  auto unrelated = core::make_token(new_token_id(), new_token_secret(), core::Role::reader, "shop",
+                                    "x", clock_.now_ms(), std::nullopt);
+  ASSERT_TRUE(unrelated.ok());
+  other.upsert(*unrelated);  // 3
+  auto r =
+      Run<Authenticator::Principal>([&] { return other.authenticate("Bearer " + made.secret); });
+  ASSERT_FALSE(r.ok()) << "a token of another store was let in";
+  EXPECT_EQ(r.error().code, errc::unauthenticated);
+}
+
+// The periodic refresh asks the probe to recheck what it cannot check per request, before it
+// reads the tokens.
+TEST_F(AdminServiceTest, TheRefreshRechecksTheProbeBeforeItReads) {
+  std::vector<std::string> events;
+  class Recording final : public store_testing::ForwardingStore {
+   public:
+    Recording(Store& in, std::vector<std::string>& events) : ForwardingStore(in), e_(events) {}
+    void list_tokens(Callback<std::vector<core::TokenInfo>> d) override {
+      e_.push_back("read");
+      in_.list_tokens(std::move(d));
+    }
+
+   private:
+    std::vector<std::string>& e_;
+  } recording(mem_, events);
+  AuthOptions o;
+  o.external_revision = [] { return std::uint64_t{0}; };
+  o.recheck_revision = [&] { events.push_back("recheck"); };
+  Authenticator auth(recording, clock_, std::move(o));
+  ASSERT_TRUE(auth.load_blocking().ok());
+  ASSERT_EQ(events, std::vector<std::string>{"read"});
+  auth.start_refresh(ioc_.get_executor(), std::chrono::milliseconds(1));
+  ioc_.restart();
+  for (int i = 0; i < 1000 && events.size() < 5; ++i) {
+    ioc_.run_one_for(std::chrono::milliseconds(10));
+  }
+  auth.stop();
+  ioc_.restart();
+  ioc_.run();
+  ASSERT_GE(events.size(), 5u);
+  for (std::size_t i = 1; i + 1 < events.size(); i += 2) {
+    EXPECT_EQ(events[i], "recheck") << i;
+    EXPECT_EQ(events[i + 1], "read") << i;
+  }
 }
 
 // Admin mutations: the audit entry and the effect are one transaction.

@@ -3,7 +3,9 @@
 //   DIR/ichido.db (+ -wal, -shm)  the database (schema: schema.cc)
 //   DIR/ichido.id                 the store's identity: id, creation time, token high-water mark
 //   DIR/LOCK                      held (flock) by the one process serving the directory
-//   DIR/admin.token               the first admin token (server), DIR/tokens.rev (token CLI)
+//   DIR/admin.token               the first admin token (server)
+//   DIR/tokens.seq                the token CLI's revision counter, mapped by the server
+//                                 (token_admin.h); DIR/tokens.rev, the same for older servers
 //
 // Why ichido.id lives beside the database, not in it: a database file that was emptied or
 // deleted (`: > ichido.db`, a lost volume mount, a bad restore script) must not come back as an

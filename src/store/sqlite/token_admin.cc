@@ -1,9 +1,12 @@
 #include "store/sqlite/token_admin.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <filesystem>
 
 #include "base/secret.h"
@@ -41,22 +44,32 @@ Result<T> in_transaction(const std::string& dir, bool init, Fn fn) {
   return r;
 }
 
-std::string rev_path(const std::string& dir) { return dir + "/tokens.rev"; }
+std::string seq_path(const std::string& dir) { return dir + "/tokens.seq"; }
+std::string legacy_rev_path(const std::string& dir) { return dir + "/tokens.rev"; }
 
-// Tells a running server that the tokens changed (see tokens_revision). Errors: internal, when
-// the file cannot be written — the change is committed, but the server learns of it only at
-// its next periodic refresh (within a second).
-Result<void> bump_revision(const std::string& dir) {
-  const std::string path = rev_path(dir);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  const bool ok = fd >= 0 && ::write(fd, "+", 1) == 1;
-  if (fd >= 0) ::close(fd);
-  if (!ok) {
-    return Error(errc::internal, "The change is saved, but " + path +
-                                     " could not be written: a running server applies it "
-                                     "within a second.");
+constexpr std::size_t kWord = sizeof(std::uint64_t);
+static_assert(std::atomic_ref<std::uint64_t>::is_always_lock_free,
+              "the counter is shared between processes: only a lock-free atomic works there");
+
+// Opens DIR/tokens.seq, creating it when missing, and makes it at least 8 bytes long without
+// touching bytes already there (two processes may do this at once, or one after an increment).
+// fallocate(2) allocates the block as well, so a later write through a mapping needs no new space;
+// where the file system has no fallocate, ftruncate(2) extends it (zeros). -1 on failure.
+// Mode 0644: a count of revokes is no secret, and a server running as another user than the CLI
+// that made the file (root, say) can still read it through its path.
+int open_seq(const std::string& dir, struct stat* st) {
+  const int fd = ::open(seq_path(dir).c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return -1;
+  bool ok = ::fstat(fd, st) == 0;
+  if (ok && st->st_size < static_cast<off_t>(kWord)) {
+    ok = ::fallocate(fd, 0, 0, kWord) == 0 ||
+         ((errno == EOPNOTSUPP || errno == ENOSYS) && ::ftruncate(fd, kWord) == 0);
   }
-  return {};
+  if (!ok) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 core::AuditEntry cli_audit(std::string action, std::string ns, std::string detail, TimeMs now) {
@@ -73,37 +86,83 @@ core::AuditEntry cli_audit(std::string action, std::string ns, std::string detai
 
 }  // namespace
 
-std::uint64_t tokens_revision(const std::string& dir) {
+Result<void> bump_tokens_revision(const std::string& dir) {
+  // Servers from before tokens.seq watch the size of tokens.rev. Best effort: they also re-read
+  // their tokens every second.
+  if (const int fd = ::open(legacy_rev_path(dir).c_str(),
+                            O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+      fd >= 0) {
+    (void)!::write(fd, "+", 1);
+    ::close(fd);
+  }
   struct stat st{};
-  if (::stat(rev_path(dir).c_str(), &st) != 0) return 0;
-  return static_cast<std::uint64_t>(st.st_size);
+  const int fd = open_seq(dir, &st);
+  void* p = fd < 0 ? MAP_FAILED : ::mmap(nullptr, kWord, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (fd >= 0) ::close(fd);  // the mapping keeps the file
+  if (p == MAP_FAILED) {
+    return Error(errc::internal, "The change is saved, but " + seq_path(dir) +
+                                     " could not be written: a running server applies it "
+                                     "within a second.");
+  }
+  std::atomic_ref<std::uint64_t>(*static_cast<std::uint64_t*>(p)).fetch_add(1);
+  ::munmap(p, kWord);
+  return {};
 }
 
-TokensRevision::TokensRevision(std::string dir) : dir_(std::move(dir)) { reopen(); }
+std::uint64_t tokens_revision(const std::string& dir) {
+  const int fd = ::open(seq_path(dir).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return 0;
+  std::uint64_t value = 0;
+  const bool whole = ::pread(fd, &value, kWord, 0) == static_cast<ssize_t>(kWord);
+  ::close(fd);
+  return whole ? value : 0;
+}
+
+TokensRevision::TokensRevision(std::string dir) : dir_(std::move(dir)) { map_path(); }
 
 TokensRevision::~TokensRevision() {
-  if (const int fd = fd_.load(); fd >= 0) ::close(fd);
+  for (void* p : mappings_) ::munmap(p, kWord);
 }
 
-void TokensRevision::reopen() const {
-  const int fresh =
-      ::open(rev_path(dir_).c_str(), O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fresh < 0) return;
-  int expected = -1;
-  if (fd_.compare_exchange_strong(expected, fresh)) return;  // the first open
-  // Put the new file under the old number: readers never see a closed or reused number.
-  (void)::dup2(fresh, expected);
-  ::close(fresh);
-}
-
-std::uint64_t TokensRevision::operator()() const {
-  const int fd = fd_.load(std::memory_order_acquire);
+void TokensRevision::recheck() noexcept {
   struct stat st{};
-  if (fd >= 0 && ::fstat(fd, &st) == 0 && st.st_nlink > 0) {
-    return static_cast<std::uint64_t>(st.st_size);
+  if (word_.load() != nullptr && ::stat(seq_path(dir_).c_str(), &st) == 0 &&
+      static_cast<std::uint64_t>(st.st_dev) == dev_ &&
+      static_cast<std::uint64_t>(st.st_ino) == ino_ && st.st_size >= static_cast<off_t>(kWord)) {
+    return;  // still the mapped file
   }
-  reopen();  // removed or replaced (or never opened): the path's file from now on
-  return tokens_revision(dir_);
+  map_path();
+}
+
+void TokensRevision::map_path() noexcept {
+  struct stat st{};
+  // open_seq may have to create or extend the file; the mapping is read-only.
+  const int fd = open_seq(dir_, &st);
+  if (fd < 0) {
+    word_.store(nullptr, std::memory_order_release);  // the path, per call, until a recheck
+    return;
+  }
+  const auto dev = static_cast<std::uint64_t>(st.st_dev);
+  const auto ino = static_cast<std::uint64_t>(st.st_ino);
+  if (word_.load() != nullptr && dev == dev_ && ino == ino_) {  // the mapped file, extended
+    ::close(fd);
+    return;
+  }
+  void* p = static_cast<int>(mappings_.size()) >= kMaxMappings
+                ? MAP_FAILED
+                : ::mmap(nullptr, kWord, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) {
+    word_.store(nullptr, std::memory_order_release);
+    return;
+  }
+  // Best effort: keeps the page resident, so an idle server's next request does not wait for
+  // the disk to read it again.
+  (void)::mlock(p, kWord);
+  mappings_.push_back(p);
+  dev_ = dev;
+  ino_ = ino;
+  word_.store(static_cast<std::uint64_t*>(p), std::memory_order_release);
 }
 
 Result<NewToken> create_token_in_dir(const std::string& dir, core::Role role,
@@ -144,7 +203,7 @@ Result<core::TokenInfo> revoke_token_in_dir(const std::string& dir, const std::s
         return tok;
       });
   if (!r.ok()) return r;
-  ICHIDO_TRY(bump_revision(dir));
+  ICHIDO_TRY(bump_tokens_revision(dir));
   return r;
 }
 

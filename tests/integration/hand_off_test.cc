@@ -8,8 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdio>
-#include <ctime>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -34,19 +32,6 @@ std::string post(const std::string& target, const json::object& body) {
 }
 
 // The JSON body of the one HTTP answer in `bytes` (null when there is none).
-// Milliseconds since the epoch of an answer's "YYYY-MM-DDTHH:MM:SS.mmmZ" (UTC), or -1.
-std::int64_t epoch_ms(const std::string& t) {
-  std::tm tm{};
-  int ms = 0;
-  if (std::sscanf(t.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7) {
-    return -1;
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return static_cast<std::int64_t>(timegm(&tm)) * 1000 + ms;
-}
-
 json::value body_of(const std::string& bytes) {
   const auto at = bytes.find("\r\n\r\n");
   if (at == std::string::npos) return nullptr;
@@ -201,8 +186,8 @@ TEST_F(HandOff, ALockGrantToAWaiterWhoseClientLeftDuringItsCommitGoesToTheNextWa
         ASSERT_EQ(w2.status, 200) << w2.body << w2.transport_error;
         ASSERT_TRUE(w2.at("acquired").as_bool()) << "round " << round << ": " << w2.body;
         const std::int64_t w1_end =
-            epoch_ms(std::string(granted.at("lease_expires_at").as_string()));
-        const std::int64_t w2_start = epoch_ms(w2.str("lease_expires_at")) - 60000;
+            rfc3339_to_ms(std::string(granted.at("lease_expires_at").as_string()));
+        const std::int64_t w2_start = rfc3339_to_ms(w2.str("lease_expires_at")) - 60000;
         ASSERT_GT(w1_end, 0) << left.answer;
         EXPECT_GE(w2_start, w1_end)
             << "round " << round << ": W2 was granted the lock while the "

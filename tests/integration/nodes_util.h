@@ -29,22 +29,6 @@ inline std::int64_t now_ms() {
       .count();
 }
 
-// "2026-04-01T09:30:00.123Z" -> ms since the epoch (-1 when malformed).
-inline std::int64_t rfc3339_to_ms(const std::string& s) {
-  int y, mo, d, h, mi, sec, ms = 0;
-  if (std::sscanf(s.c_str(), "%d-%d-%dT%d:%d:%d.%dZ", &y, &mo, &d, &h, &mi, &sec, &ms) < 6) {
-    return -1;
-  }
-  std::tm tm{};
-  tm.tm_year = y - 1900;
-  tm.tm_mon = mo - 1;
-  tm.tm_mday = d;
-  tm.tm_hour = h;
-  tm.tm_min = mi;
-  tm.tm_sec = sec;
-  return static_cast<std::int64_t>(::timegm(&tm)) * 1000 + ms;
-}
-
 // How far ahead of this machine's clock the server's log clock is: its first log line's time
 // minus now (a few seconds too low: the line was written at start-up).
 inline std::int64_t log_clock_skew_ms(const std::string& log) {

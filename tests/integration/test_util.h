@@ -4,7 +4,9 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -13,6 +15,22 @@
 #include <utility>
 
 namespace ichido::testing {
+
+// "2026-04-01T09:30:00.123Z" -> ms since the epoch (-1 when malformed).
+inline std::int64_t rfc3339_to_ms(const std::string& s) {
+  int y, mo, d, h, mi, sec, ms = 0;
+  if (std::sscanf(s.c_str(), "%d-%d-%dT%d:%d:%d.%dZ", &y, &mo, &d, &h, &mi, &sec, &ms) < 6) {
+    return -1;
+  }
+  std::tm tm{};
+  tm.tm_year = y - 1900;
+  tm.tm_mon = mo - 1;
+  tm.tm_mday = d;
+  tm.tm_hour = h;
+  tm.tm_min = mi;
+  tm.tm_sec = sec;
+  return static_cast<std::int64_t>(::timegm(&tm)) * 1000 + ms;
+}
 
 // Polls `pred` every 5 ms until it holds or `limit` passes; true when it held. For waiting on
 // an event the test cannot be told about directly (a refresh, a queue position), with a bound —

@@ -3,9 +3,11 @@
 // exact error codes, so two stores that pass give the same answers to the same commands.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ichido/store.h"
@@ -230,6 +232,61 @@ TYPED_TEST(LockConformance, ListShowsLiveLeasesOfTheNamespaceByName) {
   auto none = this->S().list_locks("empty");
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
+}
+
+// Whether a lock is held at time `now` is core::is_held's to say (L3: a lease ending at now has
+// lapsed). Every store's GET, listing and held count (the overview, the dashboard) must agree with
+// it for locks whose leases end just before, at and just after now; and an acquire at the lease
+// end takes exactly the locks that are not held.
+TYPED_TEST(LockConformance, GetListAndHeldCountAgreeWithTheRulebookAroundTheLeaseEnd) {
+  const TimeMs t0 = this->clock_.now_ms();
+  const TimeMs end = t0 + 60000;
+  const std::pair<const char*, TimeMs> sides[] = {
+      {"before", end - 1}, {"at", end}, {"after", end + 1}};
+  std::vector<core::LockRecord> granted;
+  for (const auto& [side, lease_end] : sides) {
+    granted.push_back(this->MustAcquire(side, "w", lease_end - t0));
+    ASSERT_EQ(granted.back().lease_expires_at, lease_end);
+  }
+  using V = std::vector<std::string>;
+  for (const TimeMs now : {end - 1, end, end + 1}) {
+    SCOPED_TRACE("now = the middle lease end " + std::to_string(now - end) + " ms");
+    this->clock_.set(now);
+    V want;
+    for (const auto& g : granted) {
+      const bool held = core::is_held(g, now);
+      if (held) want.push_back(g.name);
+      auto s = this->S().get_lock(this->Ref(g.name));
+      ASSERT_TRUE(s.ok()) << s.error().message;
+      EXPECT_EQ(s->holder.has_value(), held) << g.name;
+      if (held && s->holder) {
+        EXPECT_EQ(*s->holder, g);
+      }
+    }
+    std::sort(want.begin(), want.end());
+    auto l = this->S().list_locks(this->kNs);
+    ASSERT_TRUE(l.ok()) << l.error().message;
+    V listed;
+    for (const auto& x : *l) {
+      ASSERT_TRUE(x.holder.has_value());
+      listed.push_back(x.holder->name);
+    }
+    EXPECT_EQ(listed, want);
+    if (now == end) {  // the boundary itself, spelled out
+      EXPECT_EQ(listed, V{"after"});
+    }
+
+    auto sum = this->S().summarize_namespaces(std::string(this->kNs), 1000);
+    ASSERT_TRUE(sum.ok()) << sum.error().message;
+    ASSERT_EQ(sum->size(), 1u);
+    EXPECT_EQ((*sum)[0].locks_held, static_cast<std::int64_t>(want.size()));
+  }
+  this->clock_.set(end);
+  for (const auto& g : granted) {
+    auto r = this->Acquire(g.name, "next");
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->acquired, !core::is_held(g, end)) << g.name;
+  }
 }
 
 TYPED_TEST(LockConformance, ConcurrentAcquiresGrantExactlyOne) {

@@ -13,8 +13,10 @@
 //       and memory stores); PostgreSQL's write connections and nodes draw tokens ahead in their
 //       own transactions, so a later grant of another lock may carry a smaller token (decision
 //       071).
-//   L3. A lock is *held* exactly when it has a record and now < lease_expires_at. GET, list and
-//       `?token=` answers use this definition only: a lapsed record is never reported as held.
+//   L3. A lock is *held* exactly when it has a record whose lease is live at now
+//       (core::lease_live_at: now < lease_expires_at; a lease ending at now has lapsed). GET,
+//       list, the held count and `?token=` answers use this definition only (is_held; the SQL
+//       stores' listing through store/lease_sql.h): a lapsed record is never reported as held.
 //   L4. acquire grants only when the lock is not held (no record, or a lapsed one); a grant
 //       replaces any lapsed record wholesale, so the lapsed holder's token stops matching.
 //   L5. release and renew succeed only for the token of the current record, held or lapsed; any
@@ -100,9 +102,9 @@ struct LockRecord {
   bool operator==(const LockRecord&) const = default;
 };
 
-// L3: the record's holder is live at `now`.
+// L3: the record's holder is live at `now`: its lease is live (LeaseSide::live).
 inline bool is_held(const std::optional<LockRecord>& r, TimeMs now) {
-  return r.has_value() && now < r->lease_expires_at;
+  return r.has_value() && lease_live_at(r->lease_expires_at, now);
 }
 
 // Owner: free text shown to other callers, valid UTF-8, at most 256 bytes, no NUL (field "owner").

@@ -22,10 +22,19 @@ TEST(LockRules, AcquireIsBusyWhileTheLeaseIsLive) {
 }
 
 TEST(LockRules, LeaseEndIsExclusive) {
-  // L3: held exactly while now < lease_expires_at; at the lease end it is free.
+  // L3: held exactly while the lease is live (lease_live_at: now < lease_expires_at); at the
+  // lease end it is free.
   auto r = held_by(7, kT0 + 1000);
   EXPECT_TRUE(is_held(r, kT0 + 999));
   EXPECT_FALSE(is_held(r, kT0 + 1000));
+  EXPECT_FALSE(is_held(r, kT0 + 1001));
+  EXPECT_FALSE(is_held(std::nullopt, kT0));
+  for (const TimeMs now : {kT0 + 999, kT0 + 1000, kT0 + 1001}) {
+    EXPECT_EQ(is_held(r, now), on_side(LeaseSide::live, r.lease_expires_at, now));
+    EXPECT_NE(is_held(r, now), on_side(LeaseSide::lapsed, r.lease_expires_at, now));
+    EXPECT_TRUE(on_side(LeaseSide::any, r.lease_expires_at, now));
+  }
+  EXPECT_EQ(decide_acquire(r, kT0 + 999, "b", std::nullopt), AcquireVerdict::busy);
   EXPECT_EQ(decide_acquire(r, kT0 + 1000, "b", std::nullopt), AcquireVerdict::grant);
 }
 

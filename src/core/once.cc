@@ -108,15 +108,7 @@ bool lease_live(const OnceRecord& r, TimeMs now) {
 bool matches(OnceFilter f, const OnceRecord& r, TimeMs now) {
   const OnceFilterTerms t = filter_terms(f);
   if (t.state && r.state != *t.state) return false;
-  switch (t.lease) {
-    case LeaseSide::any:
-      return true;
-    case LeaseSide::live:
-      return lease_live_at(r.lease_expires_at, now);
-    case LeaseSide::lapsed:
-      return !lease_live_at(r.lease_expires_at, now);
-  }
-  return false;
+  return on_side(t.lease, r.lease_expires_at, now);
 }
 
 Result<void> check_invariants(const OnceRecord& r) {

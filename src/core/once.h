@@ -80,17 +80,14 @@ Result<OnceFilter> parse_once_filter(std::string_view s);  // error names field 
 
 // --- the state of a record at time `now` ---------------------------------------------------------
 // Decided here once, for begin's takeover (lease_live), GET ?state= and the overview counts
-// (matches). The SQL stores cannot call matches() inside a statement: they translate
-// filter_terms() into SQL (store/once_sql.h), and the conformance suite checks that every
-// store's listing and counts by state select what matches() selects.
-
-// A lease is live while now < lease_expires_at: at now == lease_expires_at it has lapsed (the
-// record shows as `expired`, and the next begin takes it over).
-constexpr bool lease_live_at(TimeMs lease_expires_at, TimeMs now) { return now < lease_expires_at; }
+// (matches), on the lease boundary of core/lease.h (lease_live_at: a lease ending at now has
+// lapsed, the record shows as `expired` and the next begin takes it over). The SQL stores cannot
+// call matches() inside a statement: they translate filter_terms() into SQL (store/once_sql.h),
+// and the conformance suite checks that every store's listing and counts by state select what
+// matches() selects.
 
 // What a filter selects, as two conditions that must both hold: the record's state, and which
-// side of its lease end `now` is (only the processing state looks at its lease).
-enum class LeaseSide { any, live, lapsed };
+// side of its lease end `now` is (core/lease.h; only the processing state looks at its lease).
 struct OnceFilterTerms {
   std::optional<OnceState> state;  // nullopt: every state
   LeaseSide lease = LeaseSide::any;
@@ -118,7 +115,8 @@ struct OnceRecord {
   bool operator==(const OnceRecord&) const = default;
 };
 
-// True when `r` is selected by `f` at `now`: filter_terms(f) hold for it.
+// True when `r` is selected by `f` at `now`: filter_terms(f) hold for it (its state, and
+// on_side of its lease end).
 bool matches(OnceFilter f, const OnceRecord& r, TimeMs now);
 
 // True while the holder's lease is live: processing and lease_live_at(r.lease_expires_at, now).

@@ -1,5 +1,7 @@
 #include "store/once_sql.h"
 
+#include "store/lease_sql.h"
+
 namespace ichido::store::once_sql {
 
 std::string state_term(core::OnceFilter f) {
@@ -9,15 +11,7 @@ std::string state_term(core::OnceFilter f) {
 }
 
 std::string lease_term(core::OnceFilter f, std::string_view now) {
-  switch (core::filter_terms(f).lease) {
-    case core::LeaseSide::any:
-      return "";
-    case core::LeaseSide::live:  // now < lease_expires_at
-      return "lease_expires_at > " + std::string(now);
-    case core::LeaseSide::lapsed:  // now >= lease_expires_at
-      return "lease_expires_at <= " + std::string(now);
-  }
-  return "";
+  return lease_sql::term(core::filter_terms(f).lease, now);
 }
 
 bool uses_now(core::OnceFilter f) { return core::filter_terms(f).lease != core::LeaseSide::any; }

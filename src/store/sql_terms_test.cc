@@ -1,15 +1,28 @@
-// The once filters' SQL terms (once_sql.h): the state as a literal, and the lease boundary of
-// core::lease_live_at turned into SQL (a lease ending at now has lapsed). That every store's
-// statements select what core::matches selects is the conformance suite's to check
-// (once_conformance_test.cc); this pins the text both stores compose.
-#include "store/once_sql.h"
-
+// The SQL terms both SQL stores compose into their statements. lease_sql.h: core::lease_live_at's
+// boundary (a lease ending at now has lapsed), for once records and locks. once_sql.h: the once
+// filters, the state as a literal and the lease term of its side. That every store's statements
+// select what core selects is the conformance suite's to check (once_conformance_test.cc,
+// lock_conformance_test.cc); this pins the text.
 #include <gtest/gtest.h>
 
-namespace ichido::store::once_sql {
+#include "store/lease_sql.h"
+#include "store/once_sql.h"
+
+namespace ichido::store {
 namespace {
 
+using core::LeaseSide;
 using core::OnceFilter;
+using once_sql::lease_term;
+using once_sql::state_term;
+using once_sql::uses_now;
+using once_sql::where;
+
+TEST(LeaseSqlTest, LiveIsAfterNowAndLapsedIsAtOrBeforeNow) {
+  EXPECT_EQ(lease_sql::term(LeaseSide::live, "?2"), "lease_expires_at > ?2");
+  EXPECT_EQ(lease_sql::term(LeaseSide::lapsed, "$3"), "lease_expires_at <= $3");
+  EXPECT_EQ(lease_sql::term(LeaseSide::any, "$3"), "");
+}
 
 TEST(OnceSqlTest, EachFilterIsALiteralStateAndASideOfTheLeaseEnd) {
   EXPECT_EQ(where(OnceFilter::all, "$3"), "");
@@ -27,4 +40,4 @@ TEST(OnceSqlTest, EachFilterIsALiteralStateAndASideOfTheLeaseEnd) {
 }
 
 }  // namespace
-}  // namespace ichido::store::once_sql
+}  // namespace ichido::store

@@ -186,7 +186,8 @@ class Tables {
   // Inserts or replaces the row of (ns, rec.name).
   virtual Result<void> save_lock(const std::string& ns, const core::LockRecord& rec) = 0;
   virtual Result<void> delete_lock(const std::string& ns, const std::string& name) = 0;
-  // Rows of `ns` with lease_expires_at > now, by name.
+  // The rows of `ns` held at `now` (core::is_held, L3: the lease is live; the SQL stores select
+  // them with store/lease_sql.h's live term), by name. Also gives the overview's held count.
   virtual Result<std::vector<core::LockRecord>> list_live_locks(const std::string& ns,
                                                                 TimeMs now) = 0;
 

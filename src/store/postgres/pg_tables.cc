@@ -7,6 +7,7 @@
 #include <thread>
 #include <utility>
 
+#include "store/lease_sql.h"
 #include "store/once_sql.h"
 #include "store/table_store.h"
 
@@ -348,8 +349,9 @@ Sql::Sql(const std::string& schema) {
                 "lease_expires_at = excluded.lease_expires_at, request_id = excluded.request_id, "
                 "waiter = excluded.waiter, replayed = excluded.replayed");
   delete_lock = S("DELETE FROM {s}.locks WHERE ns = $1 AND name = $2");
-  list_live_locks = S("SELECT " LOCK_COLUMNS
-                      " FROM {s}.locks WHERE ns = $1 AND lease_expires_at > $2 ORDER BY name");
+  // The held locks (core/lock.h L3): $1 ns, $2 now.
+  list_live_locks = S("SELECT " LOCK_COLUMNS " FROM {s}.locks WHERE ns = $1 AND " +
+                      lease_sql::term(core::LeaseSide::live, "$2") + " ORDER BY name");
 
   // A waiter is live while its node's heartbeat lease and its own deadline last (core/lock.h
   // Q1), both on the database's clock.

@@ -1,4 +1,5 @@
 // SqliteTables: the lock rows (table `locks`, schema migration "locks").
+#include "store/lease_sql.h"
 #include "store/sqlite/sqlite_tables.h"
 
 namespace ichido::store::sqlite {
@@ -111,8 +112,11 @@ Result<void> SqliteTables::delete_lock(const std::string& ns, const std::string&
 
 Result<std::vector<core::LockRecord>> SqliteTables::list_live_locks(const std::string& ns,
                                                                     TimeMs now) {
-  auto q = db_.query("SELECT " LOCK_COLUMNS
-                     " FROM locks WHERE ns = ? AND lease_expires_at > ? ORDER BY name");
+  // The held locks (core/lock.h L3) through lease_sql.h's live term. Built once (Db finds the
+  // prepared statement by the text's address). ?1 ns, ?2 now.
+  static const std::string kSql = "SELECT " LOCK_COLUMNS " FROM locks WHERE ns = ?1 AND " +
+                                  lease_sql::term(core::LeaseSide::live, "?2") + " ORDER BY name";
+  auto q = db_.query(kSql.c_str());
   if (!q.ok()) return std::move(q).error();
   q->bind(1, ns).bind(2, now);
   std::vector<core::LockRecord> out;

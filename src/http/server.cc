@@ -43,7 +43,7 @@ using tcp = asio::ip::tcp;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 struct HttpServer::Conn final : service::Client {
-  explicit Conn(tcp::socket s) : stream(std::move(s)), idle_timer(stream.get_executor()) {}
+  explicit Conn(tcp::socket s) : stream(std::move(s)) {}
   // service::Client, for a request that may wait: the kernel's state of the connection, now —
   // past any watch callback its I/O thread has not run yet (a lone write on this thread holds it
   // for a commit, decision 141). Anything but ESTABLISHED means the peer's FIN or reset arrived:
@@ -61,13 +61,6 @@ struct HttpServer::Conn final : service::Client {
   }
   beast::tcp_stream stream;
   bool busy = false;  // a request is being read or answered; touched only on its executor
-  // Plain TCP's idle timeout (arm_idle_timer): when the current idle read began, whether one is
-  // pending, and one timer armed at most once an idle timeout instead of a timer wait started
-  // and cancelled around every request's read (decision 142). Touched only on its executor.
-  asio::steady_timer idle_timer;
-  std::chrono::steady_clock::time_point idle_since;
-  bool idle_reading = false;
-  bool idle_timer_armed = false;
   std::uint64_t id = 0;
   // Bytes read and not yet parsed (a pipelined next request). Here, not in the session's frame,
   // so that the watch below can read into it. Touched only on its executor.
@@ -139,32 +132,6 @@ void watch_plain(std::shared_ptr<HttpServer::Conn> conn, std::size_t limit) {
     }
     watch_plain(std::move(conn), limit);
   });
-}
-
-// Closes a plain-TCP connection's idle read once it has been pending `idle` (the session's idle
-// timeout) without per-request timer work: the session stamps idle_since and idle_reading around
-// each idle read and calls this only when no timer is armed. When the timer fires it cancels the
-// read if that read has been pending the whole timeout, sleeps until the rest of it if a later
-// read has not, and stops if the connection is busy with a request (its next idle read arms it
-// again). Holds the connection weakly; the session cancels the timer when it ends.
-void arm_idle_timer(const std::shared_ptr<HttpServer::Conn>& conn,
-                    std::chrono::steady_clock::time_point at, std::chrono::milliseconds idle) {
-  conn->idle_timer_armed = true;
-  conn->idle_timer.expires_at(at);
-  conn->idle_timer.async_wait(
-      [weak = std::weak_ptr<HttpServer::Conn>(conn), idle](boost::system::error_code ec) {
-        const auto c = weak.lock();
-        if (!c) return;
-        c->idle_timer_armed = false;
-        if (ec || !c->idle_reading) return;
-        const auto due = c->idle_since + idle;
-        if (std::chrono::steady_clock::now() < due) {
-          arm_idle_timer(c, due, idle);
-          return;
-        }
-        boost::system::error_code ignore;
-        c->stream.socket().cancel(ignore);  // the idle read ends with operation_aborted
-      });
 }
 
 // Feeds what is already buffered to the parser, without I/O. Usually the idle-phase read brought
@@ -466,21 +433,10 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Conn> conn, Stream& stre
   while (keep_going && !draining_.load()) {
     // Idle phase: wait for the first bytes of the next request (unless pipelined data is here).
     if (buffer.size() == 0) {
-      const auto idle = std::chrono::milliseconds(limits_.idle_timeout_ms);
-      boost::system::error_code ec;
-      std::size_t n = 0;
-      if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
-        // Straight from the socket, past the stream's timer: arm_idle_timer keeps the timeout.
-        conn->idle_since = std::chrono::steady_clock::now();
-        conn->idle_reading = true;
-        if (!conn->idle_timer_armed) arm_idle_timer(conn, conn->idle_since + idle, idle);
-        std::tie(ec, n) =
-            co_await tcp_layer.socket().async_read_some(buffer.prepare(4096), use_tuple);
-        conn->idle_reading = false;
-      } else {
-        tcp_layer.expires_after(idle);
-        std::tie(ec, n) = co_await stream.async_read_some(buffer.prepare(4096), use_tuple);
-      }
+      // The idle timeout is the stream's timer, armed before every idle read and cancelled when
+      // it completes, for plain TCP as for TLS (decision 142).
+      tcp_layer.expires_after(std::chrono::milliseconds(limits_.idle_timeout_ms));
+      auto [ec, n] = co_await stream.async_read_some(buffer.prepare(4096), use_tuple);
       if (ec) break;  // closed, reset, idle timeout or drain
       buffer.commit(n);
     }
@@ -719,7 +675,6 @@ asio::awaitable<void> HttpServer::session(std::shared_ptr<Conn> conn) {
   boost::system::error_code ignore;
   conn->stream.socket().shutdown(tcp::socket::shutdown_send, ignore);
   conn->stream.socket().close(ignore);
-  conn->idle_timer.cancel();
 }
 
 void HttpServer::begin_drain() {

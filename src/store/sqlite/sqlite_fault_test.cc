@@ -434,10 +434,10 @@ TEST_F(SqliteFaultTest, AWriteRefusedForLackOfSpaceMakesTheStoreNotReadyUntilAWr
   EXPECT_TRUE(s->check_ready().ok()) << s->check_ready().error().message;
 }
 
-// The writer keeps the open once records it read or wrote (WriterCache::open_once_): a failed
-// batch must take its changes out of that memory too. A `fail` (retry) that a full disk refused
-// left the record processing under its holder; another owner's begin is told it is in progress
-// (a remembered "pending" would have handed the item out twice), and the holder completes it.
+// A failed batch leaves nothing of its changes behind, in the table or in what the writer
+// keeps. A `fail` (retry) that a full disk refused left the record processing under its holder;
+// another owner's begin is told it is in progress (a "pending" kept from the failed batch would
+// have handed the item out twice), and the holder completes it.
 TEST_F(SqliteFaultTest, AOnceRecordChangedByAFailedBatchIsReadAgainNotRemembered) {
   auto s = Open();
   ASSERT_TRUE(s);

@@ -18,20 +18,6 @@ core::LockRecord lock_from(const Query& q, int at = 0) {
 
 Result<std::optional<core::LockRecord>> SqliteTables::find_lock(const std::string& ns,
                                                                 const std::string& name) {
-  std::string rk;
-  if (cache_) {
-    rk = row_key(ns, name);
-    auto& known = cache_->locks_;
-    if (auto it = known.find(rk); it != known.end()) return it->second;
-    if (!cache_->locks_complete_) {
-      auto loaded = load_locks();
-      if (!loaded.ok()) return std::move(loaded).error();
-    }
-    if (cache_->locks_complete_) {
-      auto it = known.find(rk);
-      return it == known.end() ? std::nullopt : it->second;
-    }
-  }
   auto q = db_.query("SELECT " LOCK_COLUMNS " FROM locks WHERE ns = ? AND name = ?");
   if (!q.ok()) return std::move(q).error();
   q->bind(1, ns).bind(2, name);
@@ -39,47 +25,7 @@ Result<std::optional<core::LockRecord>> SqliteTables::find_lock(const std::strin
   if (rc != SQLITE_DONE && rc != SQLITE_ROW) return db_.error("read a lock");
   std::optional<core::LockRecord> found;
   if (rc == SQLITE_ROW) found = lock_from(*q);
-  if (cache_) remember_lock(std::move(rk), found);
   return found;
-}
-
-void SqliteTables::remember_lock(std::string rk, std::optional<core::LockRecord> rec) {
-  auto& known = cache_->locks_;
-  if (cache_->locks_complete_ && !rec) {
-    known.erase(rk);  // a name the complete map does not hold has no row
-    return;
-  }
-  if (known.size() >= WriterCache::kMaxRows && !known.contains(rk)) {
-    known.clear();
-    cache_->locks_complete_ = false;
-  }
-  known.insert_or_assign(std::move(rk), std::move(rec));
-}
-
-Result<bool> SqliteTables::load_locks() {
-  if (cache_->lock_load_backoff_ > 0) {
-    --cache_->lock_load_backoff_;
-    return false;
-  }
-  auto q = db_.query("SELECT ns, " LOCK_COLUMNS " FROM locks LIMIT ?");
-  if (!q.ok()) return std::move(q).error();
-  q->bind(1, static_cast<std::int64_t>(WriterCache::kMaxLoadedLocks + 1));
-  std::unordered_map<std::string, std::optional<core::LockRecord>> all;
-  for (;;) {
-    const int rc = q->step();
-    if (rc == SQLITE_DONE) break;
-    if (rc != SQLITE_ROW) return db_.error("read the locks");
-    if (all.size() == WriterCache::kMaxLoadedLocks) {
-      cache_->lock_load_backoff_ = WriterCache::kLockLoadBackoff;
-      return false;
-    }
-    core::LockRecord r = lock_from(*q, 1);
-    std::string rk = row_key(q->text(0), r.name);
-    all.emplace(std::move(rk), std::move(r));
-  }
-  cache_->locks_ = std::move(all);
-  cache_->locks_complete_ = true;
-  return true;
 }
 
 Result<void> SqliteTables::save_lock(const std::string& ns, const core::LockRecord& r) {
@@ -93,11 +39,6 @@ Result<void> SqliteTables::save_lock(const std::string& ns, const core::LockReco
   q->bind(1, ns).bind(2, r.name).bind(3, r.owner).bind(4, r.token).bind(5, r.acquired_at);
   q->bind(6, r.lease_expires_at).bind(7, r.request_id).bind(8, std::int64_t{r.replayed});
   ICHIDO_TRY(q->run("save a lock"));
-  if (cache_) {
-    core::LockRecord stored = r;
-    stored.waiter.reset();  // not a column here: what find_lock would read back
-    remember_lock(row_key(ns, r.name), std::optional(std::move(stored)));
-  }
   return {};
 }
 
@@ -105,8 +46,7 @@ Result<void> SqliteTables::delete_lock(const std::string& ns, const std::string&
   auto q = db_.query("DELETE FROM locks WHERE ns = ? AND name = ?");
   if (!q.ok()) return std::move(q).error();
   q->bind(1, ns).bind(2, name);
-  ICHIDO_TRY(q->run("delete a lock"));  // on failure the row, and what the cache says, stay
-  if (cache_) remember_lock(row_key(ns, name), std::nullopt);
+  ICHIDO_TRY(q->run("delete a lock"));
   return {};
 }
 

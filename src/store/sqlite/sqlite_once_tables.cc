@@ -93,64 +93,32 @@ const char* list_once_sql(core::OnceFilter f) {
 
 }  // namespace
 
-void SqliteTables::remember_once(std::string rk, const core::OnceRecord& rec, std::int64_t id) {
-  auto& open = cache_->open_once_;
-  const bool is_open =
-      rec.state == core::OnceState::processing || rec.state == core::OnceState::pending;
-  const std::size_t bytes = rec.key.size() + rec.owner.size() + rec.last_error.size() +
-                            (rec.fingerprint ? rec.fingerprint->size() : 0) +
-                            (rec.result ? rec.result->size() : 0) +
-                            (rec.request_id ? rec.request_id->size() : 0);
-  if (!is_open || bytes > WriterCache::kMaxOpenOnceBytes) {
-    open.erase(rk);
-    return;
-  }
-  if (open.size() >= WriterCache::kMaxOpenOnce && !open.contains(rk)) open.clear();
-  open.insert_or_assign(std::move(rk), WriterCache::OpenOnce{rec, id});
-}
-
 Result<std::optional<core::OnceRecord>> SqliteTables::find_once(const std::string& ns,
                                                                 const std::string& key) {
-  std::string rk;
-  if (cache_) {
-    cache_->absent_once_.clear();
-    rk = row_key(ns, key);
-    if (auto it = cache_->open_once_.find(rk); it != cache_->open_once_.end()) {
-      return std::optional<core::OnceRecord>(it->second.rec);
-    }
-  }
-  auto q = db_.query("SELECT id, " ONCE_COLUMNS " FROM once_records WHERE ns = ? AND key = ?");
+  if (cache_) cache_->absent_once_.clear();
+  auto q = db_.query("SELECT " ONCE_COLUMNS " FROM once_records WHERE ns = ? AND key = ?");
   if (!q.ok()) return std::move(q).error();
   q->bind(1, ns).bind(2, key);
   const int rc = q->step();
   if (rc == SQLITE_DONE) {
-    if (cache_) cache_->absent_once_ = std::move(rk);
+    if (cache_) cache_->absent_once_ = row_key(ns, key);
     return std::optional<core::OnceRecord>();
   }
   if (rc != SQLITE_ROW) return db_.error("read a once record");
-  auto r = once_from(*q, 1);
+  auto r = once_from(*q);
   if (!r.ok()) return std::move(r).error();
-  if (cache_) remember_once(std::move(rk), *r, q->int64(0));
   return std::optional<core::OnceRecord>(std::move(*r));
 }
 
 // An UPDATE first, an INSERT when there was no row. Both statements take the same numbered
 // parameters. Cheaper than `INSERT … ON CONFLICT DO UPDATE`, whose update path costs about a
 // third more than a plain UPDATE (measured with this table and its indexes); most saves are
-// updates (complete, fail, renew), and a new record pays one missed index lookup. An open record
-// the writer holds in WriterCache::open_once_ is updated by its rowid (the key still checked),
-// which spares the (ns, key) index.
+// updates (complete, fail, renew), and a new record pays one missed index lookup.
 Result<void> SqliteTables::save_once(const std::string& ns, const core::OnceRecord& r) {
-  std::string rk;
-  bool absent = false;     // the writer's job just found no row (WriterCache::absent_once_)
-  std::int64_t known = 0;  // the row's id, when the writer holds the record
-  if (cache_) {
-    rk = row_key(ns, r.key);
-    absent = !cache_->absent_once_.empty() && cache_->absent_once_ == rk;
+  bool absent = false;  // the writer's job just found no row (WriterCache::absent_once_)
+  if (cache_ && !cache_->absent_once_.empty()) {
+    absent = cache_->absent_once_ == row_key(ns, r.key);
     cache_->absent_once_.clear();
-    if (auto it = cache_->open_once_.find(rk); it != cache_->open_once_.end()) {
-      known = it->second.id;
-    }
   }
   auto bind = [&](Query& q) { bind_once(q, ns, r); };
 #define ONCE_SET                                                                             \
@@ -158,34 +126,18 @@ Result<void> SqliteTables::save_once(const std::string& ns, const core::OnceReco
   "attempt = ?7, max_attempts = ?8, lease_expires_at = ?9, result = ?10, last_error = ?11, " \
   "holder_done = ?12, created_at = ?13, updated_at = ?14, finished_at = ?15, request_id = "  \
   "?16, replayed = ?17 "
-  if (known > 0) {
-    auto q = db_.query(ONCE_SET "WHERE id = ?18 AND ns = ?1 AND key = ?2");
-    if (!q.ok()) return std::move(q).error();
-    bind(*q);
-    q->bind(18, known);
-    ICHIDO_TRY(q->run("save a once record"));
-    if (sqlite3_changes(db_.raw()) > 0) {
-      remember_once(std::move(rk), r, known);
-      return {};
-    }
-    cache_->open_once_.erase(rk);  // not that row after all: go by the key
-  }
   if (!absent) {
     auto q = db_.query(ONCE_SET "WHERE ns = ?1 AND key = ?2");
     if (!q.ok()) return std::move(q).error();
     bind(*q);
     ICHIDO_TRY(q->run("save a once record"));
-    if (sqlite3_changes(db_.raw()) > 0) {
-      if (cache_) cache_->open_once_.erase(rk);  // its rowid unknown here
-      return {};
-    }
+    if (sqlite3_changes(db_.raw()) > 0) return {};
   }
 #undef ONCE_SET
   auto q = db_.query(ONCE_INSERT);
   if (!q.ok()) return std::move(q).error();
   bind(*q);
   ICHIDO_TRY(q->run("save a once record"));
-  if (cache_) remember_once(std::move(rk), r, sqlite3_last_insert_rowid(db_.raw()));
   return {};
 }
 
@@ -195,15 +147,7 @@ Result<void> SqliteTables::save_once(const std::string& ns, const core::OnceReco
 // found taken leaves the sequence as it was, as the default implementation does.
 Result<std::optional<core::OnceRecord>> SqliteTables::insert_once_unless_found(
     const std::string& ns, core::OnceRecord& rec) {
-  std::string rk;
-  if (cache_) {
-    cache_->absent_once_.clear();
-    rk = row_key(ns, rec.key);
-    // An open record the writer holds is taken for sure (WriterCache::open_once_ is exact).
-    if (auto it = cache_->open_once_.find(rk); it != cache_->open_once_.end()) {
-      return std::optional<core::OnceRecord>(it->second.rec);
-    }
-  }
+  if (cache_) cache_->absent_once_.clear();
   auto token = peek_token();
   if (!token.ok()) return std::move(token).error();
   rec.token = *token;
@@ -222,13 +166,11 @@ Result<std::optional<core::OnceRecord>> SqliteTables::insert_once_unless_found(
     }
     return found;
   }
-  const std::int64_t id = sqlite3_last_insert_rowid(db_.raw());
   auto drawn = next_token();
   if (!drawn.ok()) return std::move(drawn).error();
   if (*drawn != rec.token) {
     return Error(errc::internal, "The token sequence moved while a once record was inserted.");
   }
-  if (cache_) remember_once(std::move(rk), rec, id);
   return std::optional<core::OnceRecord>();
 }
 
@@ -236,7 +178,6 @@ Result<bool> SqliteTables::delete_once(const std::string& ns, const std::string&
   auto q = db_.query("DELETE FROM once_records WHERE ns = ? AND key = ?");
   if (!q.ok()) return std::move(q).error();
   q->bind(1, ns).bind(2, key);
-  if (cache_) cache_->open_once_.erase(row_key(ns, key));
   ICHIDO_TRY(q->run("delete a once record"));
   return sqlite3_changes(db_.raw()) > 0;
 }
@@ -264,7 +205,6 @@ Result<std::int64_t> SqliteTables::purge_once_in(const std::string& ns, TimeMs o
       "LIMIT ?)");
   if (!q.ok()) return std::move(q).error();
   q->bind(1, ns).bind(2, older_than).bind(3, std::int64_t{limit});
-  if (cache_) cache_->open_once_.clear();  // holds no finished record; a clear is always safe
   ICHIDO_TRY(q->run("purge finished once records"));
   return static_cast<std::int64_t>(sqlite3_changes(db_.raw()));
 }

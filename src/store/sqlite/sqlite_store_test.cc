@@ -642,11 +642,10 @@ TEST_F(SqliteStoreTest, AFailingCommandThatWroteIsUndoneAloneInItsBatch) {
   EXPECT_EQ(info->issued_count, 4);
 }
 
-// The same re-run with once records, which the writer remembers while they are open
-// (WriterCache::open_once_): a begin, then a command that makes the record pending and fails,
-// in one batch. The failed command's change is undone in the table and must be forgotten by the
-// writer too: the next owner is told the item is in progress (a remembered "pending" would hand
-// it out a second time).
+// The same re-run with once records: a begin, then a command that makes the record pending and
+// fails, in one batch. The failed command's change is undone, in the table and in anything the
+// writer keeps: the next owner is told the item is in progress (a kept "pending" would hand it
+// out a second time).
 TEST_F(SqliteStoreTest, AFailedCommandsChangeToAOnceRecordIsForgottenByTheWriter) {
   auto store = MustOpen();
   ASSERT_TRUE(store);
@@ -688,8 +687,8 @@ TEST_F(SqliteStoreTest, AFailedCommandsChangeToAOnceRecordIsForgottenByTheWriter
   EXPECT_EQ(done->state, core::OnceState::completed);
 }
 
-// And with locks, whose rows the writer remembers too (WriterCache::locks_): a command that
-// hands a granted lock to someone else and fails is forgotten, and the real holder releases it.
+// And with locks: a command that hands a granted lock to someone else and fails is undone, and
+// the real holder releases it.
 TEST_F(SqliteStoreTest, AFailedCommandsChangeToALockIsForgottenByTheWriter) {
   auto store = MustOpen();
   ASSERT_TRUE(store);
@@ -727,89 +726,6 @@ TEST_F(SqliteStoreTest, AFailedCommandsChangeToALockIsForgottenByTheWriter) {
   auto again = sync.acquire_lock({lock, "b", 600'000});
   ASSERT_TRUE(again.ok()) << again.error().message;
   EXPECT_TRUE(again->acquired);
-}
-
-// Decision 130: while the `locks` table is small the writer holds all of it
-// (WriterCache::locks_complete_), so an acquire of a name never seen reads no row; saves and
-// deletions keep the map exact, and a clear() (any rollback) reads the table again. A table of
-// more than kMaxLoadedLocks rows is read by name, and not loaded again for the next
-// kLockLoadBackoff misses.
-TEST_F(SqliteStoreTest, TheWriterHoldsASmallLocksTableWholeAndReadsNoRowForANewName) {
-  const std::string path = NewDatabasePath();
-  ASSERT_FALSE(path.empty());
-  Db db;
-  ASSERT_TRUE(db.open(path, false).ok());
-  StatementsOn log(db, "locks");
-  auto& ran = log.ran;
-  auto lock = [](const std::string& name, std::int64_t token) {
-    return core::LockRecord{name,         "me",         token,        kNow,
-                            kNow + 60000, std::nullopt, std::nullopt, false};
-  };
-  ASSERT_TRUE(db.exec("BEGIN", "begin").ok());
-  {
-    SqliteTables plain(db);  // rows written before the writer's cache knows anything
-    ASSERT_TRUE(plain.save_lock("acme", lock("held", 1)).ok());
-    ASSERT_TRUE(plain.save_lock("shop", lock("held", 2)).ok());
-  }
-  WriterCache cache;
-  SqliteTables t(db, &cache);
-  ran.clear();
-  auto first = t.find_lock("acme", "new-1");  // loads the table
-  ASSERT_TRUE(first.ok());
-  EXPECT_FALSE(*first);
-  ASSERT_EQ(ran.size(), 1u);
-  EXPECT_NE(ran[0].find("FROM locks LIMIT"), std::string::npos) << ran[0];
-
-  ran.clear();
-  for (const auto& [ns, name, token] :
-       {std::tuple{"acme", "held", 1}, std::tuple{"shop", "held", 2},
-        std::tuple{"acme", "new-2", 0}}) {
-    auto r = t.find_lock(ns, name);
-    ASSERT_TRUE(r.ok());
-    EXPECT_EQ(r->has_value(), token > 0) << ns << " " << name;
-    if (*r) {
-      EXPECT_EQ((*r)->token, token);
-    }
-  }
-  EXPECT_TRUE(ran.empty()) << ran[0];
-
-  // Saves and deletions keep it exact: what a read by name would say.
-  ran.clear();
-  ASSERT_TRUE(t.save_lock("acme", lock("new-1", 3)).ok());
-  ASSERT_TRUE(t.delete_lock("acme", "held").ok());
-  auto saved = t.find_lock("acme", "new-1");
-  auto deleted = t.find_lock("acme", "held");
-  ASSERT_TRUE(saved.ok() && deleted.ok());
-  ASSERT_TRUE(*saved);
-  EXPECT_EQ((*saved)->token, 3);
-  EXPECT_FALSE(*deleted);
-  EXPECT_EQ(ran.size(), 2u) << "the save and the delete only";
-
-  // A rollback's clear(): the table is read again, as it is now.
-  cache.clear();
-  ran.clear();
-  auto again = t.find_lock("shop", "held");
-  ASSERT_TRUE(again.ok() && *again);
-  EXPECT_EQ(ran.size(), 1u);
-
-  // Too large to hold: read by name, and the load not tried again for a while.
-  {
-    SqliteTables plain(db);
-    for (std::size_t i = 0; i < WriterCache::kMaxLoadedLocks; ++i) {
-      ASSERT_TRUE(plain.save_lock("bulk", lock("n" + std::to_string(i), 10)).ok());
-    }
-  }
-  cache.clear();
-  ran.clear();
-  auto miss = t.find_lock("acme", "new-3");
-  ASSERT_TRUE(miss.ok());
-  EXPECT_FALSE(*miss);
-  ASSERT_EQ(ran.size(), 2u) << "the load that gave up, then the read by name";
-  ran.clear();
-  auto bulk = t.find_lock("bulk", "n7");
-  ASSERT_TRUE(bulk.ok() && *bulk);
-  EXPECT_EQ(ran.size(), 1u) << "a read by name, no second load";
-  ASSERT_TRUE(db.exec("ROLLBACK", "roll back").ok());
 }
 
 // Tokens drawn in one batch come from the sequence's value read once and written back once
@@ -1277,8 +1193,8 @@ TEST_F(SqliteStoreTest, OpenOnceRecordsAreIndexedAndCompletedOnesAreNot) {
 // A begin's record (Tables::insert_once_unless_found, used by TableStore::begin_once): a new
 // key is inserted with the token next_token then draws, and nothing reads once_records before
 // the insert (its own search of the (ns, key) index says whether the key is taken); a taken
-// key — open and held by the writer, or not held — is answered with the stored record, nothing
-// written and no token drawn. Both in the writer's deferred mode and writing through.
+// key is answered with the stored record, read after the insert found it, nothing written and no
+// token drawn. Both in the writer's deferred mode and writing through.
 TEST_F(SqliteStoreTest, ABeginInsertsANewKeyWithoutSearchingFirstAndDrawsNoTokenForATakenOne) {
   const std::string path = NewDatabasePath();
   ASSERT_FALSE(path.empty());
@@ -1310,7 +1226,6 @@ TEST_F(SqliteStoreTest, ABeginInsertsANewKeyWithoutSearchingFirstAndDrawsNoToken
     ASSERT_EQ(ran.size(), 1u) << "only the insert, no search before it";
     EXPECT_EQ(ran[0].rfind("INSERT INTO once_records", 0), 0u) << ran[0];
 
-    // Taken, and held by the writer: no statement at all.
     core::OnceRecord again = rec;
     again.owner = "pc-2";
     again.token = 0;
@@ -1322,22 +1237,24 @@ TEST_F(SqliteStoreTest, ABeginInsertsANewKeyWithoutSearchingFirstAndDrawsNoToken
       EXPECT_EQ((*r)->token, rec.token);
       EXPECT_EQ(again.token, 0);
     };
-    ran.clear();
-    expect_stored(t.insert_once_unless_found("shop", again));
-    EXPECT_TRUE(ran.empty()) << ran[0];
-
-    // Taken, not held (the writer's cache cleared, as after a rollback; the deferred sequence
-    // written first, as a batch's flush does): the insert finds the key, then reads the record.
-    // (The last token drawn is put back, as the writer does after a rollback it knows the
-    // extent of; a bare clear() would start the tokens again above the reserving row.)
-    ASSERT_TRUE(t.flush_writes().ok());
-    const auto drawn = cache.token_mark();
-    cache.clear();
-    cache.rollback_tokens(drawn);
-    ran.clear();
-    expect_stored(t.insert_once_unless_found("shop", again));
-    ASSERT_EQ(ran.size(), 2u);
-    EXPECT_EQ(ran[1].rfind("SELECT", 0), 0u) << ran[1];
+    // Taken: the insert finds the key, then reads the record. Again after the writer's cache is
+    // cleared, as after a rollback (the deferred sequence written first, as a batch's flush
+    // does; the last token drawn put back, as the writer does after a rollback it knows the
+    // extent of: a bare clear() would start the tokens again above the reserving row).
+    for (const bool cleared : {false, true}) {
+      SCOPED_TRACE(cleared ? "after a clear" : "as it is");
+      if (cleared) {
+        ASSERT_TRUE(t.flush_writes().ok());
+        const auto drawn = cache.token_mark();
+        cache.clear();
+        cache.rollback_tokens(drawn);
+      }
+      ran.clear();
+      expect_stored(t.insert_once_unless_found("shop", again));
+      ASSERT_EQ(ran.size(), 2u);
+      EXPECT_EQ(ran[0].rfind("INSERT INTO once_records", 0), 0u) << ran[0];
+      EXPECT_EQ(ran[1].rfind("SELECT", 0), 0u) << ran[1];
+    }
     EXPECT_EQ(Rows(db.raw(),
                    ("SELECT owner, token FROM once_records WHERE key = '" + rec.key + "'").c_str()),
               "pc-1|" + std::to_string(rec.token) + ";");

@@ -42,19 +42,12 @@ class WriterCache {
  public:
   // How far ahead of the drawn token the token row is written (decision 130).
   static constexpr std::int64_t kTokenRowBlock = 4096;
-  // The most lock rows the writer holds as the whole table, and how many misses it reads by
-  // name before it tries to load a table found larger again (locks_complete_, below).
-  static constexpr std::size_t kMaxLoadedLocks = 5000;
-  static constexpr std::uint32_t kLockLoadBackoff = 1000;
 
   void clear() {
     counters_.clear();
     periods_.clear();
     pending_periods_.clear();
     absent_once_.clear();
-    open_once_.clear();
-    locks_.clear();
-    locks_complete_ = false;
     token_last_.reset();
     start_batch();
   }
@@ -97,34 +90,6 @@ class WriterCache {
   // and saves its record one after the other on the one writer thread, so the hint cannot be
   // stale when its save reads it; a rollback clears it.
   std::string absent_once_;
-  // The open once records (processing or pending) the writer last read or wrote, by ns '\0'
-  // key, each with its rowid: a complete, fail or renew finds its record here instead of
-  // reading the row, and saves it by rowid instead of through the (ns, key) index. Exact
-  // because the writer makes every change to once_records (save_once, insert_once_unless_found,
-  // delete_once and purge_once_in keep it), and cleared with the rest of the cache on every
-  // rollback. Finished records (completed, dead) leave it: nothing changes them but a reset or a
-  // purge, and they carry results of up to 32 KiB. Bounded by kMaxOpenOnce entries of at most
-  // kMaxOpenOnceBytes.
-  struct OpenOnce {
-    core::OnceRecord rec;
-    std::int64_t id = 0;
-  };
-  static constexpr std::size_t kMaxOpenOnce = 4096;
-  static constexpr std::size_t kMaxOpenOnceBytes = 4096;
-  std::unordered_map<std::string, OpenOnce> open_once_;
-  // The lock rows the writer last read or wrote, by ns '\0' name; nullopt: known to have no row.
-  // A release, renew or repeated acquire then reads no row. Exact for the same reason as
-  // open_once_ (save_lock and delete_lock are the only writes to `locks`); bounded by kMaxRows.
-  //
-  // `locks_complete_`: locks_ holds every row of the table (find_lock loaded them all, which
-  // it does while the table has at most kMaxLoadedLocks rows, half of kMaxRows), so a name it does
-  // not hold has no row — an acquire of a new name reads nothing (decision 130). Kept exact by the
-  // same writes; a deletion then erases the entry instead of remembering the absence; anything that
-  // empties the map (growth past kMaxRows, clear()) ends it. A table found too large is not
-  // read again for the next kLockLoadBackoff misses.
-  std::unordered_map<std::string, std::optional<core::LockRecord>> locks_;
-  bool locks_complete_ = false;
-  std::uint32_t lock_load_backoff_ = 0;
   // A sequence drawn from in an optimistic batch: its value once read, and whether the table is
   // behind it (written by flush_writes).
   struct Sequence {
@@ -230,19 +195,11 @@ class SqliteTables final : public Tables {
   Result<void> write_period(std::int64_t counter_id, const std::string& period,
                             const PeriodRow& row);
   Result<std::int64_t> draw(const char* name, WriterCache::Sequence* seq);
-  // Keeps what the writer knows of lock row `rk` (WriterCache::locks_); nullopt: no row.
-  void remember_lock(std::string rk, std::optional<core::LockRecord> rec);
-  // Reads the whole `locks` table into WriterCache::locks_ when it has at most
-  // kMaxLoadedLocks rows (then locks_complete_); false when it did not.
-  Result<bool> load_locks();
   // Writes a sequence's row when it is behind `seq` (dirty).
   Result<void> flush_sequence(const char* name, WriterCache::Sequence& seq);
   Result<std::int64_t> sequence_value(const char* name);  // 0 before its first draw
   // A deferred sequence's value in this batch (read from the table the first time).
   Result<std::int64_t> deferred_value(const char* name, WriterCache::Sequence* seq);
-  // Keeps `rec` (row `id`) in WriterCache::open_once_ under `rk` when it is open and small
-  // enough, else drops what the cache held for `rk`. Writer only (cache_ set).
-  void remember_once(std::string rk, const core::OnceRecord& rec, std::int64_t id);
   // find_issued_by_key through the key index, the key's hash computed already.
   Result<std::optional<core::IssuedNumber>> find_issued_by_hash(std::int64_t counter_id,
                                                                 const std::string& key,

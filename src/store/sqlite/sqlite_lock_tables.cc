@@ -7,11 +7,10 @@ namespace {
 
 #define LOCK_COLUMNS "name, owner, token, acquired_at, lease_expires_at, request_id, replayed"
 
-// The record from LOCK_COLUMNS, starting at column `at`.
-core::LockRecord lock_from(const Query& q, int at = 0) {
-  return core::LockRecord{q.text(at),      q.text(at + 1),      q.int64(at + 2),
-                          q.int64(at + 3), q.int64(at + 4),     q.opt_text(at + 5),
-                          std::nullopt,    q.int64(at + 6) != 0};
+// The record from LOCK_COLUMNS.
+core::LockRecord lock_from(const Query& q) {
+  return core::LockRecord{q.text(0),  q.text(1),     q.int64(2),   q.int64(3),
+                          q.int64(4), q.opt_text(5), std::nullopt, q.int64(6) != 0};
 }
 
 }  // namespace

@@ -20,27 +20,27 @@ Result<core::OnceState> parse_state(const std::string& s) {
   return Error(errc::store_unavailable, "The store holds a once record in an unknown state.");
 }
 
-// The record from ONCE_COLUMNS, starting at column `at`.
-Result<core::OnceRecord> once_from(const Query& q, int at = 0) {
+// The record from ONCE_COLUMNS.
+Result<core::OnceRecord> once_from(const Query& q) {
   core::OnceRecord r;
-  r.key = q.text(at + 0);
-  auto state = parse_state(q.text(at + 1));
+  r.key = q.text(0);
+  auto state = parse_state(q.text(1));
   if (!state.ok()) return std::move(state).error();
   r.state = *state;
-  r.owner = q.text(at + 2);
-  r.fingerprint = q.opt_text(at + 3);
-  r.token = q.int64(at + 4);
-  r.attempt = q.int64(at + 5);
-  r.max_attempts = q.int64(at + 6);
-  r.lease_expires_at = q.int64(at + 7);
-  r.result = q.opt_text(at + 8);
-  r.last_error = q.text(at + 9);
-  r.holder_done = q.int64(at + 10) != 0;
-  r.created_at = q.int64(at + 11);
-  r.updated_at = q.int64(at + 12);
-  r.finished_at = q.opt_int64(at + 13);
-  r.request_id = q.opt_text(at + 14);
-  r.replayed = q.int64(at + 15) != 0;
+  r.owner = q.text(2);
+  r.fingerprint = q.opt_text(3);
+  r.token = q.int64(4);
+  r.attempt = q.int64(5);
+  r.max_attempts = q.int64(6);
+  r.lease_expires_at = q.int64(7);
+  r.result = q.opt_text(8);
+  r.last_error = q.text(9);
+  r.holder_done = q.int64(10) != 0;
+  r.created_at = q.int64(11);
+  r.updated_at = q.int64(12);
+  r.finished_at = q.opt_int64(13);
+  r.request_id = q.opt_text(14);
+  r.replayed = q.int64(15) != 0;
   return r;
 }
 

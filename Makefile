@@ -72,7 +72,7 @@ TEST_JOBS ?= $(shell n=$$(nproc); echo $$(( n < 2 ? 4 : 2 * n + 2 )))
 # The everyday tier (tests labelled `fast`, cmake/test_tiers.cmake): unit tests, the conformance
 # suite on the memory and SQLite stores, the SQLite store tests, the integration tests on SQLite
 # that are not slow by nature, the OpenAPI lint, the layering fences, clang-format and clang's
-# thread-safety analysis. Prints the ten slowest at the end.
+# thread-safety analysis. Prints the ten slowest at the end, then why each failed test failed.
 # The second trees (the thread-safety check; for make test also the fuzz targets) are built
 # before the tests start, not beside them: from nothing they take minutes of both cores, and
 # timing-sensitive tests should not share the machine with a compiler. Their tests
@@ -88,21 +88,21 @@ check: build
 	@$(call PREBUILD,scripts/analysis)
 	@ctest --test-dir build -L '^fast$$' -j $(TEST_JOBS) --timeout 300 --output-on-failure \
 	  --output-junit $(CURDIR)/build/Testing/check.xml; status=$$?; \
-	  scripts/slowest-tests build/Testing/check.xml; exit $$status
+	  scripts/slowest-tests build/Testing/check.xml; scripts/test-failures build/Testing/check.xml; exit $$status
 
 # Every test: make check's, and the PostgreSQL store's (on a throwaway cluster that CTest starts
 # and removes: scripts/pg-test-cluster), several nodes and PostgreSQL failing under them, the
 # clients against a live server, the dashboard in headless chromium, the packaging checks, the
 # soaks, the benchmark tools and a short fuzz run of each libFuzzer target (clang, ASan+UBSan).
 # The Debian packages are installed first so that a fresh machine's first run does not spend a
-# test's timeout on apt. Prints the ten slowest at the end.
+# test's timeout on apt. Prints the ten slowest at the end, then why each failed test failed.
 test: build
 	scripts/install-deps browser deploy postgres fuzz analysis format proxy
 	@$(call PREBUILD,scripts/analysis "scripts/fuzz build")
 	@ICHIDO_CONTRACT_MIN_OPERATIONS=all ICHIDO_FUZZ_SECONDS=$(FUZZ_SECONDS) \
 	  ctest --test-dir build -j $(TEST_JOBS) --timeout 600 --output-on-failure \
 	  --output-junit $(CURDIR)/build/Testing/test.xml; status=$$?; \
-	  scripts/slowest-tests build/Testing/test.xml; exit $$status
+	  scripts/slowest-tests build/Testing/test.xml; scripts/test-failures build/Testing/test.xml; exit $$status
 
 # The fault harness (docs/reliability.md), ~8 min: 300 kill -9 cycles under mixed load, a full
 # disk, SIGSTOP longer than the leases, damaged data dirs; every answer checked against the history.

@@ -4,6 +4,7 @@
 import { call, send, metricsText, token, setToken, nsPath, enc } from './api.js';
 import { t, translate, setLang, lang, fmtTime, monthName } from './i18n.js';
 import { Sparkline, parseMetrics, sumOf } from './chart.js';
+import { leaseSeconds } from './lease.js';
 
 const $ = (sel) => document.querySelector(sel);
 const state = { me: null, ns: '', namespaces: [], timers: [], view: '' };
@@ -93,8 +94,8 @@ function leaseCell(iso) {
 }
 function leaseText(iso) {
   if (!iso) return '';
-  const s = Math.round((new Date(iso).getTime() - Date.now()) / 1000);
-  return s >= 0 ? t('lease.left', { s }) : t('lease.lapsed', { s: -s });
+  const { live, s } = leaseSeconds(new Date(iso).getTime(), Date.now());
+  return t(live ? 'lease.left' : 'lease.lapsed', { s });
 }
 setInterval(() => {
   for (const el of document.querySelectorAll('[data-expires]')) {

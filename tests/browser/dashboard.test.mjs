@@ -272,6 +272,26 @@ test('admin: sign in, reset a dead record, force-release a lock, void a number',
   await page.close();
 });
 
+test('a lease reads as the server decides it: live before its end, lapsed at it', async () => {
+  const page = await newPage();
+  await page.goto(base + '/');
+  // The module the dashboard serves, run in the page (same origin, under its CSP).
+  const read = await page.evaluate(async () => {
+    const { leaseSeconds } = await import('/lease.js');
+    return [10000, 9999, 8500, 8000, 10001, 11999, 12000].map((now) => leaseSeconds(10000, now));
+  });
+  assert.deepEqual(read, [
+    { live: false, s: 0 },  // at the end: lapsed (src/core/lease.h), never "0 s left"
+    { live: true, s: 1 },   // 1 ms left reads "1 s left"
+    { live: true, s: 2 },
+    { live: true, s: 2 },
+    { live: false, s: 0 },
+    { live: false, s: 1 },
+    { live: false, s: 2 },
+  ]);
+  await page.context().close();
+});
+
 test('reader: sees the data, is offered no admin action', async () => {
   const page = await newPage();
   await signIn(page, readerToken);

@@ -20,8 +20,8 @@
 //       up to the mark (a restored older database cannot hand out tokens again), and the writer
 //       raises the mark (durably, before answering) before a token reaches it
 //       (reserve_tokens). So a restart may skip up to kTokenBlock tokens; tokens only ever grow.
-//       The database's own token row is a reservation too (decision 130): the writer keeps it
-//       above every token handed out, so D3 without ichido.id continues above them as well.
+//       The database's own token row holds the last token committed, so D3 without ichido.id
+//       continues above every token handed out as well.
 // Errors here are start-up errors: their messages say what is wrong with the directory and what
 // to do, in start-up words (not the API's "retry the same request").
 #pragma once

@@ -336,7 +336,6 @@ class SqliteStore::WriteTransaction final : public BatchTransaction {
     // it. The sequence is read again in every attempt (after a D4 raise above, too).
     s_.cache_.start_batch();
     s_.cache_.defer_writes = mode == BatchMode::optimistic;
-    batch_tokens_ = s_.cache_.token_mark();
     return {TxStep::ok(), now_};
   }
 
@@ -350,7 +349,6 @@ class SqliteStore::WriteTransaction final : public BatchTransaction {
 
   TxStep savepoint() override {
     key_mark_ = s_.keys_->undo_mark();
-    job_tokens_ = s_.cache_.token_mark();
     if (auto r = step("SAVEPOINT job", "open a savepoint"); !r.ok()) return give_up(r.error());
     return TxStep::ok();
   }
@@ -369,7 +367,6 @@ class SqliteStore::WriteTransaction final : public BatchTransaction {
       return give_up(r.error());
     }
     s_.keys_->rollback_to(key_mark_);
-    s_.cache_.rollback_tokens(job_tokens_);
     return TxStep::ok();
   }
 
@@ -384,7 +381,6 @@ class SqliteStore::WriteTransaction final : public BatchTransaction {
       return give_up(r.ok() ? db_.error("roll back") : r.error());
     }
     s_.keys_->rollback_batch();
-    s_.cache_.rollback_tokens(batch_tokens_);
     tables_.reset();
     return TxStep::ok();
   }
@@ -479,8 +475,6 @@ class SqliteStore::WriteTransaction final : public BatchTransaction {
   Db& db_;
   const TimeMs now_;
   std::optional<SqliteTables> tables_;  // the open attempt's
-  std::optional<std::int64_t> batch_tokens_;
-  std::optional<std::int64_t> job_tokens_;
   std::size_t key_mark_ = 0;
   std::uint64_t kseq_ = 0;
 };
@@ -553,38 +547,22 @@ Result<void> SqliteStore::reserve_tokens() {
 int SqliteStore::on_wal_commit(void* self_ptr, sqlite3* db, const char* name, int frames) {
   auto* self = static_cast<SqliteStore*>(self_ptr);
   const Options& o = self->opt_;
-  if (frames < self->last_wal_frames_) {  // the WAL started over
-    self->woken_at_frames_ = 0;
-    self->wal_generation_.fetch_add(1, std::memory_order_release);
-  }
+  if (frames < self->last_wal_frames_) self->woken_at_frames_ = 0;  // the WAL started over
   self->last_wal_frames_ = frames;
   if (frames < o.restart_frames) {
     if (frames - self->woken_at_frames_ >= o.checkpoint_frames) self->wake_checkpointer(frames);
     return SQLITE_OK;
   }
-  // Time to start the WAL over. The checkpointer copies the bulk beside the writer; the writer
-  // waits for it commit by commit (waking it every `tail` frames) and copies only the last
-  // `tail` frames itself, which its commits hold up for. Half a WAL behind, it copies the rest.
-  const int tail = std::max(1, o.checkpoint_frames / 4);
-  const int behind = frames - self->checkpointer_copied();
-  const bool catch_up = frames >= o.restart_frames + o.restart_frames / 2;
-  if (behind > tail && !catch_up) {
-    if (frames - self->woken_at_frames_ >= tail) self->wake_checkpointer(frames);
-    return SQLITE_OK;
-  }
-  // Copy what is left, so that the next write finds the WAL completely copied and starts it
-  // over. SQLITE_BUSY (the checkpointer is at work, or a reader still needs old frames) is no
+  // Time to start the WAL over. The checkpointer has copied the bulk beside the writer; the
+  // writer copies what is left, so that the next write finds the WAL completely copied and starts
+  // it over. SQLITE_BUSY (the checkpointer is at work, or a reader still needs old frames) is no
   // failure: the next commit tries again.
   int log = 0, copied = 0;
   const int rc = sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
   if (rc == SQLITE_OK) {
     // Counted when it copied the whole WAL; a reader that still needs old frames (a long
     // backup) keeps it from that, and every commit tries again, cheaply, until it can.
-    if (log == copied) {
-      self->writer_checkpoints_.fetch_add(1);
-      self->writer_copied_frames_.fetch_add(static_cast<std::uint64_t>(std::max(0, behind)));
-      if (behind > tail) self->writer_catch_ups_.fetch_add(1);
-    }
+    if (log == copied) self->writer_checkpoints_.fetch_add(1);
   } else {
     self->checkpoint_failed(*self->write_db_, rc);
   }
@@ -599,12 +577,6 @@ void SqliteStore::wake_checkpointer(int frames) {
     checkpoint_wanted_ = true;
   }
   checkpoint_cv_.notify_one();
-}
-
-int SqliteStore::checkpointer_copied() const {
-  const std::uint64_t b = backfilled_.load(std::memory_order_acquire);
-  const bool current = (b >> 32) == wal_generation_.load(std::memory_order_acquire);
-  return current ? static_cast<int>(b & 0xffffffffu) : 0;
 }
 
 void SqliteStore::checkpoint_failed(Db& db, int rc) {
@@ -771,10 +743,8 @@ void SqliteStore::checkpointer_loop() {
       if (closing_) return;  // close() checkpoints on the writer connection
       checkpoint_wanted_ = false;
     }
-    const std::uint32_t generation = wal_generation_.load(std::memory_order_acquire);
-    int copied = 0;
     int rc =
-        sqlite3_wal_checkpoint_v2(db.raw(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, &copied);
+        sqlite3_wal_checkpoint_v2(db.raw(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
     if (rc == SQLITE_OK) {
       // The pages just copied go to disk now, beside the writer, instead of all at once in the
       // sync that lets the WAL start over (decision 136). SQLite syncs the database file only
@@ -787,9 +757,6 @@ void SqliteStore::checkpointer_loop() {
     }
     if (rc == SQLITE_OK) {
       checkpoints_.fetch_add(1);
-      // Of the WAL of `generation`: if it has started over since, the writer ignores this.
-      backfilled_.store(std::uint64_t{generation} << 32 | static_cast<std::uint32_t>(copied),
-                        std::memory_order_release);
     } else {
       checkpoint_failed(db, rc);
     }

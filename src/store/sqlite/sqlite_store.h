@@ -43,15 +43,14 @@
 // checkpoints the checkpointer syncs the database file, so that the pages it copied go to disk
 // a little at a time, beside the writer (decision 136). A WAL starts over only when it is
 // completely copied at the start of a write, which a checkpointer running beside a busy writer
-// never sees; so once the WAL holds `restart_frames` frames the writer wakes the checkpointer
-// until it has copied all but the newest `checkpoint_frames / 4` frames, and then itself runs a
-// PASSIVE checkpoint right after its commit: it copies and syncs only those, and the next write
-// starts the WAL over. (If the checkpointer falls half a WAL behind, the writer copies the rest
-// itself: decision 136.) A checkpoint that fails changes nothing that
-// is committed (the WAL still holds every frame); damage found by one marks the store damaged
-// as on any other connection. A failed fsync of the database file latches the store as a failed
-// commit does (writes refused until a restart): the kernel may have dropped the pages it could
-// not write, and a later sync that succeeds would let the WAL start over without them.
+// never sees; so once the WAL holds `restart_frames` frames the writer itself runs a PASSIVE
+// checkpoint right after its commit: it copies and syncs what the checkpointer has not (fewer
+// than `checkpoint_frames` frames while the checkpointer keeps up), and the next write starts
+// the WAL over. A checkpoint that fails changes nothing that is committed (the WAL still holds
+// every frame); damage found by one marks the store damaged as on any other connection. A failed
+// fsync of the database file latches the store as a failed commit does (writes refused until a
+// restart): the kernel may have dropped the pages it could not write, and a later sync that
+// succeeds would let the WAL start over without them.
 //
 // WAL zeros (decision 132): a commit that lengthens the WAL syncs the file's new size and its
 // newly allocated blocks besides its frames; one that writes over bytes the file already has
@@ -202,9 +201,6 @@ class SqliteStore final : public TableStore {
   // The writer connection's WAL hook (sqlite3_wal_hook), after every commit: `frames` in the WAL.
   static int on_wal_commit(void* self, sqlite3* db, const char* name, int frames);
   void wake_checkpointer(int frames);  // the writer's, from on_wal_commit
-  // How many frames of the WAL as it is now the checkpointer's last checkpoint copied (0 when it
-  // has not copied any of it since the WAL started over).
-  int checkpointer_copied() const;
   // After a checkpoint on `db` that returned `rc`: a failed fsync of the database file latches
   // the store (see "Checkpoints" above); anything else but SQLITE_BUSY is counted.
   void checkpoint_failed(Db& db, int rc);
@@ -236,8 +232,8 @@ class SqliteStore final : public TableStore {
   std::deque<Job> write_queue_ GUARDED_BY(mu_);
   std::deque<Job> read_queue_ GUARDED_BY(mu_);
   bool closing_ GUARDED_BY(mu_) = false;
-  // The write connection and what goes with it (write_db_, cache_, the token marks, the WAL
-  // hook's count) belong to whoever set this: the writer thread for a batch, or a caller
+  // The write connection and what goes with it (write_db_, cache_, the WAL hook's
+  // count) belong to whoever set this: the writer thread for a batch, or a caller
   // running a lone write itself (submit_write). Set and cleared under mu_, which orders one
   // owner's use before the next one's.
   bool batch_running_ GUARDED_BY(mu_) = false;
@@ -251,10 +247,6 @@ class SqliteStore final : public TableStore {
   int woken_at_frames_ = 0;                         // the writer's: WAL size at the last wake-up
   // The writer's: the WAL's size after the last commit (a smaller one: it started over).
   int last_wal_frames_ = 0;
-  // The writer counts the WAL's fresh starts; the checkpointer's last checkpoint copied the
-  // first (backfilled_ & 0xffffffff) frames of the WAL of generation (backfilled_ >> 32).
-  std::atomic<std::uint32_t> wal_generation_{0};
-  std::atomic<std::uint64_t> backfilled_{0};
 
   std::atomic<bool> failed_{false};   // a commit failed with an I/O error: no more writes
   std::atomic<bool> corrupt_{false};  // some connection found damage
@@ -268,16 +260,14 @@ class SqliteStore final : public TableStore {
   std::atomic<std::uint64_t> commits_{0};
   std::atomic<std::uint64_t> committed_commands_{0};
   std::atomic<std::uint64_t> failed_commits_{0};
-  std::atomic<std::uint64_t> isolated_batches_{0};      // batches re-run with a savepoint per job
-  std::atomic<std::uint64_t> commit_us_{0};             // time spent in COMMIT (fsync), µs
-  std::atomic<std::uint64_t> caller_commits_{0};        // of commits_, on a caller's thread
-  std::atomic<std::uint64_t> checkpoints_{0};           // by the checkpointer, done
-  std::atomic<std::uint64_t> writer_checkpoints_{0};    // by the writer, whole WAL copied
-  std::atomic<std::uint64_t> writer_copied_frames_{0};  // frames in them not yet copied
-  std::atomic<std::uint64_t> writer_catch_ups_{0};      // of which it was half a WAL behind
-  std::atomic<std::uint64_t> failed_checkpoints_{0};    // either, failed (not busy)
-  std::atomic<std::uint64_t> wal_zero_fills_{0};        // zeros appended to the WAL, times
-  std::atomic<std::uint64_t> wal_zero_fill_skips_{0};   // fills skipped: write lock not taken
+  std::atomic<std::uint64_t> isolated_batches_{0};     // batches re-run with a savepoint per job
+  std::atomic<std::uint64_t> commit_us_{0};            // time spent in COMMIT (fsync), µs
+  std::atomic<std::uint64_t> caller_commits_{0};       // of commits_, on a caller's thread
+  std::atomic<std::uint64_t> checkpoints_{0};          // by the checkpointer, done
+  std::atomic<std::uint64_t> writer_checkpoints_{0};   // by the writer, whole WAL copied
+  std::atomic<std::uint64_t> failed_checkpoints_{0};   // either, failed (not busy)
+  std::atomic<std::uint64_t> wal_zero_fills_{0};       // zeros appended to the WAL, times
+  std::atomic<std::uint64_t> wal_zero_fill_skips_{0};  // fills skipped: write lock not taken
 
   // The key index (decision 143). keys_ is set in start() and lives until the store does.
   std::unique_ptr<KeyIndex> keys_;

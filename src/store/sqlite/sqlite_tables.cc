@@ -90,38 +90,19 @@ Result<std::int64_t> SqliteTables::sequence_value(const char* name) {
 }
 
 Result<std::int64_t> SqliteTables::peek_token() {
-  if (!cache_) {
-    auto value = sequence_value("token");
-    if (!value.ok()) return std::move(value).error();
-    return *value + 1;
+  if (cache_ && cache_->defer_writes) {
+    auto row = deferred_value("token", &cache_->token_);
+    if (!row.ok()) return std::move(row).error();
+    return *row + 1;
   }
-  if (cache_->token_last_) return *cache_->token_last_ + 1;
-  // Nothing drawn since the cache was last cleared: the row's value is the last token that
-  // may have been handed out (a reservation, WriterCache).
-  auto row = deferred_value("token", &cache_->token_);
-  if (!row.ok()) return std::move(row).error();
-  return *row + 1;
+  auto value = sequence_value("token");
+  if (!value.ok()) return std::move(value).error();
+  return *value + 1;
 }
 
-// With the writer's cache: from token_last_, the row written only when the token passes it —
-// deferred to flush_writes in an optimistic batch, at once in an isolated one (where a job's
-// savepoint rolled back clears the cache, so that the row is read again). Without a cache (no
-// batch around it): the row's value + 1, written back, which keeps it a reservation too.
 Result<std::int64_t> SqliteTables::next_token() {
-  if (!cache_) return draw("token", nullptr);
-  auto token = peek_token();
-  if (!token.ok()) return token;
-  auto row = deferred_value("token", &cache_->token_);
-  if (!row.ok()) return std::move(row).error();
-  ++cache_->deferred_writes;  // counted as a write, as every draw was: a failed job's draw
-                              // makes the batch run isolated (sqlite_store.cc)
-  if (*token > *row) {
-    cache_->token_.value = *token + WriterCache::kTokenRowBlock;
-    cache_->token_.dirty = true;
-    if (!cache_->defer_writes) ICHIDO_TRY(flush_sequence("token", cache_->token_));
-  }
-  cache_->token_last_ = *token;
-  cache_->drawn_token = std::max(cache_->drawn_token, *token);
+  auto token = draw("token", cache_ ? &cache_->token_ : nullptr);
+  if (token.ok() && cache_) cache_->drawn_token = std::max(cache_->drawn_token, *token);
   return token;
 }
 

@@ -19,45 +19,29 @@ namespace ichido::store::sqlite {
 // rollback may undo cached rows, so whoever rolls back must clear() it.
 //
 // Deferred writes (decision 130): while `defer_writes` is set (the writer's optimistic batch,
-// sqlite_store.cc), save_period only records the row as pending, next_kseq draws from the
-// key sequence's value read once per batch, next_token from the last token drawn (below), and
-// SqliteTables::flush_writes() writes every pending row and each sequence that moved once,
-// before COMMIT. A batch of `next` on one counter so writes its period row once instead of once
-// per command, and a batch of keyed numbers writes the key sequence once. Pending writes are part
-// of the transaction: clear() (every rollback) drops them with everything else, and
-// `deferred_writes` counts them so that "did this failed job write?" still sees them. start_batch()
-// forgets the sequences' values, so every batch reads them again (nothing else can change them
-// between batches unseen).
-//
-// The token sequence's row is a reservation (decision 130): no token above its value was ever
-// handed out. The writer draws tokens from `token_last_`, the last token it drew, and writes
-// the row only when a draw passes it (then to the drawn token + kTokenRowBlock), so that a
-// batch of grants seldom writes the sequence at all. `token_last_` outlives a batch. clear()
-// forgets it, and the next draw starts above the row's value again (a gap; tokens only grow);
-// a rollback whose extent the writer knows (a batch's, a job's savepoint) puts it back to its
-// mark instead, so that the tokens the rolled-back jobs drew are drawn again, as when the row
-// rolled back with them. Either way a drawn token never exceeds the row as the transaction
-// sees it (token_.value, written by flush_writes).
+// sqlite_store.cc), save_period only records the row as pending, next_kseq and next_token draw
+// from their sequence's value read once per batch, and SqliteTables::flush_writes() writes every
+// pending row and each sequence that moved once, before COMMIT. A batch of `next` on one counter
+// so writes its period row once instead of once per command, a batch of keyed numbers the key
+// sequence once, and a batch of grants the token sequence once. Pending writes are part of the
+// transaction: clear() (every rollback) drops them with everything else, and `deferred_writes`
+// counts them so that "did this failed job write?" still sees them. An isolated batch writes
+// through, so that a job's savepoint rolled back takes its draws with it. start_batch() forgets
+// the sequences' values, so every batch reads them again (nothing else can change them between
+// batches unseen). The token row thus holds the last token of a committed transaction.
 class WriterCache {
  public:
-  // How far ahead of the drawn token the token row is written (decision 130).
-  static constexpr std::int64_t kTokenRowBlock = 4096;
-
   void clear() {
     counters_.clear();
     periods_.clear();
     pending_periods_.clear();
     absent_once_.clear();
-    token_last_.reset();
     start_batch();
   }
   void start_batch() {
     token_ = Sequence{};
     kseq_ = Sequence{};
   }
-  // The last token drawn, to put back after a rollback to a point where it was this.
-  std::optional<std::int64_t> token_mark() const { return token_last_; }
-  void rollback_tokens(std::optional<std::int64_t> mark) { token_last_ = mark; }
   // The largest token drawn since the writer last reset it (data_dir.h D4). Not a cache: a
   // rollback makes it an over-estimate, which only reserves tokens early.
   std::int64_t drawn_token = 0;
@@ -96,9 +80,8 @@ class WriterCache {
     std::optional<std::int64_t> value;
     bool dirty = false;
   };
-  Sequence token_;  // 'token': fencing tokens; its value is the row's, a reservation
+  Sequence token_;  // 'token': fencing tokens
   Sequence kseq_;   // 'key': key stamps (decision 143)
-  std::optional<std::int64_t> token_last_;  // the last token drawn; unknown: the row's value
 };
 
 // The condition of the partial index once_open (schema migration 11, decision 131). SQLite uses

@@ -29,9 +29,6 @@ class SqliteStoreTestPeer {
   // Who did the checkpoints (stats() has their sum and the failures).
   struct Checkpoints {
     std::uint64_t by_checkpointer, by_writer;
-    // Of the writer's: the frames it copied that the checkpointer had not, in all; and how many
-    // times the checkpointer was half a WAL behind, so that the writer copied the rest.
-    std::uint64_t writer_copied_frames, writer_catch_ups;
   };
   // How many times the writer appended zeros to the WAL (decision 132), and how many times it
   // skipped that because another connection held the WAL's write lock.
@@ -56,8 +53,7 @@ class SqliteStoreTestPeer {
     return sqlite3_busy_timeout(s.write_db_->raw(), ms) == SQLITE_OK;
   }
   static Checkpoints checkpoints(const SqliteStore& s) {
-    return {s.checkpoints_.load(), s.writer_checkpoints_.load(), s.writer_copied_frames_.load(),
-            s.writer_catch_ups_.load()};
+    return {s.checkpoints_.load(), s.writer_checkpoints_.load()};
   }
 
  private:

@@ -89,13 +89,10 @@ Result<std::int64_t> SqliteTables::sequence_value(const char* name) {
   return rc == SQLITE_ROW ? q->int64(0) : 0;
 }
 
+// The row's value + 1; in an optimistic batch the value as this batch's draws left it (draw).
 Result<std::int64_t> SqliteTables::peek_token() {
-  if (cache_ && cache_->defer_writes) {
-    auto row = deferred_value("token", &cache_->token_);
-    if (!row.ok()) return std::move(row).error();
-    return *row + 1;
-  }
-  auto value = sequence_value("token");
+  auto value = cache_ && cache_->defer_writes ? deferred_value("token", &cache_->token_)
+                                              : sequence_value("token");
   if (!value.ok()) return std::move(value).error();
   return *value + 1;
 }
